@@ -1,0 +1,73 @@
+from django.db import models
+
+from conversations.models import Message
+
+
+class Run(models.Model):
+    """The execution of one message's turn by the agents."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        WAITING_PERMISSION = "waiting_permission"
+        COMPLETED = "completed"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+
+    ACTIVE_STATUSES = (Status.QUEUED, Status.RUNNING, Status.WAITING_PERMISSION)
+
+    message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="runs")
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
+    model = models.CharField(max_length=200, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    checkpoint = models.JSONField(default=dict, blank=True)
+    metrics = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        indexes = [models.Index(fields=["status", "heartbeat_at"])]
+
+    def __str__(self):
+        return f"run {self.pk} ({self.status})"
+
+    @property
+    def is_active(self):
+        return self.status in self.ACTIVE_STATUSES
+
+
+class RunEvent(models.Model):
+    """One entry of a run's event log; the vocabulary is seed 004's (docs/events.md)."""
+
+    class Type(models.TextChoices):
+        METADATA = "metadata"
+        AGENT_START = "agent_start"
+        LLM_CHUNK = "llm_chunk"
+        LLM_COMPLETE = "llm_complete"
+        AGENT_COMPLETE = "agent_complete"
+        TOOL_START = "tool_start"
+        TOOL_COMPLETE = "tool_complete"
+        PERMISSION_REQUEST = "permission_request"
+        PERMISSION_RESULT = "permission_result"
+        COMPLETE = "complete"
+        ERROR = "error"
+
+    TERMINAL_TYPES = (Type.COMPLETE, Type.ERROR)
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    seq = models.PositiveIntegerField()
+    type = models.CharField(max_length=30, choices=Type.choices)
+    agent = models.CharField(max_length=100, blank=True)
+    data = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["run", "seq"]
+        constraints = [models.UniqueConstraint(fields=["run", "seq"], name="event_seq_unique_per_run")]
+
+    def __str__(self):
+        return f"{self.run_id}#{self.seq} {self.type}"

@@ -1,0 +1,237 @@
+"""Settings for ArtifactFlow, read from the environment.
+
+The embedded default (no variables set) is one machine with SQLite and no other
+server. Setting DATABASE_URL (Postgres) and REDIS_URL scales out to several web
+and worker processes. Every value a deployment may change is an environment
+variable; secrets never come from this file.
+"""
+
+import secrets
+from pathlib import Path
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+env = environ.Env()
+
+DEBUG = env.bool("DEBUG", default=False)
+
+DATA_DIR = Path(env.str("ARTIFACTFLOW_DATA_DIR", default=str(BASE_DIR / "data")))
+DATA_DIR.mkdir(parents=True, exist_ok=True)
+
+
+def _local_secret_key() -> str:
+    # Kept in a file so the web process and the workers agree on it (django-q2
+    # signs task payloads with it) and sessions survive a restart.
+    path = DATA_DIR / "secret_key"
+    try:
+        with open(path, "x") as f:
+            f.write(secrets.token_urlsafe(50))
+    except FileExistsError:
+        pass
+    return path.read_text().strip()
+
+
+SECRET_KEY = env.str("SECRET_KEY", default="")
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured(
+            "SECRET_KEY is not set. Set it in the environment (DEBUG=1 generates a local one)."
+        )
+    SECRET_KEY = _local_secret_key()
+
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost"])
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+
+# --- Database -----------------------------------------------------------------
+
+DATABASES = {
+    "default": env.db_url(
+        "DATABASE_URL", default=f"sqlite:///{DATA_DIR / 'artifactflow.sqlite3'}"
+    )
+}
+USING_SQLITE = DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3"
+if USING_SQLITE:
+    # The web process and the django-q2 workers write to the same file. WAL lets
+    # readers run beside the writer; IMMEDIATE takes the write lock at BEGIN so
+    # a transaction waits (busy timeout) instead of failing with "database is
+    # locked" when it upgrades from read to write.
+    DATABASES["default"]["OPTIONS"] = {
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 20,
+        "init_command": (
+            "PRAGMA journal_mode=WAL;"
+            "PRAGMA synchronous=NORMAL;"
+            "PRAGMA foreign_keys=ON;"
+        ),
+    }
+else:
+    DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=60)
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Channel layer and cache ----------------------------------------------------
+
+REDIS_URL = env.str("REDIS_URL", default="")
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL]},
+        }
+    }
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": "artifactflow",
+        }
+    }
+elif USING_SQLITE:
+    # Carries events from a worker process to the web process through the same
+    # SQLite file; each web process polls it about every 100 ms. Messages are
+    # only wake-up calls: the consumer reads the event log, so a dropped one
+    # is healed by the next.
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_lite.layers.core.SQLiteChannelLayer",
+            "CONFIG": {"database": "default", "capacity": 500},
+        }
+    }
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+            "LOCATION": str(DATA_DIR / "cache"),
+        }
+    }
+else:
+    raise ImproperlyConfigured(
+        "DATABASE_URL names a server database but REDIS_URL is not set: a "
+        "multi-process deployment needs Redis for its channel layer and cache."
+    )
+
+# --- Applications ---------------------------------------------------------------
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "django_htmx",
+    "template_partials",
+    "django_q",
+    "conversations",
+    "artifacts",
+    "agents",
+]
+if not REDIS_URL:
+    INSTALLED_APPS.append("channels_lite")
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "artifactflow.middleware.LoginRequiredMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "artifactflow.urls"
+ASGI_APPLICATION = "artifactflow.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "chat"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = DATA_DIR / "static"
+WHITENOISE_USE_FINDERS = DEBUG
+
+SESSION_COOKIE_SECURE = env.bool("SECURE_COOKIES", default=not DEBUG and bool(CSRF_TRUSTED_ORIGINS))
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+    "loggers": {"django_q": {"level": "WARNING"}},
+}
+
+# --- Agent turns ----------------------------------------------------------------
+
+# The longest a turn may run, wall clock, before the worker is stopped.
+RUN_TIME_LIMIT = env.int("ARTIFACTFLOW_RUN_TIME_LIMIT", default=30 * 60)
+
+# django-q2 with the ORM broker in the application database: delivery receipts,
+# so the task of a worker that dies is delivered again after `retry` seconds.
+# `timeout` (the turn is killed) < `retry` (redelivery) keeps one long turn from
+# being handed to a second worker while the first still runs; the task also
+# claims its run with a conditional update, so a second delivery is a no-op.
+# `max_attempts` bounds redelivery of a task that keeps killing its worker.
+Q_CLUSTER = {
+    "name": "artifactflow",
+    "orm": "default",
+    "workers": env.int("ARTIFACTFLOW_WORKERS", default=2),
+    "timeout": RUN_TIME_LIMIT + 60,
+    "retry": RUN_TIME_LIMIT + 120,
+    "max_attempts": 3,
+    "ack_failures": True,
+    "save_limit": 1000,
+    "catch_up": False,
+    "poll": 0.2,
+}
+
+# A running turn whose heartbeat is older than this is taken for dead.
+RUN_HEARTBEAT_STALE = env.int("ARTIFACTFLOW_HEARTBEAT_STALE", default=120)
+
+# Streamed tokens are written to the event log in batches no more often than this.
+RUN_CHUNK_FLUSH_SECONDS = env.float("ARTIFACTFLOW_CHUNK_FLUSH_SECONDS", default=0.15)
+
+# The OpenAI SDK reads OPENAI_API_KEY and OPENAI_BASE_URL itself; with no key
+# the offline demo model answers, so a machine without internet still works.
+ARTIFACTFLOW_LLM = {
+    "api_key": env.str("OPENAI_API_KEY", default=""),
+    "base_url": env.str("OPENAI_BASE_URL", default="") or None,
+    "model": env.str("ARTIFACTFLOW_MODEL", default="gpt-4o-mini"),
+    "timeout": env.float("ARTIFACTFLOW_MODEL_TIMEOUT", default=120.0),
+    "max_retries": env.int("ARTIFACTFLOW_MODEL_RETRIES", default=2),
+}

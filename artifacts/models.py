@@ -1,0 +1,63 @@
+from django.db import models
+
+from conversations.models import Conversation
+
+
+class ArtifactSession(models.Model):
+    """The artifacts of one conversation; it shares the conversation's id."""
+
+    conversation = models.OneToOneField(
+        Conversation, primary_key=True, on_delete=models.CASCADE, related_name="artifact_session"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self):
+        return str(self.pk)
+
+
+class Artifact(models.Model):
+    class Source(models.TextChoices):
+        AGENT = "agent"
+        USER_UPLOAD = "user_upload"
+
+    session = models.ForeignKey(ArtifactSession, on_delete=models.CASCADE, related_name="artifacts")
+    # The id agents and users name the artifact by (e.g. "task_plan"), unique per session.
+    artifact_id = models.CharField(max_length=200)
+    content_type = models.CharField(max_length=100, default="text/markdown")
+    title = models.CharField(max_length=300, blank=True)
+    content = models.TextField(blank=True)
+    current_version = models.PositiveIntegerField(default=1)
+    # Optimistic lock: every write is conditional on the value it read.
+    lock_version = models.PositiveIntegerField(default=1)
+    source = models.CharField(max_length=20, choices=Source.choices, default=Source.AGENT)
+    metadata = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["session", "artifact_id"], name="artifact_id_unique_per_session")
+        ]
+
+    def __str__(self):
+        return self.artifact_id
+
+
+class ArtifactVersion(models.Model):
+    artifact = models.ForeignKey(Artifact, on_delete=models.CASCADE, related_name="versions")
+    version = models.PositiveIntegerField()
+    content = models.TextField(blank=True)
+    update_type = models.CharField(max_length=30)
+    changes = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["artifact", "version"]
+        constraints = [
+            models.UniqueConstraint(fields=["artifact", "version"], name="version_unique_per_artifact")
+        ]
+
+    def __str__(self):
+        return f"{self.artifact} v{self.version}"

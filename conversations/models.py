@@ -1,0 +1,58 @@
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.urls import reverse
+
+
+class Conversation(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations"
+    )
+    title = models.CharField(max_length=200, blank=True)
+    # The leaf of the branch the user is looking at; new messages continue it.
+    active_branch = models.ForeignKey(
+        "Message", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    metadata = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-updated_at"]
+        indexes = [models.Index(fields=["owner", "-updated_at"])]
+
+    def __str__(self):
+        return self.title or str(self.id)
+
+    def get_absolute_url(self):
+        return reverse("conversation-detail", args=[self.pk])
+
+    @property
+    def group_name(self) -> str:
+        """The channel-layer group its open pages listen on."""
+        return f"conversation-{self.pk}"
+
+
+class Message(models.Model):
+    """One user message and the assistant's final answer to it: a node of the
+    conversation tree. A message with no parent is a root."""
+
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="messages"
+    )
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="children"
+    )
+    content = models.TextField()
+    response = models.TextField(blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        indexes = [models.Index(fields=["conversation", "parent"])]
+
+    def __str__(self):
+        return self.content[:60]

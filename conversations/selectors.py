@@ -1,0 +1,78 @@
+"""Read-side queries for conversations. Every query is scoped to a user."""
+
+from dataclasses import dataclass
+
+from django.core.exceptions import ValidationError
+from django.db.models import prefetch_related_objects
+
+from agents.models import Run
+from agents.selectors import RunView, run_views
+
+from .models import Conversation, Message
+
+
+def conversation_list(*, user):
+    return Conversation.objects.filter(owner=user).order_by("-updated_at")
+
+
+def conversation_get(*, user, conversation_id) -> Conversation | None:
+    """The user's conversation with this id, or None (also for a malformed id)."""
+    try:
+        return Conversation.objects.filter(owner=user).get(pk=conversation_id)
+    except (Conversation.DoesNotExist, ValidationError, ValueError, TypeError):
+        return None
+
+
+def message_path(*, message: Message) -> list[Message]:
+    """The messages from the root down to `message`, in one query whatever the depth."""
+    table = Message._meta.db_table
+    # The ORM has no recursive CTE; this one walks up the parent links from the
+    # leaf and is the same SQL on SQLite and Postgres.
+    return list(
+        Message.objects.raw(
+            f"""
+            WITH RECURSIVE path(id, depth) AS (
+                SELECT id, 0 FROM {table} WHERE id = %s
+                UNION ALL
+                SELECT m.parent_id, path.depth + 1 FROM {table} m
+                JOIN path ON m.id = path.id WHERE m.parent_id IS NOT NULL
+            )
+            SELECT {table}.* FROM {table} JOIN path ON {table}.id = path.id
+            ORDER BY path.depth DESC
+            """,
+            [message.pk],
+        )
+    )
+
+
+@dataclass
+class ThreadEntry:
+    """A message as the thread shows it: its latest run and what that run did so far."""
+
+    message: Message
+    run: Run | None
+    view: RunView | None
+
+
+def thread_entries(*, messages: list[Message]) -> list[ThreadEntry]:
+    prefetch_related_objects(messages, "runs")
+    latest = {m.pk: (list(m.runs.all()) or [None])[-1] for m in messages}
+    views = run_views(runs=[run for run in latest.values() if run is not None])
+    return [
+        ThreadEntry(message=m, run=latest[m.pk], view=views.get(getattr(latest[m.pk], "pk", None)))
+        for m in messages
+    ]
+
+
+def thread_for_conversation(*, conversation: Conversation) -> list[ThreadEntry]:
+    """The active branch, root first."""
+    if conversation.active_branch_id is None:
+        return []
+    return thread_entries(messages=message_path(message=conversation.active_branch))
+
+
+def thread_entry_for_run(*, conversation: Conversation, run_id: int) -> ThreadEntry | None:
+    message = Message.objects.filter(conversation=conversation, runs__pk=run_id).first()
+    if message is None:
+        return None
+    return thread_entries(messages=[message])[0]

@@ -1,0 +1,60 @@
+"""Write-side operations on conversations and their message trees."""
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from agents.services import run_create
+from artifacts.models import ArtifactSession
+
+from .models import Conversation, Message
+
+MAX_MESSAGE_LENGTH = 20_000
+TITLE_LENGTH = 80
+
+# Passed as `parent` to continue the branch the user is looking at.
+ACTIVE_BRANCH = object()
+
+
+def conversation_start(*, user, content: str, enqueue: bool = True) -> Conversation:
+    """A new conversation (with its artifact session) that opens with `content`."""
+    with transaction.atomic():
+        conversation = Conversation.objects.create(owner=user)
+        ArtifactSession.objects.create(conversation=conversation)
+        message_post(conversation=conversation, content=content, enqueue=enqueue)
+    return conversation
+
+
+def _title_from(content: str) -> str:
+    line = " ".join(content.split())
+    if len(line) <= TITLE_LENGTH:
+        return line
+    return line[:TITLE_LENGTH].rsplit(" ", 1)[0] + "…"
+
+
+def message_post(
+    *, conversation: Conversation, content: str, parent=ACTIVE_BRANCH, enqueue: bool = True
+) -> Message:
+    """Store a user message and a queued run for it; the turn starts once committed.
+
+    `parent` is ACTIVE_BRANCH (continue what the user sees), a message of this
+    conversation (branch there) or None (a new root). The new message becomes
+    the active branch.
+    """
+    content = content.strip()
+    if not content:
+        raise ValidationError("Write a message first.")
+    if len(content) > MAX_MESSAGE_LENGTH:
+        raise ValidationError(f"A message may have at most {MAX_MESSAGE_LENGTH} characters.")
+    if parent is ACTIVE_BRANCH:
+        parent = conversation.active_branch
+    elif parent is not None and parent.conversation_id != conversation.pk:
+        raise ValidationError("That message belongs to another conversation.")
+
+    with transaction.atomic():
+        message = Message.objects.create(conversation=conversation, parent=parent, content=content)
+        conversation.active_branch = message
+        if not conversation.title:
+            conversation.title = _title_from(content)
+        conversation.save(update_fields=["active_branch", "title", "updated_at"])
+        run_create(message=message, enqueue=enqueue)
+    return message

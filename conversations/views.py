@@ -1,0 +1,76 @@
+from django.core.exceptions import ValidationError
+from django.http import Http404
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import HttpResponseClientRedirect, reswap, retarget
+
+from . import selectors, services
+from .models import Message
+
+
+def _conversation_or_404(request, conversation_id):
+    conversation = selectors.conversation_get(user=request.user, conversation_id=conversation_id)
+    if conversation is None:
+        raise Http404("No such conversation.")
+    return conversation
+
+
+def _page(request, *, conversation=None, error=""):
+    return render(
+        request,
+        "conversations/chat.html",
+        {
+            "conversations": selectors.conversation_list(user=request.user),
+            "conversation": conversation,
+            "entries": selectors.thread_for_conversation(conversation=conversation) if conversation else [],
+            "error": error,
+        },
+        status=422 if error else 200,
+    )
+
+
+def _invalid(request, exc: ValidationError, *, conversation=None):
+    error = exc.messages[0]
+    if not request.htmx:
+        return _page(request, conversation=conversation, error=error)
+    response = render(request, "conversations/chat.html#composer_error", {"error": error}, status=422)
+    return reswap(retarget(response, "#composer-error"), "outerHTML")
+
+
+@require_GET
+def chat(request):
+    return _page(request)
+
+
+@require_GET
+def conversation_detail(request, conversation_id):
+    return _page(request, conversation=_conversation_or_404(request, conversation_id))
+
+
+@require_POST
+def conversation_create(request):
+    try:
+        conversation = services.conversation_start(user=request.user, content=request.POST.get("content", ""))
+    except ValidationError as exc:
+        return _invalid(request, exc)
+    url = conversation.get_absolute_url()
+    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+
+
+@require_POST
+def message_create(request, conversation_id):
+    conversation = _conversation_or_404(request, conversation_id)
+    parent = services.ACTIVE_BRANCH
+    named = request.POST.get("parent")
+    if named == "root":
+        parent = None
+    elif named:
+        parent = get_object_or_404(Message, conversation=conversation, pk=named if named.isdigit() else None)
+    try:
+        services.message_post(conversation=conversation, content=request.POST.get("content", ""), parent=parent)
+    except ValidationError as exc:
+        return _invalid(request, exc, conversation=conversation)
+    if not request.htmx:
+        return redirect(conversation.get_absolute_url())
+    entries = selectors.thread_for_conversation(conversation=conversation)
+    return render(request, "conversations/chat.html#thread", {"entries": entries})

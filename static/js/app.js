@@ -1,0 +1,21 @@
+// Enter sends the message; Shift+Enter starts a new line.
+document.addEventListener("keydown", (event) => {
+  const box = event.target;
+  if (box.id !== "composer-input" || event.key !== "Enter" || event.shiftKey || event.isComposing) return;
+  event.preventDefault();
+  box.form.requestSubmit();
+});
+
+// Keep the newest text in view while it streams, unless the reader scrolled up.
+let followThread = true;
+const threadNearBottom = (el) => el.scrollHeight - el.scrollTop - el.clientHeight < 80;
+document.addEventListener("scroll", (event) => {
+  if (event.target.id === "thread") followThread = threadNearBottom(event.target);
+}, true);
+const followNewest = () => {
+  const thread = document.getElementById("thread");
+  if (thread && followThread) thread.scrollTop = thread.scrollHeight;
+};
+document.addEventListener("htmx:afterSwap", followNewest);
+document.addEventListener("htmx:oobAfterSwap", followNewest);
+document.addEventListener("DOMContentLoaded", followNewest);

@@ -1,0 +1,64 @@
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from agents.models import Run
+from conversations.models import Conversation
+from tests.factories import ConversationFactory, MessageFactory
+from tests.model_server import Status, Text
+
+# Transactional: the command prints events as they commit.
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _ask(*args, **options):
+    out, err = StringIO(), StringIO()
+    call_command("ask", *args, stdout=out, stderr=err, **options)
+    return out.getvalue(), err.getvalue()
+
+
+def test_ask_prints_the_streamed_answer_and_stores_the_turn(user, scripted_model):
+    scripted_model.add(Text("WAL lets readers and a writer work at once.", chunk_size=3))
+
+    out, err = _ask("What is WAL?", user=user.username)
+
+    assert out.strip() == "WAL lets readers and a writer work at once."
+    conversation = Conversation.objects.get(owner=user)
+    message = conversation.active_branch
+    assert message.content == "What is WAL?"
+    assert message.response == "WAL lets readers and a writer work at once."
+    assert message.runs.get().status == Run.Status.COMPLETED
+    assert f"conversation {conversation.pk}, message {message.pk}" in err
+
+
+def test_ask_continues_or_branches_a_conversation(user, scripted_model):
+    conversation = ConversationFactory(owner=user)
+    root = MessageFactory(conversation=conversation, response="root answer")
+    MessageFactory(conversation=conversation, parent=root, response="child answer")
+    scripted_model.add(Text("Branched."))
+
+    _ask("Again, differently", user=user.username, conversation=str(conversation.pk), parent=root.pk)
+
+    conversation.refresh_from_db()
+    assert conversation.active_branch.parent == root
+    sent = scripted_model.requests[0]["messages"]
+    assert [m["content"] for m in sent[1:]] == [root.content, "root answer", "Again, differently"]
+
+
+def test_ask_fails_with_the_reason_when_the_model_fails(user, scripted_model):
+    scripted_model.add(Status(500), Status(500), Status(500))
+    with pytest.raises(CommandError, match="answered 500"):
+        _ask("Anyone?", user=user.username)
+
+
+def test_ask_refuses_another_users_conversation(user, other_user, scripted_model):
+    theirs = ConversationFactory(owner=other_user)
+    with pytest.raises(CommandError, match="has no conversation"):
+        _ask("Mine now?", user=user.username, conversation=str(theirs.pk))
+    assert scripted_model.requests == []
+
+
+def test_ask_needs_a_user_when_there_are_several(user, other_user):
+    with pytest.raises(CommandError, match="--user"):
+        _ask("Who am I?")

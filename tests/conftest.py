@@ -1,0 +1,45 @@
+import pytest
+from channels.layers import channel_layers
+
+from tests.factories import UserFactory
+from tests.model_server import ScriptedModelServer
+
+
+@pytest.fixture
+def model_server():
+    server = ScriptedModelServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def scripted_model(model_server, settings):
+    """The one model every engine test talks to: the real SDK over HTTP to a
+    scripted server. Add replies with `scripted_model.add(Text(...))`."""
+    settings.ARTIFACTFLOW_LLM = {
+        "api_key": "sk-test",
+        "base_url": model_server.url,
+        "model": model_server.model,
+        "timeout": 10.0,
+        "max_retries": 2,
+    }
+    return model_server
+
+
+@pytest.fixture(autouse=True)
+def fresh_channel_layer():
+    # A layer holds connections and polling tasks bound to the event loop that
+    # first used it; each test runs in a loop of its own.
+    channel_layers.backends.clear()
+    yield
+    channel_layers.backends.clear()
+
+
+@pytest.fixture
+def user(db):
+    return UserFactory()
+
+
+@pytest.fixture
+def other_user(db):
+    return UserFactory()

@@ -1,0 +1,113 @@
+import pytest
+from django.core.exceptions import ValidationError
+
+from agents.models import Run
+from artifacts.models import ArtifactSession
+from conversations import services
+from conversations.models import Conversation
+from tests.factories import ConversationFactory, MessageFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def test_start_creates_conversation_session_first_message_and_queued_run(user):
+    conversation = services.conversation_start(user=user, content="  What is   SQLite WAL?  ")
+
+    message = conversation.active_branch
+    assert message.content == "What is   SQLite WAL?"
+    assert message.parent is None
+    assert conversation.title == "What is SQLite WAL?"
+    assert ArtifactSession.objects.filter(pk=conversation.pk).exists()
+    assert [run.status for run in message.runs.all()] == [Run.Status.QUEUED]
+
+
+def test_long_first_message_gives_a_short_title(user):
+    conversation = services.conversation_start(user=user, content="word " * 100)
+    assert len(conversation.title) <= services.TITLE_LENGTH + 1
+    assert conversation.title.endswith("…")
+
+
+def test_without_a_parent_the_active_branch_continues(user):
+    conversation = services.conversation_start(user=user, content="first")
+    first = conversation.active_branch
+
+    second = services.message_post(conversation=conversation, content="second")
+    third = services.message_post(conversation=conversation, content="third")
+
+    assert second.parent == first
+    assert third.parent == second
+    conversation.refresh_from_db()
+    assert conversation.active_branch == third
+
+
+def test_naming_a_parent_starts_a_branch_there_and_makes_it_active(user):
+    conversation = services.conversation_start(user=user, content="root")
+    root = conversation.active_branch
+    services.message_post(conversation=conversation, content="child A")
+
+    branch = services.message_post(conversation=conversation, content="child B", parent=root)
+
+    assert branch.parent == root
+    assert sorted(root.children.values_list("content", flat=True)) == ["child A", "child B"]
+    conversation.refresh_from_db()
+    assert conversation.active_branch == branch
+
+
+def test_no_parent_starts_a_new_root(user):
+    conversation = services.conversation_start(user=user, content="root one")
+
+    new_root = services.message_post(conversation=conversation, content="root two", parent=None)
+
+    assert new_root.parent is None
+    assert conversation.messages.filter(parent=None).count() == 2
+    conversation.refresh_from_db()
+    assert conversation.active_branch == new_root
+
+
+def test_a_parent_from_another_conversation_is_refused(user):
+    conversation = services.conversation_start(user=user, content="mine")
+    foreign = MessageFactory()
+
+    with pytest.raises(ValidationError):
+        services.message_post(conversation=conversation, content="x", parent=foreign)
+    assert conversation.messages.count() == 1
+
+
+@pytest.mark.parametrize("content", ["", "   \n ", "x" * (services.MAX_MESSAGE_LENGTH + 1)])
+def test_empty_or_oversize_messages_are_refused_and_store_nothing(user, content):
+    with pytest.raises(ValidationError):
+        services.conversation_start(user=user, content=content)
+    assert not Conversation.objects.exists()
+    assert not ArtifactSession.objects.exists()
+
+
+def test_the_title_is_kept_once_set():
+    conversation = ConversationFactory(title="Named by the user")
+    services.message_post(conversation=conversation, content="anything")
+    conversation.refresh_from_db()
+    assert conversation.title == "Named by the user"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_turn_is_enqueued_only_after_commit(user):
+    from django.db import transaction
+    from django_q.models import OrmQ
+
+    with transaction.atomic():
+        conversation = services.conversation_start(user=user, content="queued?")
+        assert OrmQ.objects.count() == 0
+    run = conversation.active_branch.runs.get()
+    [queued] = OrmQ.objects.all()
+    assert queued.func() == "agents.tasks.run_turn"
+    assert queued.task["args"] == (run.pk,)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_rolled_back_post_enqueues_nothing(user):
+    from django.db import transaction
+    from django_q.models import OrmQ
+
+    with pytest.raises(RuntimeError), transaction.atomic():
+        services.conversation_start(user=user, content="never")
+        raise RuntimeError
+    assert OrmQ.objects.count() == 0

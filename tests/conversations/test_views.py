@@ -1,0 +1,140 @@
+import pytest
+from django.urls import reverse
+
+from agents.models import Run
+from conversations.models import Conversation
+from tests.factories import ConversationFactory, MessageFactory, RunFactory
+
+pytestmark = pytest.mark.django_db
+
+HTMX = {"HTTP_HX_REQUEST": "true"}
+
+
+@pytest.fixture
+def signed_in(client, user):
+    client.force_login(user)
+    return client
+
+
+def _urls(conversation):
+    return [
+        ("get", reverse("conversation-detail", args=[conversation.pk])),
+        ("post", reverse("message-create", args=[conversation.pk])),
+    ]
+
+
+def test_pages_need_a_signed_in_user(client):
+    response = client.get(reverse("chat"))
+    assert response.status_code == 302
+    assert response.url.startswith(reverse("login"))
+
+
+def test_an_htmx_request_without_a_session_redirects_the_whole_page(client):
+    conversation = ConversationFactory()
+    response = client.post(reverse("message-create", args=[conversation.pk]), {"content": "hi"}, **HTMX)
+    assert response.headers["HX-Redirect"].startswith(reverse("login"))
+
+
+def test_another_users_conversation_is_a_404_on_every_url(signed_in, other_user):
+    theirs = ConversationFactory(owner=other_user)
+    MessageFactory(conversation=theirs)
+    for method, url in _urls(theirs):
+        response = getattr(signed_in, method)(url, {"content": "let me in"})
+        assert response.status_code == 404, url
+    assert theirs.messages.count() == 1
+
+
+def test_the_chat_page_lists_only_my_conversations(signed_in, user, other_user):
+    ConversationFactory(owner=user, title="Mine")
+    ConversationFactory(owner=other_user, title="Theirs")
+    page = signed_in.get(reverse("chat")).content.decode()
+    assert "Mine" in page
+    assert "Theirs" not in page
+
+
+def test_asking_starts_a_conversation_and_sends_htmx_to_its_page(signed_in, user):
+    response = signed_in.post(reverse("conversation-create"), {"content": "What is WAL?"}, **HTMX)
+
+    conversation = Conversation.objects.get(owner=user)
+    assert response.headers["HX-Redirect"] == conversation.get_absolute_url()
+    assert conversation.active_branch.runs.get().status == Run.Status.QUEUED
+
+
+def test_asking_without_htmx_redirects(signed_in, user):
+    response = signed_in.post(reverse("conversation-create"), {"content": "What is WAL?"})
+    assert response.status_code == 302
+    assert response.url == Conversation.objects.get(owner=user).get_absolute_url()
+
+
+def test_an_empty_question_shows_an_error_and_stores_nothing(signed_in):
+    response = signed_in.post(reverse("conversation-create"), {"content": "   "}, **HTMX)
+    assert response.status_code == 422
+    assert response.headers["HX-Retarget"] == "#composer-error"
+    assert "Write a message first." in response.content.decode()
+    assert not Conversation.objects.exists()
+
+
+def test_posting_answers_with_the_thread_including_the_new_message(signed_in, user):
+    conversation = ConversationFactory(owner=user)
+    response = signed_in.post(reverse("message-create", args=[conversation.pk]), {"content": "Next?"}, **HTMX)
+
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert 'id="thread"' in html
+    assert "Next?" in html
+    assert 'data-status="queued"' in html
+
+
+def test_posting_with_a_parent_branches(signed_in, user):
+    conversation = ConversationFactory(owner=user)
+    root = MessageFactory(conversation=conversation, content="root")
+    MessageFactory(conversation=conversation, parent=root, content="old child")
+
+    signed_in.post(reverse("message-create", args=[conversation.pk]), {"content": "new child", "parent": root.pk})
+
+    conversation.refresh_from_db()
+    assert conversation.active_branch.parent == root
+    assert conversation.active_branch.content == "new child"
+
+
+def test_posting_with_a_parent_of_another_conversation_is_a_404(signed_in, user):
+    conversation = ConversationFactory(owner=user)
+    foreign = MessageFactory()
+    response = signed_in.post(
+        reverse("message-create", args=[conversation.pk]), {"content": "x", "parent": foreign.pk}
+    )
+    assert response.status_code == 404
+    assert not conversation.messages.exists()
+
+
+def test_the_thread_shows_the_active_branch_with_answers_as_sanitised_markdown(signed_in, user):
+    conversation = ConversationFactory(owner=user)
+    root = MessageFactory(conversation=conversation, content="root q")
+    MessageFactory(conversation=conversation, parent=root, content="other branch q")
+    leaf = MessageFactory(
+        conversation=conversation,
+        parent=root,
+        content="leaf q",
+        response='**bold** <script>alert(1)</script> <img src=x onerror=alert(1)> [x](javascript:alert(1))',
+    )
+    RunFactory(message=leaf, status=Run.Status.COMPLETED)
+    conversation.active_branch = leaf
+    conversation.save()
+
+    html = signed_in.get(conversation.get_absolute_url()).content.decode()
+
+    assert "root q" in html and "leaf q" in html
+    assert "other branch q" not in html
+    assert "<strong>bold</strong>" in html
+    assert "<script>alert" not in html
+    assert "<img" not in html
+    assert 'href="javascript:' not in html
+
+
+def test_a_post_needs_a_csrf_token(user):
+    from django.test import Client
+
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(user)
+    response = client.post(reverse("conversation-create"), {"content": "hi"})
+    assert response.status_code == 403

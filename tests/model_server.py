@@ -1,0 +1,151 @@
+"""A scripted OpenAI-compatible model server for tests.
+
+It listens on a real socket and streams Server-Sent Events in the shape of the
+Chat Completions API, so the `openai` SDK runs its real HTTP code path. Each
+request takes the next reply from the script; an empty script answers 500 so a
+test that asks more than it scripted fails loudly.
+"""
+
+import json
+import socket
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+@dataclass
+class Text:
+    """A streamed answer, cut into chunks of `chunk_size` characters."""
+
+    content: str
+    chunk_size: int = 8
+    delay: float = 0.0  # seconds between chunks
+    reasoning: str = ""
+    usage: bool = True  # send a usage chunk when the client asks for one
+
+
+@dataclass
+class Status:
+    """An HTTP error answer (no stream)."""
+
+    code: int
+    message: str = "scripted failure"
+
+
+@dataclass
+class Drop:
+    """Streams `content` and then cuts the connection without ending the stream."""
+
+    content: str
+    chunk_size: int = 8
+
+
+@dataclass
+class ScriptedModelServer:
+    model: str = "scripted-model"
+    script: deque = field(default_factory=deque)
+    requests: list = field(default_factory=list)
+
+    def add(self, *replies) -> None:
+        self.script.extend(replies)
+
+    def start(self) -> "ScriptedModelServer":
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def next_reply(self):
+        try:
+            return self.script.popleft()
+        except IndexError:
+            return Status(500, "the scripted model server has no reply left for this request")
+
+
+def _handler_for(server: ScriptedModelServer):
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+            server.requests.append(body)
+            reply = server.next_reply()
+            if isinstance(reply, Status):
+                self._send_error(reply)
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            include_usage = (body.get("stream_options") or {}).get("include_usage", False)
+            if isinstance(reply, Drop):
+                for piece in _pieces(reply.content, reply.chunk_size):
+                    self._event(_chunk(server.model, {"content": piece}))
+                # Without the closing zero-length chunk the client sees a broken stream.
+                self.connection.shutdown(socket.SHUT_RDWR)
+                self.close_connection = True
+                return
+            self._event(_chunk(server.model, {"role": "assistant", "content": ""}))
+            if reply.reasoning:
+                self._event(_chunk(server.model, {"reasoning_content": reply.reasoning}))
+            for piece in _pieces(reply.content, reply.chunk_size):
+                if reply.delay:
+                    time.sleep(reply.delay)
+                self._event(_chunk(server.model, {"content": piece}))
+            self._event(_chunk(server.model, {}, finish_reason="stop"))
+            if include_usage and reply.usage:
+                prompt = sum(len(str(m.get("content", ""))) for m in body.get("messages", [])) // 4
+                completion = max(1, len(reply.content) // 4)
+                usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+                self._event({**_chunk(server.model, None), "choices": [], "usage": usage})
+            self._write(b"data: [DONE]\n\n")
+            self._write(b"")
+
+        def _send_error(self, reply: Status):
+            payload = json.dumps({"error": {"message": reply.message, "type": "scripted", "code": reply.code}}).encode()
+            self.send_response(reply.code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            # Keeps the SDK's retry backoff short in tests.
+            self.send_header("retry-after-ms", "10")
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def _event(self, data: dict):
+            self._write(b"data: " + json.dumps(data).encode() + b"\n\n")
+
+        def _write(self, data: bytes):
+            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            self.wfile.flush()
+
+    return Handler
+
+
+def _pieces(text: str, size: int):
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def _chunk(model: str, delta: dict | None, finish_reason=None) -> dict:
+    choices = [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish_reason}]
+    return {
+        "id": "chatcmpl-scripted",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+        "choices": choices,
+    }
