@@ -138,3 +138,52 @@ def test_a_post_needs_a_csrf_token(user):
     client.force_login(user)
     response = client.post(reverse("conversation-create"), {"content": "hi"})
     assert response.status_code == 403
+
+
+def _page_for(client, message):
+    conversation = message.conversation
+    conversation.active_branch = message
+    conversation.save()
+    return client.get(conversation.get_absolute_url()).content.decode()
+
+
+def test_a_reload_mid_turn_shows_the_text_streamed_so_far(signed_in, user):
+    from agents.models import RunEvent
+
+    run = RunFactory(message=MessageFactory(conversation=ConversationFactory(owner=user)), status=Run.Status.RUNNING)
+    for seq, (type, data) in enumerate(
+        [
+            ("metadata", {"model": "m", "demo": False}),
+            ("agent_start", {}),
+            ("llm_chunk", {"content": "Half of "}),
+            ("llm_chunk", {"content": "an answer"}),
+        ],
+        start=1,
+    ):
+        RunEvent.objects.create(run=run, seq=seq, type=type, agent="lead_agent", data=data)
+
+    html = _page_for(signed_in, run.message)
+
+    assert "Half of an answer" in html
+    assert 'data-status="running"' in html
+    assert "Writing…" in html
+
+
+def test_a_failed_turn_shows_why(signed_in, user):
+    run = RunFactory(
+        message=MessageFactory(conversation=ConversationFactory(owner=user)),
+        status=Run.Status.FAILED,
+        error="The model service answered 500: overloaded",
+    )
+    html = _page_for(signed_in, run.message)
+    assert 'role="alert">The model service answered 500: overloaded<' in html
+    assert 'data-status="failed"' in html
+
+
+def test_the_demo_model_is_labelled(signed_in, user):
+    run = RunFactory(
+        message=MessageFactory(conversation=ConversationFactory(owner=user), response="Demo says hi"),
+        status=Run.Status.COMPLETED,
+        model="demo",
+    )
+    assert "demo model</span>" in _page_for(signed_in, run.message)

@@ -1,0 +1,109 @@
+"""A first turn seen from the browser: sign in, ask, watch the answer stream in."""
+
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.model_server import Text
+
+pytestmark = pytest.mark.e2e
+
+QUESTION = "What does the portal do while the model is still writing?"
+LAST_SENTENCE = "Last word: zebra."
+ANSWER = (
+    "## Streaming check\n\n"
+    "The portal streams this answer in **small pieces**, one chunk at a time, "
+    "so the page shows it growing while the model is still writing. "
+    "Each piece travels from the worker through the channel layer to the browser.\n\n"
+    f"{LAST_SENTENCE}"
+)
+ANSWER_SELECTOR = "article.turn .bubble.assistant .answer"
+TURN_TIMEOUT = 20_000  # ms: worker pickup, about 2 s of streaming, completion
+
+# Truthy (the text so far) once the answer shows some text but not its end
+# while the turn is still running.
+PARTIAL_ANSWER_JS = """([selector, last]) => {
+  const answer = document.querySelector(selector);
+  if (!answer) return false;
+  const text = answer.textContent.trim();
+  const running = answer.closest("article").dataset.status === "running";
+  return running && text.length > 0 && !text.includes(last) ? text : false;
+}"""
+
+
+def sign_in(page, *, base_url, user):
+    page.goto(f"{base_url}/accounts/login/")
+    page.get_by_label("Username").fill(user.username)
+    page.get_by_label("Password").fill(user.password)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.locator(".who")).to_have_text(user.username)
+
+
+def ask(page, *, question):
+    page.locator("#composer-input").fill(question)
+    page.get_by_role("button", name="Send").click()
+    page.wait_for_url(re.compile(r"/c/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/$"))
+
+
+def test_first_turn_streams_the_answer(portal, model_server, page, screenshot):
+    model_server.add(Text(ANSWER, chunk_size=6, delay=0.05))
+    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+
+    ask(page, question=QUESTION)
+
+    partial = page.wait_for_function(PARTIAL_ANSWER_JS, arg=[ANSWER_SELECTOR, LAST_SENTENCE], timeout=TURN_TIMEOUT)
+    partial_text = partial.json_value()
+    screenshot(page, name="streaming")
+    turn = page.locator("article.turn")
+    expect(turn).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
+    answer = page.locator(ANSWER_SELECTOR)
+    expect(answer).to_contain_text(LAST_SENTENCE)
+    expect(answer.locator("h2")).to_have_text("Streaming check")
+    expect(answer.locator("strong")).to_have_text("small pieces")
+    final_text = answer.text_content().strip()
+    assert len(partial_text) < len(final_text)
+    assert "Each piece travels from the worker through the channel layer to the browser." in final_text
+    expect(turn.locator(".bubble.user")).to_have_text(QUESTION)
+    screenshot(page, name="completed")
+
+    assert len(model_server.requests) == 1
+    assert model_server.requests[0]["messages"][-1] == {"role": "user", "content": QUESTION}
+
+
+def test_another_users_conversation_is_not_found(portal, model_server, new_page, screenshot):
+    model_server.add(Text("A private answer."))
+    owner = new_page()
+    sign_in(owner, base_url=portal.base_url, user=portal.users[0])
+    ask(owner, question="A private question?")
+    expect(owner.locator("article.turn")).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
+
+    stranger = new_page()
+    sign_in(stranger, base_url=portal.base_url, user=portal.users[1])
+    response = stranger.goto(owner.url)
+
+    assert response.status == 404
+    screenshot(stranger, name="not-found")
+
+
+def test_a_reload_mid_turn_shows_the_text_so_far_and_keeps_streaming(portal, model_server, page):
+    model_server.add(Text(ANSWER, chunk_size=4, delay=0.08))
+    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    ask(page, question="Reload while you write?")
+    page.wait_for_function(PARTIAL_ANSWER_JS, arg=[ANSWER_SELECTOR, LAST_SENTENCE], timeout=TURN_TIMEOUT)
+
+    page.reload()
+
+    # Rendered by the server from the event log, before any websocket message.
+    rendered = page.locator(ANSWER_SELECTOR).text_content()
+    assert rendered.strip() and LAST_SENTENCE not in rendered
+    turn = page.locator("article.turn")
+    expect(turn).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
+    final = page.locator(ANSWER_SELECTOR).text_content()
+    assert LAST_SENTENCE in final
+    assert _letters(final).startswith(_letters(rendered))
+    assert len(model_server.requests) == 1
+
+
+def _letters(text):
+    return re.sub(r"\s", "", text)
