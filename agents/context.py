@@ -16,7 +16,7 @@ def prompt_text(agent: str) -> str:
 
 def turn_messages(*, agent: str, message) -> list[dict]:
     messages = [{"role": "system", "content": prompt_text(agent)}]
-    for earlier in message_path(message=message)[:-1]:
+    for earlier in message_path(message_id=message.pk)[:-1]:
         messages.append({"role": "user", "content": earlier.content})
         if earlier.response:
             messages.append({"role": "assistant", "content": earlier.response})

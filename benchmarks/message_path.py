@@ -34,9 +34,9 @@ def main():
     leaf = None
     for i in range(DEPTH):
         leaf = Message.objects.create(conversation=conversation, parent=leaf, content=f"m{i}")
-    assert [m.pk for m in message_path(message=leaf)] == [m.pk for m in _walk(leaf)]
+    assert [m.pk for m in message_path(message_id=leaf.pk)] == [m.pk for m in _walk(leaf)]
 
-    walk, cte = _best(_walk, leaf), _best(lambda m: message_path(message=m), leaf)
+    walk, cte = _best(_walk, leaf), _best(lambda m: message_path(message_id=m.pk), leaf)
     print(f"path to root at depth {DEPTH} (best of {REPEAT}):")
     print(f"  parent walk, a query per level (baseline): {walk * 1000:7.2f} ms")
     print(f"  one recursive query:                      {cte * 1000:7.2f} ms")

@@ -5,7 +5,6 @@ from dataclasses import dataclass
 from django.core.exceptions import ValidationError
 from django.db.models import prefetch_related_objects
 
-from agents.models import Run
 from agents.selectors import RunView, run_views
 
 from .models import Conversation, Message
@@ -23,8 +22,8 @@ def conversation_get(*, user, conversation_id) -> Conversation | None:
         return None
 
 
-def message_path(*, message: Message) -> list[Message]:
-    """The messages from the root down to `message`, in one query whatever the depth."""
+def message_path(*, message_id: int) -> list[Message]:
+    """The messages from the root down to this one, in one query whatever the depth."""
     table = Message._meta.db_table
     # The ORM has no recursive CTE; this one walks up the parent links from the
     # leaf and is the same SQL on SQLite and Postgres.
@@ -40,18 +39,17 @@ def message_path(*, message: Message) -> list[Message]:
             SELECT {table}.* FROM {table} JOIN path ON {table}.id = path.id
             ORDER BY path.depth DESC
             """,
-            [message.pk],
+            [message_id],
         )
     )
 
 
 @dataclass
 class ThreadEntry:
-    """A message as the thread shows it: its latest run and what that run did so far."""
+    """A message as the thread shows it, with what its latest run did so far."""
 
     message: Message
-    run: Run | None
-    view: RunView | None
+    view: RunView
 
 
 def thread_entries(*, messages: list[Message]) -> list[ThreadEntry]:
@@ -59,7 +57,11 @@ def thread_entries(*, messages: list[Message]) -> list[ThreadEntry]:
     latest = {m.pk: (list(m.runs.all()) or [None])[-1] for m in messages}
     views = run_views(runs=[run for run in latest.values() if run is not None])
     return [
-        ThreadEntry(message=m, run=latest[m.pk], view=views.get(getattr(latest[m.pk], "pk", None)))
+        ThreadEntry(
+            message=m,
+            # A message without a run (imported, or made by hand) shows its stored response.
+            view=views[latest[m.pk].pk] if latest[m.pk] else RunView(status="", activity="", text=m.response),
+        )
         for m in messages
     ]
 
@@ -68,7 +70,7 @@ def thread_for_conversation(*, conversation: Conversation) -> list[ThreadEntry]:
     """The active branch, root first."""
     if conversation.active_branch_id is None:
         return []
-    return thread_entries(messages=message_path(message=conversation.active_branch))
+    return thread_entries(messages=message_path(message_id=conversation.active_branch_id))
 
 
 def thread_entry_for_run(*, conversation: Conversation, run_id: int) -> ThreadEntry | None:
