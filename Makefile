@@ -35,6 +35,7 @@ test: install-test
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 bench: install-test
+	$(BIN)/pip install --quiet -e '.[test,bench]'
 	$(BIN)/python benchmarks/run.py
 
 clean:

@@ -99,6 +99,11 @@ class RunEventLog:
         self._last_write = time.monotonic()
         return event
 
+    def announce(self, message_type: str) -> None:
+        """Wake the conversation's open pages for something that is not an
+        event row (the artifact working set changed)."""
+        self._publisher.send(self._group, {"type": message_type, "run_id": self.run.pk})
+
     def _announce(self, event: RunEvent) -> None:
         self._publisher.send(
             self._group,

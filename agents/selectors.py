@@ -38,6 +38,13 @@ def run_view_apply(view: RunView, event: RunEvent) -> None:
             view.activity = "Writing"
         case RunEvent.Type.LLM_COMPLETE if event.agent == LEAD_AGENT:
             view.text = data.get("content", view.text)
+        case RunEvent.Type.TOOL_START:
+            # What the agent wrote before a tool call was a step, not the answer.
+            if event.agent == LEAD_AGENT:
+                view.text = ""
+            view.activity = f"Calling {data.get('tool', 'a tool')}"
+        case RunEvent.Type.TOOL_COMPLETE:
+            view.activity = "Thinking"
         case RunEvent.Type.COMPLETE:
             view.status = Run.Status.COMPLETED
             view.text = data.get("response", view.text)

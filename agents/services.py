@@ -10,6 +10,9 @@ from django.db.models import F
 from django.utils import timezone
 from django_q.tasks import async_task
 
+from artifacts.live import ARTIFACTS_CHANGED
+from artifacts.manager import ArtifactManager, FlushReport
+
 from . import engine
 from .events import GroupPublisher, RunEventLog
 from .llm import ModelError, chat_model_from_settings
@@ -73,6 +76,11 @@ def run_execute(*, run_id: int, model=None, on_event=None) -> Run | None:
         return run
 
     with _event_log(run, on_event) as log:
+        artifacts = ArtifactManager(
+            session=run.message.conversation.artifact_session,
+            run_id=run.pk,
+            on_change=lambda: log.announce(ARTIFACTS_CHANGED),
+        )
         try:
             model = model or chat_model_from_settings()
             run.model = model.name
@@ -87,18 +95,33 @@ def run_execute(*, run_id: int, model=None, on_event=None) -> Run | None:
                     "demo": model.demo,
                 },
             )
-            result = engine.turn_execute(run=run, model=model, log=log)
+            result = engine.turn_execute(run=run, model=model, log=log, artifacts=artifacts)
         except ModelError as exc:
-            _run_fail(run=run, log=log, error=str(exc))
+            _run_fail(run=run, log=log, error=str(exc), flush=_artifacts_flush(artifacts))
         except Exception:
             logger.exception("Run %s failed", run.pk)
-            _run_fail(run=run, log=log, error="An internal error stopped this turn. It has been logged.")
+            _run_fail(
+                run=run,
+                log=log,
+                error="An internal error stopped this turn. It has been logged.",
+                flush=_artifacts_flush(artifacts),
+            )
         else:
-            _run_complete(run=run, log=log, result=result)
+            _run_complete(run=run, log=log, result=result, flush=_artifacts_flush(artifacts))
     return run
 
 
-def _run_complete(*, run: Run, log: RunEventLog, result: engine.TurnResult) -> None:
+def _artifacts_flush(artifacts: ArtifactManager) -> FlushReport:
+    """Save what the turn changed, whatever way it ended; the terminal event
+    reports what could not be saved."""
+    return artifacts.flush_all()
+
+
+def _flush_data(flush: FlushReport) -> dict:
+    return {"artifacts": {"flushed": flush.flushed, "conflicts": flush.conflicts, "failed": flush.failed}}
+
+
+def _run_complete(*, run: Run, log: RunEventLog, result: engine.TurnResult, flush: FlushReport) -> None:
     now = timezone.now()
     with transaction.atomic():
         run.message.response = result.response
@@ -107,12 +130,16 @@ def _run_complete(*, run: Run, log: RunEventLog, result: engine.TurnResult) -> N
         run.save(update_fields=["status", "finished_at", "metrics"])
         log.emit(
             RunEvent.Type.COMPLETE,
-            data={"response": result.response, "duration_ms": result.metrics.get("total_duration_ms")},
+            data={
+                "response": result.response,
+                "duration_ms": result.metrics.get("total_duration_ms"),
+                **_flush_data(flush),
+            },
         )
 
 
-def _run_fail(*, run: Run, log: RunEventLog, error: str) -> None:
+def _run_fail(*, run: Run, log: RunEventLog, error: str, flush: FlushReport | None = None) -> None:
     with transaction.atomic():
         run.status, run.finished_at, run.error = Run.Status.FAILED, timezone.now(), error
         run.save(update_fields=["status", "finished_at", "error"])
-        log.emit(RunEvent.Type.ERROR, data={"message": error})
+        log.emit(RunEvent.Type.ERROR, data={"message": error, **_flush_data(flush or FlushReport())})

@@ -185,6 +185,9 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = DATA_DIR / "static"
 WHITENOISE_USE_FINDERS = DEBUG
 
+# Uploaded files are served only through views that check their owner.
+MEDIA_ROOT = DATA_DIR / "media"
+
 SESSION_COOKIE_SECURE = env.bool("SECURE_COOKIES", default=not DEBUG and bool(CSRF_TRUSTED_ORIGINS))
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 
@@ -225,6 +228,13 @@ RUN_HEARTBEAT_STALE = env.int("ARTIFACTFLOW_HEARTBEAT_STALE", default=120)
 
 # Streamed tokens are written to the event log in batches no more often than this.
 RUN_CHUNK_FLUSH_SECONDS = env.float("ARTIFACTFLOW_CHUNK_FLUSH_SECONDS", default=0.15)
+
+# --- Artifacts ------------------------------------------------------------------
+
+ARTIFACT_UPLOAD_MAX_BYTES = env.int("ARTIFACTFLOW_UPLOAD_MAX_BYTES", default=20 * 1024 * 1024)
+# Django refuses a request body this large before a view sees it.
+DATA_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
+FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 
 # The OpenAI SDK reads OPENAI_API_KEY and OPENAI_BASE_URL itself; with no key
 # the offline demo model answers, so a machine without internet still works.

@@ -16,6 +16,10 @@ class ArtifactSession(models.Model):
         return str(self.pk)
 
 
+def upload_path(artifact, filename):
+    return f"artifacts/{artifact.session_id}/{artifact.artifact_id}"
+
+
 class Artifact(models.Model):
     class Source(models.TextChoices):
         AGENT = "agent"
@@ -31,6 +35,9 @@ class Artifact(models.Model):
     # Optimistic lock: every write is conditional on the value it read.
     lock_version = models.PositiveIntegerField(default=1)
     source = models.CharField(max_length=20, choices=Source.choices, default=Source.AGENT)
+    # The uploaded file as it came: what a binary artifact is, and the
+    # original of an upload that was converted to text (.docx, .pdf).
+    file = models.FileField(upload_to=upload_path, blank=True)
     metadata = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -43,6 +50,10 @@ class Artifact(models.Model):
 
     def __str__(self):
         return self.artifact_id
+
+    @property
+    def is_text(self):
+        return not self.file or bool(self.content)
 
 
 class ArtifactVersion(models.Model):

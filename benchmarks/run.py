@@ -5,8 +5,9 @@ from setup_django import setup
 setup()
 
 import event_log  # noqa: E402
+import matching  # noqa: E402
 import message_path  # noqa: E402
 
-for benchmark in (message_path, event_log):
+for benchmark in (message_path, event_log, matching):
     benchmark.main()
     print()

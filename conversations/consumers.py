@@ -4,6 +4,8 @@ from django.template.loader import render_to_string
 
 from . import selectors
 
+ARTIFACTS_CHANGED_SIGNAL = '<div id="artifacts-changed" hx-swap-oob="true" hidden></div>'
+
 
 class ConversationConsumer(AsyncWebsocketConsumer):
     """Pushes a conversation's live state to its open page as HTML fragments
@@ -25,6 +27,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         await self.accept()
         # Whatever happened while this page was loading or disconnected.
         await self.send(text_data=await database_sync_to_async(self._render_thread)())
+        await self.artifacts_changed({})
 
     async def disconnect(self, code):
         if self.conversation is not None:
@@ -34,6 +37,10 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         html = await database_sync_to_async(self._render_run)(event["run_id"])
         if html:
             await self.send(text_data=html)
+
+    async def artifacts_changed(self, event):
+        # The page re-fetches the artifact it shows (it alone knows which one).
+        await self.send(text_data=ARTIFACTS_CHANGED_SIGNAL)
 
     def _render_thread(self) -> str:
         self.conversation.refresh_from_db()

@@ -5,6 +5,11 @@ from django.db import models
 from django.urls import reverse
 
 
+def conversation_group(conversation_id) -> str:
+    """The channel-layer group a conversation's open pages listen on."""
+    return f"conversation-{conversation_id}"
+
+
 class Conversation(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     owner = models.ForeignKey(
@@ -31,8 +36,7 @@ class Conversation(models.Model):
 
     @property
     def group_name(self) -> str:
-        """The channel-layer group its open pages listen on."""
-        return f"conversation-{self.pk}"
+        return conversation_group(self.pk)
 
 
 class Message(models.Model):

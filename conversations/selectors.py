@@ -3,8 +3,9 @@
 from dataclasses import dataclass
 
 from django.core.exceptions import ValidationError
-from django.db.models import prefetch_related_objects
+from django.db.models import Prefetch, prefetch_related_objects
 
+from agents.models import Run
 from agents.selectors import RunView, run_views
 
 from .models import Conversation, Message
@@ -53,7 +54,10 @@ class ThreadEntry:
 
 
 def thread_entries(*, messages: list[Message]) -> list[ThreadEntry]:
-    prefetch_related_objects(messages, "runs")
+    # Each run brings its own copy of the message from the same statement, so a
+    # finished run's status and its stored response are read together even while
+    # the worker commits the end of the turn.
+    prefetch_related_objects(messages, Prefetch("runs", queryset=Run.objects.select_related("message")))
     latest = {m.pk: (list(m.runs.all()) or [None])[-1] for m in messages}
     views = run_views(runs=[run for run in latest.values() if run is not None])
     return [

@@ -1,4 +1,4 @@
-from django.urls import path
+from django.urls import include, path
 
 from . import views
 
@@ -7,4 +7,5 @@ urlpatterns = [
     path("conversations/", views.conversation_create, name="conversation-create"),
     path("c/<uuid:conversation_id>/", views.conversation_detail, name="conversation-detail"),
     path("c/<uuid:conversation_id>/messages/", views.message_create, name="message-create"),
+    path("c/<uuid:conversation_id>/artifacts/", include("artifacts.urls")),
 ]

@@ -4,6 +4,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect, reswap, retarget
 
+from artifacts import selectors as artifact_selectors
+
 from . import selectors, services
 from .models import Message
 
@@ -16,17 +18,16 @@ def _conversation_or_404(request, conversation_id):
 
 
 def _page(request, *, conversation=None, error=""):
-    return render(
-        request,
-        "conversations/chat.html",
-        {
-            "conversations": selectors.conversation_list(user=request.user),
-            "conversation": conversation,
-            "entries": selectors.thread_for_conversation(conversation=conversation) if conversation else [],
-            "error": error,
-        },
-        status=422 if error else 200,
-    )
+    context = {
+        "conversations": selectors.conversation_list(user=request.user),
+        "conversation": conversation,
+        "entries": [],
+        "error": error,
+    }
+    if conversation is not None:
+        context["entries"] = selectors.thread_for_conversation(conversation=conversation)
+        context.update(artifact_selectors.pane_context(session=conversation.artifact_session))
+    return render(request, "conversations/chat.html", context, status=422 if error else 200)
 
 
 def _invalid(request, exc: ValidationError, *, conversation=None):

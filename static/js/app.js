@@ -19,3 +19,12 @@ const followNewest = () => {
 document.addEventListener("htmx:afterSwap", followNewest);
 document.addEventListener("htmx:oobAfterSwap", followNewest);
 document.addEventListener("DOMContentLoaded", followNewest);
+
+// A websocket signal says the conversation's artifacts changed: re-fetch the
+// pane as it is shown, unless the user is in the middle of editing it.
+document.addEventListener("htmx:oobAfterSwap", (event) => {
+  if (event.detail.target.id !== "artifacts-changed") return;
+  const pane = document.getElementById("artifact-pane");
+  if (!pane || pane.querySelector("form.artifact-edit")) return;
+  htmx.ajax("GET", pane.dataset.refreshUrl, { target: "#artifact-pane", swap: "outerHTML" });
+});

@@ -69,8 +69,10 @@ async def test_the_owner_gets_the_thread_on_connect(user):
     connected, _ = await communicator.connect()
     assert connected
     html = await communicator.receive_from(timeout=5)
+    nudge = await communicator.receive_from(timeout=5)
     await communicator.disconnect()
     assert 'id="thread" class="thread" hx-swap-oob="true"' in html
+    assert 'id="artifacts-changed" hx-swap-oob="true"' in nudge
     assert "Where is my thread?" in html
 
 
@@ -83,6 +85,7 @@ async def test_a_turn_streams_message_snapshots_to_the_page(user, scripted_model
     communicator = _communicator(conversation, await _session_cookie(user))
     await communicator.connect()
     await communicator.receive_from(timeout=5)  # the thread on connect
+    await communicator.receive_from(timeout=5)  # and a nudge to refresh the artifact pane
 
     run = await sync_to_async(message.runs.get)()
     # A plain thread, as in a worker process: the channel layer takes its own

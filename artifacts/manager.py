@@ -1,0 +1,293 @@
+"""The write-back artifact manager of one run (seed 000).
+
+During a turn the agents' create/update/rewrite change only this manager's
+working set; `flush_all` writes each changed artifact once when the engine loop
+ends, so a turn that edits `task_plan` ten times leaves one version row. While
+the turn runs, the working copies are published to the shared cache, where any
+web process overlays them on the database (see `artifacts.selectors`).
+"""
+
+import logging
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from django.db import DatabaseError, InterfaceError, OperationalError, transaction
+from django.utils import timezone
+
+from . import live
+from .matching import compute_update
+from .models import Artifact, ArtifactSession, ArtifactVersion
+from .services import artifact_version_save
+
+logger = logging.getLogger(__name__)
+
+ARTIFACT_ID = re.compile(r"^\w[\w\-.]{0,199}$")
+FLUSH_ATTEMPTS = 3
+
+
+class ArtifactError(Exception):
+    """A request the model (or user) can correct; the message says how."""
+
+
+@dataclass
+class WorkingArtifact:
+    artifact_id: str
+    content_type: str
+    title: str
+    content: str
+    source: str
+    # Counts every change; the flushed version row gets this number.
+    version: int
+    # The lock_version read from the database; None for an artifact new this turn.
+    base_lock_version: int | None
+    update_type: str = ""
+    changes: list = field(default_factory=list)
+    dirty: bool = False
+
+    @classmethod
+    def from_row(cls, row: Artifact) -> "WorkingArtifact":
+        return cls(
+            artifact_id=row.artifact_id,
+            content_type=row.content_type,
+            title=row.title,
+            content=row.content if row.is_text else "",
+            source=row.source,
+            version=row.current_version,
+            base_lock_version=row.lock_version,
+        )
+
+    @property
+    def is_new(self):
+        return self.base_lock_version is None
+
+    def snapshot(self) -> dict:
+        return {
+            "artifact_id": self.artifact_id,
+            "title": self.title,
+            "content_type": self.content_type,
+            "content": self.content,
+            "version": self.version,
+            "source": self.source,
+        }
+
+
+@dataclass
+class UpdateOutcome:
+    artifact: WorkingArtifact
+    layer: str
+    similarity: float
+
+
+@dataclass
+class FlushReport:
+    flushed: list[str] = field(default_factory=list)
+    conflicts: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+
+
+class ArtifactManager:
+    def __init__(self, *, session: ArtifactSession, run_id: int | None = None, on_change: Callable[[], None] | None = None):
+        self.session = session
+        self.run_id = run_id
+        self._on_change = on_change
+        self._working: dict[str, WorkingArtifact] = {}
+
+    # --- operations ------------------------------------------------------------
+
+    def create(self, *, artifact_id: str, content: str, title: str = "", content_type: str = "text/markdown") -> WorkingArtifact:
+        if not ARTIFACT_ID.match(artifact_id or ""):
+            raise ArtifactError(
+                "An artifact id is 1-200 letters, digits, '_', '-' or '.', starting with a letter or digit."
+            )
+        if self._get(artifact_id) is not None:
+            raise ArtifactError(
+                f"Artifact '{artifact_id}' already exists. Use update_artifact or rewrite_artifact to change it."
+            )
+        working = WorkingArtifact(
+            artifact_id=artifact_id,
+            content_type=content_type or "text/markdown",
+            title=title or artifact_id,
+            content=content,
+            source=Artifact.Source.AGENT,
+            version=1,
+            base_lock_version=None,
+            update_type="create",
+        )
+        self._working[artifact_id] = working
+        self._changed(working)
+        return working
+
+    def update(self, *, artifact_id: str, old_str: str, new_str: str) -> UpdateOutcome:
+        working = self._require(artifact_id)
+        result = compute_update(working.content, old_str, new_str)
+        if not result.ok:
+            raise ArtifactError(result.error)
+        working.content = result.new_content
+        working.changes.append([old_str, new_str])
+        if not working.is_new:
+            working.update_type = "update_fuzzy" if result.layer == "fuzzy" else "update"
+        working.version += 1
+        self._changed(working)
+        return UpdateOutcome(artifact=working, layer=result.layer, similarity=result.similarity)
+
+    def rewrite(self, *, artifact_id: str, content: str) -> WorkingArtifact:
+        working = self._require(artifact_id)
+        working.content = content
+        if not working.is_new:
+            working.update_type = "rewrite"
+        working.version += 1
+        self._changed(working)
+        return working
+
+    def read(self, *, artifact_id: str, version: int | None = None) -> dict:
+        """The working copy, or a flushed version from the database."""
+        if version is None:
+            return self._require(artifact_id).snapshot()
+        row = ArtifactVersion.objects.filter(
+            artifact__session=self.session, artifact__artifact_id=artifact_id, version=version
+        ).select_related("artifact").first()
+        if row is None:
+            raise ArtifactError(f"Artifact '{artifact_id}' has no saved version {version}.")
+        return {
+            "artifact_id": artifact_id,
+            "title": row.artifact.title,
+            "content_type": row.artifact.content_type,
+            "content": row.content,
+            "version": row.version,
+            "source": row.artifact.source,
+        }
+
+    def inventory(self) -> list[dict]:
+        """Every artifact of the session as this turn sees it: saved rows with
+        this turn's working copies over them, oldest first."""
+        rows = Artifact.objects.filter(session=self.session).order_by("created_at", "pk")
+        entries = {row.artifact_id: WorkingArtifact.from_row(row) for row in rows}
+        entries.update(self._working)
+        return [working.snapshot() for working in entries.values()]
+
+    def working_set(self) -> list[dict]:
+        """What changed this turn, for the live view."""
+        return [w.snapshot() for w in self._working.values() if w.dirty]
+
+    # --- flushing --------------------------------------------------------------
+
+    def flush_all(self) -> FlushReport:
+        """Write every changed artifact, each in its own transaction so one
+        failure does not undo the others. Clears the live view afterwards."""
+        report = FlushReport()
+        for working in [w for w in self._working.values() if w.dirty]:
+            try:
+                conflicted = self._flush_with_retry(working)
+            except DatabaseError as exc:
+                logger.exception("Flushing artifact %s failed", working.artifact_id)
+                report.failed[working.artifact_id] = str(exc) or exc.__class__.__name__
+                continue
+            working.dirty = False
+            report.flushed.append(working.artifact_id)
+            if conflicted:
+                report.conflicts.append(working.artifact_id)
+        # What failed is reported in the run's terminal event; a finished run's
+        # working copies are not shown any more either way.
+        live.live_clear(session_id=self.session.pk, run_id=self.run_id)
+        if report.flushed and self._on_change is not None:
+            self._on_change()
+        return report
+
+    def _flush_with_retry(self, working: WorkingArtifact) -> bool:
+        started = timezone.now()
+        for attempt in range(1, FLUSH_ATTEMPTS + 1):
+            try:
+                with transaction.atomic():
+                    if attempt > 1 and self._already_written(working, since=started):
+                        return False
+                    return self._write(working)
+            except (OperationalError, InterfaceError):
+                if attempt == FLUSH_ATTEMPTS:
+                    raise
+                # A transient failure (locked database, dropped connection):
+                # start the next attempt on a fresh connection, unless a caller's
+                # transaction still needs this one.
+                connection = transaction.get_connection()
+                if not connection.in_atomic_block:
+                    connection.close_if_unusable_or_obsolete()
+                time.sleep(0.05 * 2**attempt)
+        raise AssertionError("unreachable")
+
+    def _already_written(self, working: WorkingArtifact, *, since) -> bool:
+        # The commit of an earlier attempt may have succeeded even though the
+        # attempt reported an error; writing again would duplicate the version.
+        return ArtifactVersion.objects.filter(
+            artifact__session=self.session,
+            artifact__artifact_id=working.artifact_id,
+            version__gte=working.version,
+            created_at__gte=since,
+            content=working.content,
+        ).exists()
+
+    def _write(self, working: WorkingArtifact) -> bool:
+        """Returns True when someone else wrote the artifact since it was read."""
+        row = Artifact.objects.select_for_update().filter(session=self.session, artifact_id=working.artifact_id).first()
+        if row is None:
+            row = Artifact.objects.create(
+                session=self.session,
+                artifact_id=working.artifact_id,
+                content_type=working.content_type,
+                title=working.title,
+                content=working.content,
+                current_version=working.version,
+                source=working.source,
+            )
+            row.versions.create(
+                version=working.version,
+                content=working.content,
+                update_type=working.update_type,
+                changes=working.changes or None,
+            )
+            conflicted = False
+        else:
+            # A user edit (or an upload of the same id) landed since this turn
+            # read the artifact: the later writer becomes the newer version and
+            # both texts stay in the history.
+            conflicted = working.base_lock_version != row.lock_version
+            if conflicted:
+                working.version = max(working.version, row.current_version + 1)
+            row.title, row.content_type = working.title, working.content_type
+            artifact_version_save(
+                artifact=row,
+                content=working.content,
+                version=working.version,
+                update_type=working.update_type,
+                changes=working.changes or None,
+                conflict_writer="agent" if conflicted else "",
+            )
+        working.base_lock_version = row.lock_version
+        working.changes = []
+        return conflicted
+
+    # --- internals ---------------------------------------------------------------
+
+    def _get(self, artifact_id: str) -> WorkingArtifact | None:
+        if artifact_id in self._working:
+            return self._working[artifact_id]
+        row = Artifact.objects.filter(session=self.session, artifact_id=artifact_id).first()
+        if row is None:
+            return None
+        if not row.is_text:
+            raise ArtifactError(f"Artifact '{artifact_id}' is a binary file ({row.content_type}); it cannot be read or edited as text.")
+        working = WorkingArtifact.from_row(row)
+        self._working[artifact_id] = working
+        return working
+
+    def _require(self, artifact_id: str) -> WorkingArtifact:
+        working = self._get(artifact_id)
+        if working is None:
+            raise ArtifactError(f"There is no artifact '{artifact_id}'. Create it with create_artifact first.")
+        return working
+
+    def _changed(self, working: WorkingArtifact) -> None:
+        working.dirty = True
+        live.live_put(session_id=self.session.pk, run_id=self.run_id, artifacts=self.working_set())
+        if self._on_change is not None:
+            self._on_change()

@@ -1,0 +1,294 @@
+"""Files users upload, made into artifacts: a safe id, and text where we can read it.
+
+Pure functions: the caller checks the upload's size and stores the result.
+"""
+
+import codecs
+import io
+import mimetypes
+import re
+import unicodedata
+import zipfile
+from collections.abc import Container
+from dataclasses import dataclass
+from typing import Literal
+
+import docx
+import pypdf
+from docx.table import Table
+from docx.text.paragraph import Paragraph
+
+ID_MAX_LENGTH = 100
+TITLE_MAX_LENGTH = 300  # Artifact.title's max_length
+# Text pulled out of a Word file or PDF; far more than any real document,
+# small enough that a crafted file cannot fill memory or the database.
+EXTRACTED_MAX_CHARS = 5_000_000
+# A .docx is a zip; python-docx inflates every part, so a tiny upload could
+# otherwise expand to gigabytes.
+DOCX_UNZIPPED_MAX_BYTES = 100_000_000
+
+# What counts as text, by extension, and the type it is stored as.
+TEXT_TYPES = {
+    ".md": "text/markdown",
+    ".markdown": "text/markdown",
+    ".txt": "text/plain",
+    ".text": "text/plain",
+    ".log": "text/plain",
+    ".rst": "text/x-rst",
+    ".tex": "text/x-tex",
+    ".bib": "text/x-bibtex",
+    ".csv": "text/csv",
+    ".tsv": "text/tab-separated-values",
+    ".json": "application/json",
+    ".jsonl": "application/jsonl",
+    ".ipynb": "application/x-ipynb+json",
+    ".html": "text/html",
+    ".htm": "text/html",
+    ".xml": "text/xml",
+    ".yaml": "text/x-yaml",
+    ".yml": "text/x-yaml",
+    ".toml": "text/x-toml",
+    ".ini": "text/plain",
+    ".cfg": "text/plain",
+    ".conf": "text/plain",
+    ".py": "text/x-python",
+    ".js": "text/javascript",
+    ".mjs": "text/javascript",
+    ".ts": "text/x-typescript",
+    ".tsx": "text/x-typescript",
+    ".jsx": "text/javascript",
+    ".css": "text/css",
+    ".sql": "text/x-sql",
+    ".sh": "text/x-shellscript",
+    ".bash": "text/x-shellscript",
+    ".r": "text/x-r",
+    ".rb": "text/x-ruby",
+    ".go": "text/x-go",
+    ".rs": "text/x-rust",
+    ".java": "text/x-java",
+    ".kt": "text/x-kotlin",
+    ".c": "text/x-c",
+    ".h": "text/x-c",
+    ".cpp": "text/x-c++",
+    ".hpp": "text/x-c++",
+    ".cs": "text/x-csharp",
+    ".php": "text/x-php",
+    ".swift": "text/x-swift",
+    ".diff": "text/x-diff",
+    ".patch": "text/x-diff",
+}
+_UNKNOWN_TYPE = "application/octet-stream"
+
+# Bidirectional overrides count too: they make "gpj.exe" read as "exe.jpg".
+_CONTROL_CHARACTERS = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+# Extracted text keeps tabs and line breaks; the rest cannot be stored or shown.
+_EXTRACTED_JUNK = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_ID_UNSAFE = re.compile(r"[^\w\-.]")
+_UNDERSCORES = re.compile(r"_{2,}")
+_EXTENSION_MAX_LENGTH = 16
+_BOMS = (
+    # UTF-32 first: its little-endian BOM begins with UTF-16's.
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF8, "utf-8-sig"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+_HEADING_STYLE = re.compile(r"Heading (\d)")
+_LIST_STYLE = re.compile(r"List (Bullet|Number|Paragraph)(?: (\d))?")
+
+
+class UploadError(Exception):
+    """An upload we cannot accept; the message is for the user."""
+
+
+@dataclass(frozen=True)
+class ConvertedUpload:
+    kind: Literal["text", "file"]
+    content: str  # the text of a text artifact, "" for a file
+    content_type: str
+    title: str
+    size: int  # bytes uploaded
+
+
+def artifact_id_from_filename(filename: str, *, taken: Container[str]) -> str:
+    """A safe artifact id for an uploaded file, unlike any id in `taken`.
+
+    "../../etc/passwd" becomes "passwd", "重要 报告.md" "重要_报告.md", and
+    "report.md" becomes "report_1.md" when "report.md" is taken.
+    """
+    name = _UNDERSCORES.sub("_", _ID_UNSAFE.sub("_", _base_name(filename)))
+    # No hidden files, no "..", and no "_" left at the edges by spaces or symbols.
+    stem, extension = _extension_split(name.strip("._"))
+    stem = stem.rstrip("._") or "upload"
+    candidate = _name_shortened(stem, extension, limit=ID_MAX_LENGTH)
+    number = 0
+    while candidate in taken:
+        number += 1
+        candidate = _name_shortened(stem, f"_{number}{extension}", limit=ID_MAX_LENGTH)
+    return candidate
+
+
+def convert_upload(*, filename: str, data: bytes, content_type: str = "") -> ConvertedUpload:
+    """What to store for an uploaded file: its text, or the file as it is.
+
+    Text formats are read as UTF-8 (or UTF-16/32 when a byte order mark says
+    so), Word documents become markdown and PDFs plain text. Anything else is
+    kept as a file, typed by its extension or else by what the browser said.
+    """
+    stem, extension = _extension_split(_base_name(filename))
+    title = _name_shortened(stem, extension, limit=TITLE_MAX_LENGTH) or "upload"
+    extension = extension.lower()
+
+    if extension in TEXT_TYPES:
+        content, stored_type = _text_decoded(data, title=title), TEXT_TYPES[extension]
+    elif extension == ".docx":
+        content, stored_type = _docx_markdown(data), "text/markdown"
+    elif extension == ".pdf":
+        content, stored_type = _pdf_text(data), "text/plain"
+    else:
+        stored_type = mimetypes.guess_type(title)[0] or _declared_type(content_type) or _UNKNOWN_TYPE
+        return ConvertedUpload(
+            kind="file", content="", content_type=stored_type, title=title, size=len(data)
+        )
+    return ConvertedUpload(
+        kind="text", content=content, content_type=stored_type, title=title, size=len(data)
+    )
+
+
+def _base_name(filename: str) -> str:
+    """The file's own name: no directories (either separator), no control characters."""
+    # Browsers on macOS send decomposed accents; composed, they are letters.
+    name = unicodedata.normalize("NFC", _CONTROL_CHARACTERS.sub("", filename))
+    return re.split(r"[/\\]", name)[-1].strip()
+
+
+def _extension_split(name: str) -> tuple[str, str]:
+    """("report", ".md") from "report.md"; a long or leading dot part is no extension."""
+    stem, dot, extension = name.rpartition(".")
+    if not stem or not dot or len(extension) + 1 > _EXTENSION_MAX_LENGTH:
+        return name, ""
+    return stem, dot + extension
+
+
+def _name_shortened(stem: str, ending: str, *, limit: int) -> str:
+    """stem + ending in at most `limit` characters, cutting the stem, never the ending."""
+    if len(stem) + len(ending) > limit:
+        stem = stem[: limit - len(ending)].rstrip("._")
+    return stem + ending
+
+
+def _declared_type(content_type: str) -> str:
+    """The browser's type when it is well-formed; it is a guess from the same name."""
+    media_type = content_type.split(";")[0].strip().lower()
+    return media_type if re.fullmatch(r"[a-z0-9.+-]+/[a-z0-9.+-]+", media_type) else ""
+
+
+def _text_decoded(data: bytes, *, title: str) -> str:
+    encoding = next((encoding for bom, encoding in _BOMS if data.startswith(bom)), "utf-8")
+    try:
+        text = data.decode(encoding)
+    except UnicodeDecodeError:
+        raise UploadError(f"{title} is not UTF-8 text. Save it as UTF-8 and upload it again.") from None
+    # NUL never occurs in text, and the database could not store it.
+    if "\x00" in text:
+        raise UploadError(f"{title} looks like a binary file, not text.")
+    # One line ending, so agents' exact-match edits work on uploads too.
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _docx_markdown(data: bytes) -> str:
+    """The Word document's text as markdown: headings, lists and tables kept."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            unzipped = sum(member.file_size for member in archive.infolist())
+    except zipfile.BadZipFile as error:
+        raise UploadError(f"Could not read this Word document: {error}") from None
+    if unzipped > DOCX_UNZIPPED_MAX_BYTES:
+        raise UploadError("This Word document unpacks to too much data to read.")
+    try:
+        document = docx.Document(io.BytesIO(data))
+        parts = []
+        after_list_item = False
+        for block in document.iter_inner_content():
+            markdown, list_item = _docx_block_markdown(block)
+            if markdown:
+                # Items of one list stay on consecutive lines, so the list stays tight.
+                separator = "\n" if list_item and after_list_item else "\n\n"
+                parts.append(separator + markdown if parts else markdown)
+                after_list_item = list_item
+    # python-docx fails on malformed files with whatever its parser met
+    # (KeyError, ValueError, lxml errors…); all of them mean the same to the user.
+    except Exception as error:
+        raise UploadError(f"Could not read this Word document: {error}") from None
+    return _text_cleaned("".join(parts))
+
+
+def _docx_block_markdown(block: Paragraph | Table) -> tuple[str, bool]:
+    """One paragraph or table as markdown, and whether it is a list item."""
+    if isinstance(block, Table):
+        return _docx_table_markdown(block), False
+    text = block.text.strip()
+    style = block.style.name if block.style is not None else ""
+    if not text:
+        return "", False
+    if style == "Title":
+        return f"# {text}", False
+    if heading := _HEADING_STYLE.fullmatch(style):
+        return f"{'#' * min(int(heading[1]), 6)} {text}", False
+    # Lists made in Word number 'List Paragraph's directly, nesting by level;
+    # python-docx's and older ones use 'List Bullet 2' and the like.
+    numbering = block._p.pPr.numPr if block._p.pPr is not None else None
+    listed = _LIST_STYLE.fullmatch(style)
+    if numbering is None and listed is None:
+        return text, False
+    if numbering is not None and numbering.ilvl is not None:
+        level = numbering.ilvl.val
+    else:
+        level = int(listed[2] or 1) - 1 if listed else 0
+    marker = "1." if listed and listed[1] == "Number" else "-"
+    # Four spaces nest under both "- " and "1. " items.
+    return f"{'    ' * level}{marker} {text}", True
+
+
+def _docx_table_markdown(table: Table) -> str:
+    """A markdown table whose first row is the header, as Word tables usually have."""
+    rows = [[_table_cell_markdown(cell.text) for cell in row.cells] for row in table.rows]
+    columns = max((len(row) for row in rows), default=0)
+    if not columns:
+        return ""
+    lines = ["| " + " | ".join(row + [""] * (columns - len(row))) + " |" for row in rows]
+    lines.insert(1, "|" + " --- |" * columns)
+    return "\n".join(lines)
+
+
+def _table_cell_markdown(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def _pdf_text(data: bytes) -> str:
+    try:
+        reader = pypdf.PdfReader(io.BytesIO(data))
+        if reader.is_encrypted and not reader.decrypt(""):
+            raise UploadError("This PDF is protected by a password.")
+        pages = []
+        extracted = 0
+        for page in reader.pages:
+            text = page.extract_text().strip()
+            extracted += len(text)
+            if extracted > EXTRACTED_MAX_CHARS:
+                raise UploadError("This PDF holds too much text to read.")
+            pages.append(text)
+    except UploadError:
+        raise
+    # pypdf meets broken files with many kinds of error; all mean the same to the user.
+    except Exception as error:
+        raise UploadError(f"Could not read this PDF: {error}") from None
+    return _text_cleaned("\n\n".join(page for page in pages if page))
+
+
+def _text_cleaned(text: str) -> str:
+    text = _EXTRACTED_JUNK.sub("", text)
+    if len(text) > EXTRACTED_MAX_CHARS:
+        raise UploadError("This document holds too much text to read.")
+    return text

@@ -1,0 +1,123 @@
+"""The engine's step loop, through the real run service and the scripted model."""
+
+import pytest
+
+from agents import engine, services
+from agents.engine import _ProseFilter
+from agents.models import Run, RunEvent
+from artifacts.models import Artifact, ArtifactVersion
+from conversations import services as conversation_services
+from tests.model_server import Status, Text
+
+pytestmark = pytest.mark.django_db
+
+PLAN = "# Plan\n\n- [ ] search\n- [ ] read\n- [ ] write"
+
+
+def call(name, **params):
+    body = "".join(f"<{key}>{value}</{key}>" for key, value in params.items())
+    return f"<tool_call>\n  <name>{name}</name>\n  <params>{body}</params>\n</tool_call>"
+
+
+def _run(user, content="Research WAL"):
+    conversation = conversation_services.conversation_start(user=user, content=content, enqueue=False)
+    run = conversation.active_branch.runs.get()
+    services.run_execute(run_id=run.pk)
+    run.refresh_from_db()
+    return run
+
+
+def _events(run, type):
+    return list(run.events.filter(type=type).order_by("seq"))
+
+
+def test_a_turn_that_ticks_the_task_plan_three_times_writes_one_version(user, scripted_model):
+    scripted_model.add(
+        Text("Let me plan this.\n" + call("create_artifact", id="task_plan", content=PLAN, title="Plan"), chunk_size=5),
+        *(Text(call("update_artifact", id="task_plan", old_str=f"- [ ] {s}", new_str=f"- [x] {s}")) for s in ("search", "read", "write")),
+        Text("All done: see **task_plan**."),
+    )
+
+    run = _run(user)
+
+    assert run.status == Run.Status.COMPLETED
+    assert run.message.response == "All done: see **task_plan**."
+    plan = Artifact.objects.get(session_id=run.message.conversation_id, artifact_id="task_plan")
+    assert plan.content == PLAN.replace("[ ]", "[x]") and plan.title == "Plan"
+    assert list(ArtifactVersion.objects.values_list("version", flat=True)) == [4]
+    assert [e.data["tool"] for e in _events(run, RunEvent.Type.TOOL_START)] == ["create_artifact"] + ["update_artifact"] * 3
+    assert all(e.data["success"] for e in _events(run, RunEvent.Type.TOOL_COMPLETE))
+    assert _events(run, RunEvent.Type.COMPLETE)[0].data["artifacts"] == {"flushed": ["task_plan"], "conflicts": [], "failed": {}}
+    streamed = "".join(e.data["content"] for e in _events(run, RunEvent.Type.LLM_CHUNK))
+    assert "Let me plan this." in streamed and "<tool_call" not in streamed and "<tool_c" not in streamed
+    assert [m["tool_name"] for m in run.metrics["tool_calls"]] == ["create_artifact"] + ["update_artifact"] * 3
+
+
+def test_the_model_sees_tool_results_the_task_plan_and_the_inventory(user, scripted_model):
+    scripted_model.add(
+        Text(call("create_artifact", id="task_plan", content=PLAN)),
+        Text(call("update_artifact", id="task_plan", old_str="- [ ] nothing", new_str="x")),
+        Text("Answer."),
+    )
+
+    _run(user)
+
+    first, second, third = (r["messages"] for r in scripted_model.requests)
+    assert "## update_artifact" in first[0]["content"] and "no artifacts yet" in first[0]["content"]
+    assert "# Current task plan (artifact task_plan, version 1)" in second[0]["content"]
+    assert "- [ ] search" in second[0]["content"] and "`task_plan`" in second[0]["content"]
+    assert second[-1]["role"] == "user" and '<artifact version="1"' in second[-1]["content"]
+    assert second[-2] == {"role": "assistant", "content": call("create_artifact", id="task_plan", content=PLAN)}
+    failed = third[-1]["content"]
+    assert failed.startswith("<tool_result tool=\"update_artifact\">") and "<error" in failed
+
+
+def test_only_the_first_of_several_calls_runs(user, scripted_model):
+    scripted_model.add(
+        Text(call("create_artifact", id="a", content="one") + call("create_artifact", id="b", content="two")),
+        Text("Done."),
+    )
+
+    run = _run(user)
+
+    assert list(Artifact.objects.values_list("artifact_id", flat=True)) == ["a"]
+    assert "call one tool at a time" in scripted_model.requests[1]["messages"][-1]["content"]
+    assert run.status == Run.Status.COMPLETED
+
+
+def test_the_agent_is_told_when_its_tool_rounds_are_spent(user, scripted_model, monkeypatch):
+    monkeypatch.setattr(engine, "MAX_TOOL_ROUNDS", 1)
+    scripted_model.add(
+        Text(call("create_artifact", id="a", content="one")),
+        Text("Here is what I have.\n" + call("create_artifact", id="b", content="two")),
+    )
+
+    run = _run(user)
+
+    assert "used all your tool calls" in scripted_model.requests[1]["messages"][-1]["content"]
+    assert run.message.response == "Here is what I have."
+    assert list(Artifact.objects.values_list("artifact_id", flat=True)) == ["a"]
+
+
+def test_a_turn_that_fails_midway_still_saves_its_artifacts(user, scripted_model):
+    scripted_model.add(Text(call("create_artifact", id="notes", content="found so far")), Status(400, "bad request"))
+
+    run = _run(user)
+
+    assert run.status == Run.Status.FAILED
+    assert Artifact.objects.get(artifact_id="notes").content == "found so far"
+    assert _events(run, RunEvent.Type.ERROR)[0].data["artifacts"]["flushed"] == ["notes"]
+
+
+@pytest.mark.parametrize("cut", range(1, 20))
+def test_streamed_prose_never_shows_call_markup_wherever_the_chunks_break(cut):
+    text = "Some prose <b>kept</b> < and then " + call("read_artifact", id="x")
+    prose = _ProseFilter()
+    shown = "".join(prose.feed(text[i : i + cut]) for i in range(0, len(text), cut)) + prose.finish()
+    assert shown == "Some prose <b>kept</b> < and then "
+
+
+def test_a_reply_without_a_call_streams_whole():
+    prose = _ProseFilter()
+    shown = prose.feed("ends with <tool_") + prose.finish()
+    assert shown == "ends with <tool_"

@@ -1,0 +1,228 @@
+import pytest
+from django.db import OperationalError, connection
+
+from agents.models import Run
+from artifacts import selectors, services
+from artifacts.manager import ArtifactError, ArtifactManager
+from artifacts.models import Artifact, ArtifactVersion
+from tests.factories import ConversationFactory, MessageFactory, RunFactory
+
+pytestmark = pytest.mark.django_db
+
+PLAN = "# Plan\n\n- [ ] search\n- [ ] read\n- [ ] write\n"
+
+
+@pytest.fixture
+def session():
+    return ConversationFactory().artifact_session
+
+
+def _saved(session, artifact_id="task_plan"):
+    artifact = Artifact.objects.get(session=session, artifact_id=artifact_id)
+    return artifact, list(artifact.versions.values_list("version", "content"))
+
+
+def test_changes_stay_in_memory_until_the_flush(session):
+    manager = ArtifactManager(session=session)
+    manager.create(artifact_id="task_plan", content=PLAN)
+    manager.update(artifact_id="task_plan", old_str="- [ ] search", new_str="- [x] search")
+
+    assert not Artifact.objects.exists()
+    assert manager.read(artifact_id="task_plan")["content"].startswith("# Plan\n\n- [x] search")
+
+
+def test_a_turn_that_updates_the_task_plan_three_times_writes_one_version(session):
+    manager = ArtifactManager(session=session)
+    manager.create(artifact_id="task_plan", content=PLAN, title="Plan")
+    for step in ("search", "read", "write"):
+        manager.update(artifact_id="task_plan", old_str=f"- [ ] {step}", new_str=f"- [x] {step}")
+
+    report = manager.flush_all()
+
+    artifact, versions = _saved(session)
+    assert report.flushed == ["task_plan"] and not report.failed
+    assert versions == [(4, PLAN.replace("[ ]", "[x]"))]
+    assert (artifact.current_version, artifact.content, artifact.title) == (4, PLAN.replace("[ ]", "[x]"), "Plan")
+    assert artifact.versions.get().update_type == "create"
+
+
+def test_versions_are_sparse_across_turns(session):
+    first = ArtifactManager(session=session)
+    first.create(artifact_id="task_plan", content=PLAN)
+    first.flush_all()
+
+    second = ArtifactManager(session=session)
+    second.update(artifact_id="task_plan", old_str="- [ ] search", new_str="- [x] search")
+    second.update(artifact_id="task_plan", old_str="- [ ] read", new_str="- [x] read")
+    second.flush_all()
+
+    artifact, versions = _saved(session)
+    assert [v for v, _ in versions] == [1, 3]
+    latest = artifact.versions.get(version=3)
+    assert latest.update_type == "update"
+    assert latest.changes == [["- [ ] search", "- [x] search"], ["- [ ] read", "- [x] read"]]
+
+
+def test_a_flush_with_nothing_changed_writes_nothing(session):
+    ArtifactManager(session=session).create(artifact_id="a", content="x")  # never flushed: lost with its run
+    manager = ArtifactManager(session=session)
+    assert manager.flush_all().flushed == []
+    assert not ArtifactVersion.objects.exists()
+
+
+def test_create_refuses_an_id_that_exists_in_memory_or_saved(session):
+    manager = ArtifactManager(session=session)
+    manager.create(artifact_id="report.md", content="v1")
+    with pytest.raises(ArtifactError, match="already exists"):
+        manager.create(artifact_id="report.md", content="again")
+    manager.flush_all()
+    with pytest.raises(ArtifactError, match="already exists"):
+        ArtifactManager(session=session).create(artifact_id="report.md", content="again")
+
+
+@pytest.mark.parametrize("bad_id", ["", "../x", "a/b", ".hidden", "x" * 201, "sp ace"])
+def test_create_refuses_ids_that_are_not_names(session, bad_id):
+    with pytest.raises(ArtifactError, match="artifact id"):
+        ArtifactManager(session=session).create(artifact_id=bad_id, content="x")
+
+
+def test_a_refused_update_changes_nothing(session):
+    manager = ArtifactManager(session=session)
+    manager.create(artifact_id="notes", content="same\nsame\n")
+    with pytest.raises(ArtifactError, match="2"):
+        manager.update(artifact_id="notes", old_str="same", new_str="other")
+    assert (manager.read(artifact_id="notes")["content"], manager.read(artifact_id="notes")["version"]) == ("same\nsame\n", 1)
+    with pytest.raises(ArtifactError, match="no artifact"):
+        manager.update(artifact_id="missing", old_str="a", new_str="b")
+
+
+def test_rewrite_replaces_everything_and_read_can_name_a_saved_version(session):
+    manager = ArtifactManager(session=session)
+    manager.create(artifact_id="report", content="draft")
+    manager.flush_all()
+    manager.rewrite(artifact_id="report", content="final")
+
+    assert manager.read(artifact_id="report")["content"] == "final"
+    assert manager.read(artifact_id="report", version=1)["content"] == "draft"
+    with pytest.raises(ArtifactError, match="no saved version 2"):
+        manager.read(artifact_id="report", version=2)
+
+
+def _fail_first_writes(table, times):
+    calls = {"left": times}
+
+    def wrapper(execute, sql, params, many, context):
+        if calls["left"] and sql.startswith("INSERT") and table in sql:
+            calls["left"] -= 1
+            raise OperationalError("database is locked")
+        return execute(sql, params, many, context)
+
+    return wrapper
+
+
+def test_a_flush_whose_first_attempt_fails_still_saves_everything(session):
+    manager = ArtifactManager(session=session)
+    manager.create(artifact_id="task_plan", content=PLAN)
+    manager.create(artifact_id="report", content="# Report")
+
+    with connection.execute_wrapper(_fail_first_writes("artifacts_artifactversion", times=1)):
+        report = manager.flush_all()
+
+    assert sorted(report.flushed) == ["report", "task_plan"] and not report.failed
+    assert ArtifactVersion.objects.count() == 2
+    assert Artifact.objects.get(artifact_id="task_plan").content == PLAN
+
+
+def test_an_artifact_that_cannot_be_saved_is_reported_and_the_others_are_saved(session):
+    manager = ArtifactManager(session=session)
+    manager.create(artifact_id="task_plan", content=PLAN)
+    manager.create(artifact_id="report", content="# Report")
+
+    def refuse_report(execute, sql, params, many, context):
+        if sql.startswith("INSERT") and "artifacts_artifact\"" in sql and "report" in map(str, params or ()):
+            raise OperationalError("disk I/O error")
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(refuse_report):
+        report = manager.flush_all()
+
+    assert report.flushed == ["task_plan"]
+    assert "disk I/O error" in report.failed["report"]
+    assert list(Artifact.objects.values_list("artifact_id", flat=True)) == ["task_plan"]
+
+
+def test_a_user_edit_racing_an_agent_flush_keeps_both_texts(session):
+    seed = ArtifactManager(session=session)
+    seed.create(artifact_id="report", content="base")
+    seed.flush_all()
+    agent = ArtifactManager(session=session)
+    agent.update(artifact_id="report", old_str="base", new_str="agent text")
+    artifact = Artifact.objects.get(artifact_id="report")
+
+    services.artifact_edit(artifact=artifact, content="user text", expected_lock_version=artifact.lock_version)
+    report = agent.flush_all()
+
+    artifact, versions = _saved(session, "report")
+    assert report.conflicts == ["report"]
+    assert versions == [(1, "base"), (2, "user text"), (3, "agent text")]
+    assert artifact.content == "agent text"
+    assert artifact.metadata["conflict"]["writer"] == "agent"
+    assert artifact.metadata["conflict"]["overlapped"] == 2
+
+
+def test_an_agent_flush_racing_a_user_edit_keeps_both_texts(session):
+    seed = ArtifactManager(session=session)
+    seed.create(artifact_id="report", content="base")
+    seed.flush_all()
+    loaded = Artifact.objects.get(artifact_id="report")  # the user opens the editor
+    agent = ArtifactManager(session=session)
+    agent.rewrite(artifact_id="report", content="agent text")
+    agent.flush_all()
+
+    artifact, conflicted = services.artifact_edit(
+        artifact=loaded, content="user text", expected_lock_version=loaded.lock_version
+    )
+
+    assert conflicted
+    assert _saved(session, "report")[1] == [(1, "base"), (2, "agent text"), (3, "user text")]
+    assert artifact.metadata["conflict"]["writer"] == "user"
+
+
+def test_the_live_view_shows_a_running_turns_unsaved_work(session):
+    run = RunFactory(message=MessageFactory(conversation=session.conversation), status=Run.Status.RUNNING)
+    manager = ArtifactManager(session=session, run_id=run.pk)
+    manager.create(artifact_id="task_plan", content=PLAN)
+    manager.flush_all()
+    manager.update(artifact_id="task_plan", old_str="- [ ] search", new_str="- [x] search")
+    manager.create(artifact_id="draft", content="not saved yet")
+
+    live_plan = selectors.artifact_get(session=session, artifact_id="task_plan")
+    listed = {v.artifact_id: v for v in selectors.artifact_list(session=session)}
+
+    assert live_plan.live and "- [x] search" in live_plan.content and live_plan.version == 2
+    assert [v.version for v in selectors.artifact_versions(artifact=live_plan.saved)] == [1]
+    assert listed["draft"].live and listed["draft"].saved is None
+    assert list(listed) == ["task_plan", "draft"]
+
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.COMPLETED)
+    ended = selectors.artifact_get(session=session, artifact_id="task_plan")
+    assert not ended.live and "- [ ] search" in ended.content
+    assert selectors.artifact_get(session=session, artifact_id="draft") is None
+
+
+def test_the_flush_ends_the_live_view(session):
+    run = RunFactory(message=MessageFactory(conversation=session.conversation), status=Run.Status.RUNNING)
+    manager = ArtifactManager(session=session, run_id=run.pk)
+    manager.create(artifact_id="task_plan", content=PLAN)
+    manager.flush_all()
+
+    view = selectors.artifact_get(session=session, artifact_id="task_plan")
+    assert not view.live and view.saved is not None
+
+
+def test_changes_are_announced(session):
+    seen = []
+    manager = ArtifactManager(session=session, on_change=lambda: seen.append("changed"))
+    manager.create(artifact_id="a", content="x")
+    manager.flush_all()
+    assert seen == ["changed", "changed"]

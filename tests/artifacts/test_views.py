@@ -1,0 +1,219 @@
+import io
+
+import docx
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.urls import reverse
+
+from agents.models import Run
+from artifacts.manager import ArtifactManager
+from artifacts.models import Artifact
+from tests.factories import ConversationFactory, MessageFactory, RunFactory
+
+pytestmark = pytest.mark.django_db
+
+HTMX = {"HTTP_HX_REQUEST": "true"}
+REPORT = """# Findings
+
+Intro with **bold** text.
+
+## Sources
+
+- first
+  - nested
+- second
+
+| name | value |
+|------|-------|
+| a    | 1     |
+"""
+
+
+@pytest.fixture
+def conversation(user):
+    return ConversationFactory(owner=user)
+
+
+@pytest.fixture
+def signed_in(client, user):
+    client.force_login(user)
+    return client
+
+
+def _flushed(conversation, artifact_id, *contents, content_type="text/markdown"):
+    """An artifact saved once per content, as successive turns would."""
+    for i, content in enumerate(contents):
+        manager = ArtifactManager(session=conversation.artifact_session)
+        if i == 0:
+            manager.create(artifact_id=artifact_id, content=content, content_type=content_type)
+        else:
+            manager.rewrite(artifact_id=artifact_id, content=content)
+        manager.flush_all()
+    return Artifact.objects.get(session=conversation.artifact_session, artifact_id=artifact_id)
+
+
+def _url(name, conversation, *args):
+    return reverse(name, args=[conversation.pk, *args])
+
+
+def test_another_users_artifacts_are_a_404_on_every_url(signed_in, other_user):
+    theirs = ConversationFactory(owner=other_user)
+    _flushed(theirs, "report", "secret v1", "secret v2")
+    gets = [
+        _url("artifact-pane", theirs),
+        _url("artifact-detail", theirs, "report"),
+        _url("artifact-diff", theirs, "report") + "?from=1&to=2",
+        _url("artifact-edit", theirs, "report"),
+        _url("artifact-export-docx", theirs, "report"),
+        _url("artifact-raw", theirs, "report"),
+    ]
+    for url in gets:
+        assert signed_in.get(url).status_code == 404, url
+    posts = [
+        (_url("artifact-edit", theirs, "report"), {"content": "mine now", "lock_version": "2"}),
+        (_url("artifact-upload", theirs), {"file": SimpleUploadedFile("x.md", b"x")}),
+    ]
+    for url, data in posts:
+        assert signed_in.post(url, data).status_code == 404, url
+    assert Artifact.objects.get(session=theirs.artifact_session).content == "secret v2"
+
+
+def test_the_chat_page_shows_the_pane_with_the_task_plan_first(signed_in, conversation):
+    _flushed(conversation, "report", REPORT)
+    _flushed(conversation, "task_plan", "- [x] search\n- [ ] write")
+
+    html = signed_in.get(conversation.get_absolute_url()).content.decode()
+
+    assert 'id="artifact-pane"' in html
+    assert html.index("task_plan") < html.index(">report<")
+    assert "- [x] search - [ ] write" in html  # the preview
+
+
+def test_markdown_is_sanitised_and_code_is_highlighted(signed_in, conversation):
+    _flushed(conversation, "evil.md", '# Hi\n<script>alert(1)</script><img src=x onerror=alert(1)> [x](javascript:alert(1))')
+    _flushed(conversation, "tool.py", "def f():\n    return '<b>'\n", content_type="text/x-python")
+
+    evil = signed_in.get(_url("artifact-detail", conversation, "evil.md"), **HTMX).content.decode()
+    code = signed_in.get(_url("artifact-detail", conversation, "tool.py"), **HTMX).content.decode()
+
+    assert "<h1>Hi</h1>" in evil
+    assert "<script>alert" not in evil and "<img" not in evil and 'href="javascript:' not in evil
+    assert 'class="highlight"' in code and "&lt;b&gt;" in code and "<b>" not in code
+
+
+def test_a_version_can_be_shown_and_two_compared(signed_in, conversation):
+    _flushed(conversation, "report", "line one\nline two\n", "line one\nline 2\nline three\n")
+
+    old = signed_in.get(_url("artifact-detail", conversation, "report") + "?version=1", **HTMX).content.decode()
+    diff = signed_in.get(_url("artifact-diff", conversation, "report") + "?from=1&to=2", **HTMX).content.decode()
+
+    assert "line two" in old and "version 1 of 2" in old
+    assert '<span class="diff-del">-line two</span>' in diff
+    assert '<span class="diff-add">+line 2</span>' in diff
+    assert '<span class="diff-add">+line three</span>' in diff
+    assert signed_in.get(_url("artifact-detail", conversation, "report") + "?version=9").status_code == 404
+
+
+def test_an_edit_saves_a_new_version(signed_in, conversation):
+    artifact = _flushed(conversation, "report", "draft")
+
+    response = signed_in.post(
+        _url("artifact-edit", conversation, "report"),
+        {"content": "edited\r\nby me", "lock_version": artifact.lock_version},
+        **HTMX,
+    )
+
+    artifact.refresh_from_db()
+    assert response.status_code == 200
+    assert artifact.content == "edited\nby me"
+    assert list(artifact.versions.values_list("version", "update_type")) == [(1, "create"), (2, "user_edit")]
+
+
+def test_an_edit_from_a_stale_form_keeps_both_texts_and_says_so(signed_in, conversation):
+    artifact = _flushed(conversation, "report", "draft")
+    stale_lock = artifact.lock_version
+    manager = ArtifactManager(session=conversation.artifact_session)
+    manager.rewrite(artifact_id="report", content="agent text")
+    manager.flush_all()
+
+    html = signed_in.post(
+        _url("artifact-edit", conversation, "report"), {"content": "user text", "lock_version": stale_lock}, **HTMX
+    ).content.decode()
+
+    assert "Someone else changed this artifact while you edited it" in html
+    assert list(artifact.versions.values_list("content", flat=True)) == ["draft", "agent text", "user text"]
+
+
+def test_an_upload_is_saved_at_once_under_a_safe_unique_name(signed_in, conversation):
+    url = _url("artifact-upload", conversation)
+    signed_in.post(url, {"file": SimpleUploadedFile("../../notes.md", b"# Notes\n")}, **HTMX)
+    html = signed_in.post(url, {"file": SimpleUploadedFile("notes.md", b"# Other notes\n")}, **HTMX).content.decode()
+
+    uploads = Artifact.objects.filter(session=conversation.artifact_session).order_by("id")
+    assert [(a.artifact_id, a.source, a.current_version) for a in uploads] == [
+        ("notes.md", "user_upload", 1),
+        ("notes_1.md", "user_upload", 1),
+    ]
+    assert uploads[1].content == "# Other notes\n"
+    assert "Other notes" in html
+
+
+def test_an_oversize_upload_is_refused_with_a_clear_error(signed_in, conversation, settings):
+    settings.ARTIFACT_UPLOAD_MAX_BYTES = 1000
+    response = signed_in.post(
+        _url("artifact-upload", conversation), {"file": SimpleUploadedFile("big.txt", b"x" * 1001)}, **HTMX
+    )
+    assert response.status_code == 422
+    assert "at most" in response.content.decode()
+    assert not Artifact.objects.exists()
+
+
+def test_a_binary_upload_is_kept_as_a_file(signed_in, conversation):
+    png = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64
+    signed_in.post(_url("artifact-upload", conversation), {"file": SimpleUploadedFile("chart.png", png)}, **HTMX)
+
+    artifact = Artifact.objects.get(artifact_id="chart.png")
+    download = signed_in.get(_url("artifact-raw", conversation, "chart.png"))
+    assert artifact.content_type == "image/png" and artifact.content == ""
+    assert b"".join(download.streaming_content) == png
+    assert signed_in.get(_url("artifact-edit", conversation, "chart.png")).status_code == 404
+
+
+def test_the_docx_export_keeps_headings_lists_and_tables(signed_in, conversation):
+    _flushed(conversation, "report", REPORT)
+
+    response = signed_in.get(_url("artifact-export-docx", conversation, "report"))
+
+    assert response["Content-Disposition"] == 'attachment; filename="report.docx"'
+    document = docx.Document(io.BytesIO(response.content))
+    styled = [(p.style.name, p.text) for p in document.paragraphs]
+    assert ("Heading 1", "Findings") in styled
+    assert ("Heading 2", "Sources") in styled
+    assert any(style.startswith("List Bullet") and text == "first" for style, text in styled)
+    assert any(style == "List Bullet 2" and text == "nested" for style, text in styled)
+    [table] = document.tables
+    assert [cell.text for cell in table.rows[0].cells] == ["name", "value"]
+    assert [cell.text for cell in table.rows[1].cells] == ["a", "1"]
+
+
+def test_the_raw_download_is_the_text_as_a_markdown_file(signed_in, conversation):
+    _flushed(conversation, "report", REPORT)
+    response = signed_in.get(_url("artifact-raw", conversation, "report"))
+    assert response["Content-Disposition"] == 'attachment; filename="report.md"'
+    assert response.content.decode() == REPORT
+
+
+def test_during_a_run_the_pane_shows_work_in_progress_but_exports_only_what_was_saved(signed_in, conversation):
+    run = RunFactory(message=MessageFactory(conversation=conversation), status=Run.Status.RUNNING)
+    _flushed(conversation, "report", "saved text")
+    manager = ArtifactManager(session=conversation.artifact_session, run_id=run.pk)
+    manager.rewrite(artifact_id="report", content="work in progress")
+    manager.create(artifact_id="draft", content="brand new")
+
+    detail = signed_in.get(_url("artifact-detail", conversation, "report"), **HTMX).content.decode()
+    raw = signed_in.get(_url("artifact-raw", conversation, "report")).content.decode()
+
+    assert "work in progress" in detail and "unsaved work of the running turn" in detail
+    assert raw == "saved text"
+    assert "brand new" in signed_in.get(_url("artifact-detail", conversation, "draft"), **HTMX).content.decode()
+    assert signed_in.get(_url("artifact-export-docx", conversation, "draft")).status_code == 404

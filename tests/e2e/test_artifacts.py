@@ -1,0 +1,77 @@
+"""The artifact pane in the browser: it follows a running turn, and a user
+uploads, edits, compares and exports."""
+
+import pytest
+from docx import Document
+from playwright.sync_api import expect
+
+from tests.agents.test_engine import call
+from tests.e2e.test_first_turn import TURN_TIMEOUT, ask, sign_in
+from tests.model_server import Text
+
+pytestmark = pytest.mark.e2e
+
+PLAN = "# Plan\n\n- [ ] search\n- [ ] write"
+NOTES = b"# Field notes\n\n## Findings\n\n- first\n  - nested\n- second\n\n| site | count |\n|---|---|\n| north | 3 |\n"
+
+
+def test_the_pane_follows_a_running_turn(portal, model_server, page, screenshot):
+    model_server.add(
+        Text(call("create_artifact", id="task_plan", content=PLAN, title="Plan")),
+        # Slow, so the page is seen while the turn still holds the plan unsaved.
+        Text("Searching now.\n" + call("update_artifact", id="task_plan", old_str="- [ ] search", new_str="- [x] search"), chunk_size=3, delay=0.06),
+        Text("The plan is done.", chunk_size=3, delay=0.05),
+    )
+    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+
+    ask(page, question="Plan a small study")
+
+    pane = page.locator("#artifact-pane")
+    expect(pane.locator(".artifact-head")).to_contain_text("unsaved work of the running turn", timeout=TURN_TIMEOUT)
+    expect(pane.locator(".artifact-content")).to_contain_text("search")
+    screenshot(page, name="live-plan")
+    expect(page.locator("article.turn")).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
+    expect(pane.locator(".artifact-head")).not_to_contain_text("unsaved work", timeout=TURN_TIMEOUT)
+    expect(pane.locator(".artifact-head")).to_contain_text("version 2")
+    expect(pane.locator(".artifact-content")).to_contain_text("[x] search")
+    expect(page.locator("article.turn .answer")).to_have_text("The plan is done.")
+
+
+def test_upload_edit_compare_and_export(portal, model_server, page, screenshot, tmp_path):
+    model_server.add(Text("Ready for your notes."))
+    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    ask(page, question="Keep my notes")
+    expect(page.locator("article.turn")).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
+    pane = page.locator("#artifact-pane")
+
+    page.set_input_files("#artifact-file", files=[{"name": "../../field notes.md", "mimeType": "text/markdown", "buffer": NOTES}])
+    page.get_by_role("button", name="Upload", exact=True).click()
+
+    expect(pane.locator(".artifact-list")).to_contain_text("uploaded")
+    expect(pane.locator(".artifact-content h1")).to_have_text("Field notes")
+    expect(pane.locator(".artifact-content table")).to_contain_text("north")
+
+    pane.get_by_role("link", name="Edit").click()
+    pane.get_by_label("Content of").fill(NOTES.decode().replace("- second", "- second\n- third"))
+    pane.get_by_role("button", name="Save as a new version").click()
+    expect(pane.locator(".artifact-head")).to_contain_text("version 2")
+
+    pane.get_by_label("Compare").select_option("1")
+    pane.get_by_label("with").select_option("2")
+    pane.get_by_role("button", name="Compare", exact=True).click()
+    expect(pane.locator(".diff .diff-add")).to_contain_text("+- third")
+    screenshot(page, name="compare")
+
+    pane.get_by_label("Version").select_option("1")
+    expect(pane.locator(".artifact-head")).to_contain_text("version 1 of 2")
+    with page.expect_download() as download:
+        pane.get_by_role("link", name="Export .docx").click()
+    path = tmp_path / download.value.suggested_filename
+    download.value.save_as(path)
+
+    document = Document(path)
+    texts = [paragraph.text for paragraph in document.paragraphs]
+    assert path.suffix == ".docx"
+    assert "Field notes" in texts and "Findings" in texts and "nested" in texts
+    assert "third" not in texts  # version 1 was exported
+    assert document.tables[0].cell(1, 0).text == "north"
