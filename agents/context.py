@@ -9,6 +9,7 @@ from artifacts.manager import ArtifactManager
 from artifacts.selectors import TASK_PLAN
 from conversations.selectors import message_path
 
+from .config import LEAD_AGENT, subagents_describe
 from .toolcalls import toolcalls_describe
 
 PROMPTS_DIR = Path(__file__).parent / "prompts"
@@ -20,10 +21,13 @@ def prompt_text(agent: str) -> str:
     return (PROMPTS_DIR / f"{agent}.md").read_text()
 
 
-def system_prompt(*, agent: str, tools: list, artifacts: ArtifactManager) -> str:
-    parts = [prompt_text(agent)]
-    if tools:
-        parts.append(toolcalls_describe(tools))
+def system_prompt(*, config, artifacts: ArtifactManager) -> str:
+    """The agent's role, its tools, and for the lead the subagents, the whole
+    task plan and an inventory of the artifacts (seed 004)."""
+    parts = [prompt_text(config.name), toolcalls_describe(config.tools)]
+    if config.name != LEAD_AGENT:
+        return "\n\n".join(parts)
+    parts.append(subagents_describe())
     inventory = artifacts.inventory()
     plan = next((a for a in inventory if a["artifact_id"] == TASK_PLAN), None)
     if plan is not None:

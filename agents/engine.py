@@ -1,35 +1,88 @@
-"""The agent engine: drives one turn and reports everything it does as events.
+"""The agent engine (seed 004): drives one turn and reports everything it does
+as events.
 
-The lead agent works in steps: one model call per step, and at most one tool
-call handled per step, its result fed back for the next step, until a reply
-holds no tool call — that reply is the answer.
+Agents work in steps: one model call per step and at most one tool call
+handled per step, its result fed back for the next step, until a reply holds
+no tool call — that reply is the agent's response. The lead agent delegates
+with `call_subagent`: the subagent's steps run on top of the lead's, and its
+response comes back to the lead as the call's result.
+
+Everything the turn needs to continue lives in a TurnState, which the caller
+checkpoints after every step. A tool that needs the user's approval ends
+`turn_execute` with the state saved; a later call continues from it.
 """
 
 import time
-from dataclasses import dataclass, field
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
 from xml.sax.saxutils import escape, quoteattr
 
+from django.conf import settings
 from django.utils import timezone
 
 from artifacts.manager import ArtifactManager
-from artifacts.tools import ARTIFACT_TOOLS, Tool, ToolResult
 
 from . import context
+from .config import AGENTS, CALL_SUBAGENT, LEAD_AGENT, SUBAGENTS, AgentConfig
 from .events import RunEventLog
 from .llm import ModelError
 from .models import RunEvent
-from .selectors import LEAD_AGENT
+from .tooling import CONFIRM, Tool, ToolContext, ToolResult
 from .toolcalls import OPEN_TAG, ToolCall, text_before_calls, toolcalls_parse
 
-MAX_TOOL_ROUNDS = 12
 # How much of a tool result the event log keeps for the page; the model gets all of it.
 EVENT_RESULT_CHARS = 2000
+# How often a streaming model call looks at the cancel flag.
+CANCEL_CHECK_SECONDS = 0.3
+
+APPROVE, ALWAYS, DENY, EXPIRED = "approve", "always", "deny", "expired"
+DECISIONS = (APPROVE, ALWAYS, DENY, EXPIRED)
+
+
+class Cancelled(Exception):
+    """The user cancelled the turn."""
 
 
 @dataclass
-class TurnResult:
+class Frame:
+    """One agent's memory within the turn."""
+
+    agent: str
+    instruction: str
+    interactions: list[dict] = field(default_factory=list)
+    rounds: int = 0
+    # Said to the agent with the result of the call it is waiting for.
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class TurnState:
+    frames: list[Frame]
+    steps: int = 0
+    # The tool call waiting for the user's answer: id, agent, tool, params,
+    # expires_at, and once answered, decision.
+    pending: dict | None = None
+    # Tools the user allowed without asking again.
+    allowed: list[str] = field(default_factory=list)
+    agent_metrics: dict = field(default_factory=dict)
+    tool_metrics: list[dict] = field(default_factory=list)
+    started_at: str = ""
+
+    def to_checkpoint(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_checkpoint(cls, data: dict) -> "TurnState":
+        return cls(**{**data, "frames": [Frame(**frame) for frame in data["frames"]]})
+
+
+@dataclass
+class TurnOutcome:
+    status: str  # "completed", "waiting_permission" or "cancelled"
     response: str
-    metrics: dict = field(default_factory=dict)
+    metrics: dict
 
 
 @dataclass
@@ -67,132 +120,293 @@ class _ProseFilter:
         return rest
 
 
-def _model_call(*, model, messages: list[dict], log: RunEventLog, agent: str) -> _Reply:
-    started = time.monotonic()
-    parts, reasoning, usage = [], [], None
-    prose = _ProseFilter()
-    for delta in model.stream(messages):
-        if delta.content:
-            parts.append(delta.content)
-            if shown := prose.feed(delta.content):
-                log.chunk(agent=agent, content=shown)
-        if delta.reasoning:
-            reasoning.append(delta.reasoning)
-        if delta.usage:
-            usage = delta.usage
-    if rest := prose.finish():
-        log.chunk(agent=agent, content=rest)
-    reply = _Reply(
-        content="".join(parts).strip(),
-        reasoning="".join(reasoning),
-        usage=usage,
-        duration_ms=int((time.monotonic() - started) * 1000),
-    )
-    log.emit(
-        RunEvent.Type.LLM_COMPLETE,
-        agent=agent,
-        data={
-            "content": reply.content,
-            "reasoning": reply.reasoning,
-            "token_usage": reply.usage,
-            "duration_ms": reply.duration_ms,
-        },
-    )
-    return reply
+class Turn:
+    def __init__(
+        self,
+        *,
+        run,
+        model,
+        log: RunEventLog,
+        artifacts: ArtifactManager,
+        is_cancelled: Callable[[], bool],
+        checkpoint: Callable[[TurnState], None],
+    ):
+        self.run = run
+        self.message = run.message
+        self.model = model
+        self.log = log
+        self.artifacts = artifacts
+        self.is_cancelled = is_cancelled
+        self.checkpoint = checkpoint
+        self.tool_context = ToolContext(artifacts=artifacts, user=self.message.conversation.owner, run_id=run.pk)
+        self.shown = ""  # the lead's prose of the current step, kept if the turn is cancelled
 
+    def execute(self, state: TurnState) -> TurnOutcome:
+        try:
+            if state.steps == 0 and state.pending is None:
+                self.log.emit(RunEvent.Type.AGENT_START, agent=LEAD_AGENT, data={"instruction": state.frames[0].instruction})
+            if state.pending is not None:
+                if "decision" not in state.pending:
+                    return self._outcome("waiting_permission", state)
+                self._pending_resolve(state)
+                self.checkpoint(state)
+            while True:
+                if self.is_cancelled():
+                    raise Cancelled
+                finished = self._step(state)
+                state.steps += 1
+                self.checkpoint(state)
+                if finished is not None:
+                    return finished
+        except Cancelled:
+            return self._outcome("cancelled", state, response=self.shown.strip())
 
-def _tool_run(*, call: ToolCall, tools: dict[str, Tool], artifacts: ArtifactManager) -> ToolResult:
-    if call.error:
-        return ToolResult(success=False, content=f"<error tool={quoteattr(call.name)}>{escape(call.error)}</error>")
-    return tools[call.name].handler(artifacts, **call.params)
+    # --- one step ---------------------------------------------------------------
 
+    def _step(self, state: TurnState) -> TurnOutcome | None:
+        frame = state.frames[-1]
+        config = AGENTS[frame.agent]
+        tools = {tool.name: tool for tool in config.tools}
+        reply = self._model_call(state, frame, config)
+        calls = toolcalls_parse(reply.content, schemas={name: tool.parameters for name, tool in tools.items()})
 
-def _usage_add(total: dict | None, usage: dict | None) -> dict | None:
-    if usage is None:
-        return total
-    total = dict(total or {})
-    for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
-        total[key] = total.get(key, 0) + (usage.get(key) or 0)
-    return total
-
-
-def turn_execute(*, run, model, log: RunEventLog, artifacts: ArtifactManager) -> TurnResult:
-    message = run.message
-    started_at = timezone.now()
-    tools = {tool.name: tool for tool in ARTIFACT_TOOLS}
-    schemas = {name: tool.parameters for name, tool in tools.items()}
-    log.emit(RunEvent.Type.AGENT_START, agent=LEAD_AGENT, data={"instruction": message.content})
-
-    interactions: list[dict] = []
-    tool_metrics: list[dict] = []
-    usage, llm_duration_ms = None, 0
-    for round_number in range(MAX_TOOL_ROUNDS + 1):
-        system = context.system_prompt(agent=LEAD_AGENT, tools=list(tools.values()), artifacts=artifacts)
-        messages = context.turn_messages(system=system, message=message) + interactions
-        reply = _model_call(model=model, messages=messages, log=log, agent=LEAD_AGENT)
-        usage = _usage_add(usage, reply.usage)
-        llm_duration_ms += reply.duration_ms
-
-        calls = toolcalls_parse(reply.content, schemas=schemas)
-        if not calls:
-            response = reply.content
-            break
-        if round_number == MAX_TOOL_ROUNDS:
-            # The agent was told its rounds were spent and still called a tool:
-            # what it wrote before the call is all the answer there is.
-            response = text_before_calls(reply.content)
-            break
+        if not calls or frame.rounds >= config.max_tool_rounds:
+            # Past its rounds the agent was told to answer; what it wrote
+            # before another call is all the answer there is.
+            response = text_before_calls(reply.content) if calls else reply.content
+            return self._agent_finish(state, frame, response)
 
         call = calls[0]
-        log.emit(RunEvent.Type.TOOL_START, agent=LEAD_AGENT, data={"tool": call.name, "params": call.params})
-        tool_started = time.monotonic()
-        result = _tool_run(call=call, tools=tools, artifacts=artifacts)
-        tool_ms = int((time.monotonic() - tool_started) * 1000)
-        content = result.content
+        frame.rounds += 1
+        frame.interactions.append({"role": "assistant", "content": reply.content})
         if len(calls) > 1:
-            content += f"\n<note>Only the first of your {len(calls)} tool calls was run: call one tool at a time.</note>"
-        log.emit(
+            frame.notes.append(f"Only the first of your {len(calls)} tool calls was run: call one tool at a time.")
+        if frame.rounds >= config.max_tool_rounds:
+            frame.notes.append("You have used all your tool calls. Write your final answer now, without calling a tool.")
+
+        if call.error:
+            self._tool_report(frame, call, ToolResult(success=False, content=_error(call.name, call.error)))
+            return None
+        self.log.emit(RunEvent.Type.TOOL_START, agent=frame.agent, data={"tool": call.name, "params": call.params})
+        if call.name == CALL_SUBAGENT:
+            self._subagent_start(state, frame, call)
+            return None
+        tool = tools[call.name]
+        if _needs_permission(tool, state):
+            return self._permission_request(state, frame, call)
+        self._tool_execute(state, frame, tool, call)
+        return None
+
+    def _model_call(self, state: TurnState, frame: Frame, config: AgentConfig) -> _Reply:
+        system = context.system_prompt(config=config, artifacts=self.artifacts)
+        if config.sees_history:
+            messages = context.turn_messages(system=system, message=self.message)
+        else:
+            messages = [{"role": "system", "content": system}, {"role": "user", "content": frame.instruction}]
+        messages += frame.interactions
+
+        started = time.monotonic()
+        parts, reasoning, usage = [], [], None
+        prose = _ProseFilter()
+        self.shown = ""
+        checked = time.monotonic()
+        stream = self.model.stream(messages)
+        try:
+            for delta in stream:
+                if delta.content:
+                    parts.append(delta.content)
+                    self._show(frame.agent, prose.feed(delta.content))
+                if delta.reasoning:
+                    reasoning.append(delta.reasoning)
+                if delta.usage:
+                    usage = delta.usage
+                if time.monotonic() - checked >= CANCEL_CHECK_SECONDS:
+                    checked = time.monotonic()
+                    if self.is_cancelled():
+                        raise Cancelled
+        finally:
+            # Closing the generator closes the HTTP stream to the model.
+            stream.close()
+        self._show(frame.agent, prose.finish())
+        reply = _Reply(
+            content="".join(parts).strip(),
+            reasoning="".join(reasoning),
+            usage=usage,
+            duration_ms=int((time.monotonic() - started) * 1000),
+        )
+        self.log.emit(
+            RunEvent.Type.LLM_COMPLETE,
+            agent=frame.agent,
+            data={
+                "content": reply.content,
+                "reasoning": reply.reasoning,
+                "token_usage": reply.usage,
+                "duration_ms": reply.duration_ms,
+            },
+        )
+        _agent_metrics_add(state, agent=frame.agent, model=self.model.name, reply=reply)
+        return reply
+
+    def _show(self, agent: str, text: str) -> None:
+        if text:
+            self.log.chunk(agent=agent, content=text)
+            if agent == LEAD_AGENT:
+                self.shown += text
+
+    # --- agents ------------------------------------------------------------------
+
+    def _agent_finish(self, state: TurnState, frame: Frame, response: str) -> TurnOutcome | None:
+        self.log.emit(RunEvent.Type.AGENT_COMPLETE, agent=frame.agent, data={"response": response})
+        if len(state.frames) == 1:
+            if not response:
+                raise ModelError("The model returned an empty answer.")
+            return self._outcome("completed", state, response=response)
+        state.frames.pop()
+        lead = state.frames[-1]
+        result = ToolResult(
+            success=bool(response),
+            content=(
+                f"<subagent_result agent={quoteattr(frame.agent)}>\n{escape(response or '(no answer)')}\n</subagent_result>"
+            ),
+        )
+        self._tool_report(lead, ToolCall(name=CALL_SUBAGENT), result)
+        return None
+
+    def _subagent_start(self, state: TurnState, frame: Frame, call: ToolCall) -> None:
+        agent, instruction = call.params["agent"], call.params["instruction"].strip()
+        if agent not in SUBAGENTS or not instruction:
+            known = ", ".join(SUBAGENTS)
+            problem = f"There is no subagent '{agent}'. Available: {known}." if agent not in SUBAGENTS else "The instruction is empty."
+            self._tool_report(frame, call, ToolResult(success=False, content=_error(call.name, problem)))
+            return
+        state.frames.append(Frame(agent=agent, instruction=instruction))
+        self.log.emit(RunEvent.Type.AGENT_START, agent=agent, data={"instruction": instruction, "from": frame.agent})
+
+    # --- tools -------------------------------------------------------------------
+
+    def _tool_execute(self, state: TurnState, frame: Frame, tool: Tool, call: ToolCall) -> None:
+        started = time.monotonic()
+        result = tool.handler(self.tool_context, **call.params)
+        duration_ms = int((time.monotonic() - started) * 1000)
+        state.tool_metrics.append({"tool_name": tool.name, "agent": frame.agent, "success": result.success, "duration_ms": duration_ms})
+        self._tool_report(frame, call, result, duration_ms=duration_ms)
+
+    def _tool_report(self, frame: Frame, call: ToolCall, result: ToolResult, *, duration_ms: int = 0) -> None:
+        content = result.content + "".join(f"\n<note>{escape(note)}</note>" for note in frame.notes)
+        frame.notes = []
+        self.log.emit(
             RunEvent.Type.TOOL_COMPLETE,
-            agent=LEAD_AGENT,
+            agent=frame.agent,
             data={
                 "tool": call.name,
                 "success": result.success,
                 "result": content[:EVENT_RESULT_CHARS],
                 "truncated": len(content) > EVENT_RESULT_CHARS,
-                "duration_ms": tool_ms,
+                "duration_ms": duration_ms,
                 **result.metadata,
             },
         )
-        tool_metrics.append({"tool_name": call.name, "success": result.success, "duration_ms": tool_ms})
+        frame.interactions.append(
+            {"role": "user", "content": f"<tool_result tool={quoteattr(call.name)}>\n{content}\n</tool_result>"}
+        )
 
-        rounds_left = MAX_TOOL_ROUNDS - round_number - 1
-        if rounds_left == 0:
-            content += "\n<note>You have used all your tool calls. Write your final answer now, without calling a tool.</note>"
-        interactions += [
-            {"role": "assistant", "content": reply.content},
-            {"role": "user", "content": f"<tool_result tool={quoteattr(call.name)}>\n{content}\n</tool_result>"},
-        ]
+    # --- permissions --------------------------------------------------------------
 
-    if not response:
-        raise ModelError("The model returned an empty answer.")
-    log.emit(RunEvent.Type.AGENT_COMPLETE, agent=LEAD_AGENT, data={"response": response})
-    completed_at = timezone.now()
-    return TurnResult(
-        response=response,
-        metrics={
-            "started_at": started_at.isoformat(),
-            "completed_at": completed_at.isoformat(),
-            "total_duration_ms": int((completed_at - started_at).total_seconds() * 1000),
-            "agent_executions": [
-                {
-                    "agent_name": LEAD_AGENT,
-                    "model": model.name,
-                    "token_usage": usage,
-                    "llm_duration_ms": llm_duration_ms,
-                    "started_at": started_at.isoformat(),
-                    "completed_at": completed_at.isoformat(),
-                }
-            ],
-            "tool_calls": tool_metrics,
-        },
+    def _permission_request(self, state: TurnState, frame: Frame, call: ToolCall) -> TurnOutcome:
+        expires_at = timezone.now() + timedelta(seconds=settings.PERMISSION_TIMEOUT)
+        state.pending = {
+            "id": uuid.uuid4().hex,
+            "agent": frame.agent,
+            "tool": call.name,
+            "params": call.params,
+            "expires_at": expires_at.isoformat(),
+        }
+        self.log.emit(
+            RunEvent.Type.PERMISSION_REQUEST,
+            agent=frame.agent,
+            data={k: state.pending[k] for k in ("id", "tool", "params", "expires_at")},
+        )
+        return self._outcome("waiting_permission", state)
+
+    def _pending_resolve(self, state: TurnState) -> None:
+        pending, state.pending = state.pending, None
+        frame = state.frames[-1]
+        decision = pending["decision"]
+        self.log.emit(
+            RunEvent.Type.PERMISSION_RESULT,
+            agent=pending["agent"],
+            data={"id": pending["id"], "tool": pending["tool"], "decision": decision},
+        )
+        call = ToolCall(name=pending["tool"], params=pending["params"])
+        if decision in (APPROVE, ALWAYS):
+            if decision == ALWAYS:
+                state.allowed.append(call.name)
+            tool = {tool.name: tool for tool in AGENTS[frame.agent].tools}[call.name]
+            self._tool_execute(state, frame, tool, call)
+            return
+        why = "The user denied this call." if decision == DENY else "Nobody answered the request in time, so it counts as denied."
+        message = f"{why} Do not retry it; continue without it or explain what you could not do."
+        self._tool_report(frame, call, ToolResult(success=False, content=_error(call.name, message)))
+
+    # --- the end ------------------------------------------------------------------
+
+    def _outcome(self, status: str, state: TurnState, *, response: str = "") -> TurnOutcome:
+        completed_at = timezone.now()
+        started_at = datetime.fromisoformat(state.started_at)
+        return TurnOutcome(
+            status=status,
+            response=response,
+            metrics={
+                "started_at": state.started_at,
+                "completed_at": completed_at.isoformat(),
+                "total_duration_ms": int((completed_at - started_at).total_seconds() * 1000),
+                "agent_executions": list(state.agent_metrics.values()),
+                "tool_calls": state.tool_metrics,
+            },
+        )
+
+
+def _needs_permission(tool: Tool, state: TurnState) -> bool:
+    permission = settings.TOOL_PERMISSIONS.get(tool.name, tool.permission)
+    return permission == CONFIRM and tool.name not in state.allowed
+
+
+def _error(tool: str, message: str) -> str:
+    return f"<error tool={quoteattr(tool)}>{escape(message)}</error>"
+
+
+def _agent_metrics_add(state: TurnState, *, agent: str, model: str, reply: _Reply) -> None:
+    entry = state.agent_metrics.setdefault(
+        agent, {"agent_name": agent, "model": model, "token_usage": None, "llm_duration_ms": 0, "model_calls": 0}
     )
+    entry["llm_duration_ms"] += reply.duration_ms
+    entry["model_calls"] += 1
+    if reply.usage:
+        total = entry["token_usage"] or {}
+        for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
+            total[key] = total.get(key, 0) + (reply.usage.get(key) or 0)
+        entry["token_usage"] = total
+
+
+def turn_state_new(*, message, allowed: list[str]) -> TurnState:
+    return TurnState(
+        frames=[Frame(agent=LEAD_AGENT, instruction=message.content)],
+        allowed=list(allowed),
+        started_at=timezone.now().isoformat(),
+    )
+
+
+def turn_execute(
+    *,
+    run,
+    model,
+    log: RunEventLog,
+    artifacts: ArtifactManager,
+    state: TurnState,
+    is_cancelled: Callable[[], bool] = lambda: False,
+    checkpoint: Callable[[TurnState], None] = lambda state: None,
+) -> TurnOutcome:
+    """Run the turn from `state` until it completes, waits for the user's
+    permission or is cancelled; `checkpoint` is called after every step."""
+    turn = Turn(run=run, model=model, log=log, artifacts=artifacts, is_cancelled=is_cancelled, checkpoint=checkpoint)
+    return turn.execute(state)

@@ -22,7 +22,11 @@ class Run(models.Model):
     attempts = models.PositiveIntegerField(default=0)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     error = models.TextField(blank=True)
+    # The engine's state after its last step (agents.engine.TurnState): what a
+    # resumed run continues from.
     checkpoint = models.JSONField(default=dict, blank=True)
+    # Set by the user; the engine checks it between steps and while streaming.
+    cancel_requested = models.BooleanField(default=False)
     metrics = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)

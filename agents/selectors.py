@@ -6,9 +6,9 @@ rebuilt after a reload or a dropped message is the view that streamed.
 
 from dataclasses import dataclass
 
+from .config import LEAD_AGENT
 from .models import Run, RunEvent
-
-LEAD_AGENT = "lead_agent"
+from .toolcalls import text_before_calls
 
 
 @dataclass
@@ -19,25 +19,39 @@ class RunView:
     error: str = ""
     model: str = ""
     demo: bool = False
+    run_id: int | None = None
+    # The open permission request: id, tool, params, expires_at.
+    pending: dict | None = None
+
+    @property
+    def is_active(self):
+        return self.status in Run.ACTIVE_STATUSES
 
 
 def run_view_apply(view: RunView, event: RunEvent) -> None:
     data = event.data
     match event.type:
+        case RunEvent.Type.METADATA if data.get("resumed"):
+            # The step the dead worker was in is done again from the start.
+            view.text = ""
+            view.activity = "Resuming"
         case RunEvent.Type.METADATA:
             view.status = Run.Status.RUNNING
             view.model = data.get("model", "")
             view.demo = bool(data.get("demo"))
             view.activity = "Starting"
-        case RunEvent.Type.AGENT_START:
+        case RunEvent.Type.AGENT_START if event.agent == LEAD_AGENT:
             view.activity = "Thinking"
-            if event.agent == LEAD_AGENT:
-                view.text = ""
+            view.text = ""
+        case RunEvent.Type.AGENT_START:
+            view.activity = f"{event.agent} is working on: {data.get('instruction', '')[:120]}"
+        case RunEvent.Type.AGENT_COMPLETE if event.agent != LEAD_AGENT:
+            view.activity = "Thinking"
         case RunEvent.Type.LLM_CHUNK if event.agent == LEAD_AGENT:
             view.text += data.get("content", "")
             view.activity = "Writing"
         case RunEvent.Type.LLM_COMPLETE if event.agent == LEAD_AGENT:
-            view.text = data.get("content", view.text)
+            view.text = text_before_calls(data.get("content", view.text))
         case RunEvent.Type.TOOL_START:
             # What the agent wrote before a tool call was a step, not the answer.
             if event.agent == LEAD_AGENT:
@@ -45,9 +59,19 @@ def run_view_apply(view: RunView, event: RunEvent) -> None:
             view.activity = f"Calling {data.get('tool', 'a tool')}"
         case RunEvent.Type.TOOL_COMPLETE:
             view.activity = "Thinking"
+        case RunEvent.Type.PERMISSION_REQUEST:
+            view.status = Run.Status.WAITING_PERMISSION
+            view.pending = data
+            view.activity = f"Waiting for your approval to run {data.get('tool')}"
+        case RunEvent.Type.PERMISSION_RESULT:
+            view.pending = None
+            view.activity = "Thinking"
         case RunEvent.Type.COMPLETE:
             view.status = Run.Status.COMPLETED
             view.text = data.get("response", view.text)
+            view.activity = ""
+        case RunEvent.Type.ERROR if data.get("cancelled"):
+            view.status = Run.Status.CANCELLED
             view.activity = ""
         case RunEvent.Type.ERROR:
             view.status = Run.Status.FAILED
@@ -61,7 +85,7 @@ def run_views(*, runs: list[Run]) -> dict[int, RunView]:
     active = {run.pk: run for run in runs if run.is_active}
     for run in runs:
         if run.is_active:
-            views[run.pk] = RunView(status=run.status, model=run.model)
+            views[run.pk] = RunView(status=run.status, model=run.model, run_id=run.pk)
         else:
             views[run.pk] = RunView(
                 status=run.status,
@@ -70,6 +94,7 @@ def run_views(*, runs: list[Run]) -> dict[int, RunView]:
                 error=run.error,
                 model=run.model,
                 demo=run.model == "demo",
+                run_id=run.pk,
             )
     for event in RunEvent.objects.filter(run_id__in=active).order_by("run_id", "seq"):
         run_view_apply(views[event.run_id], event)

@@ -5,3 +5,7 @@ from . import services
 
 def run_turn(run_id: int) -> None:
     services.run_execute(run_id=run_id)
+
+
+def runs_sweep() -> dict:
+    return services.runs_sweep()

@@ -245,3 +245,28 @@ ARTIFACTFLOW_LLM = {
     "timeout": env.float("ARTIFACTFLOW_MODEL_TIMEOUT", default=120.0),
     "max_retries": env.int("ARTIFACTFLOW_MODEL_RETRIES", default=2),
 }
+
+# --- Agents -----------------------------------------------------------------------
+
+# Per-tool override of whether the user must approve a call, e.g.
+# ARTIFACTFLOW_TOOL_PERMISSIONS="web_fetch=auto,web_search=confirm".
+TOOL_PERMISSIONS = env.dict("ARTIFACTFLOW_TOOL_PERMISSIONS", default={})
+# An unanswered permission request counts as denied after this many seconds.
+PERMISSION_TIMEOUT = env.int("ARTIFACTFLOW_PERMISSION_TIMEOUT", default=3600)
+
+# --- Agents' web tools ------------------------------------------------------------
+
+# web_fetch refuses loopback, private, link-local, multicast and metadata
+# addresses. Hosts listed here are exempt (tests fetch from a local server).
+FETCH_ALLOWED_HOSTS = env.list("ARTIFACTFLOW_FETCH_ALLOWED_HOSTS", default=[])
+FETCH_TIMEOUT = env.float("ARTIFACTFLOW_FETCH_TIMEOUT", default=20.0)
+FETCH_MAX_BYTES = env.int("ARTIFACTFLOW_FETCH_MAX_BYTES", default=5 * 1024 * 1024)
+FETCH_MAX_REDIRECTS = 5
+
+# web_search: "searxng", "tavily" or "local" (the team library). Empty picks
+# searxng when SEARXNG_URL is set, else tavily when TAVILY_API_KEY is, else local.
+SEARCH_PROVIDER = env.str("ARTIFACTFLOW_SEARCH_PROVIDER", default="")
+SEARXNG_URL = env.str("SEARXNG_URL", default="")
+TAVILY_API_KEY = env.str("TAVILY_API_KEY", default="")
+TAVILY_URL = env.str("TAVILY_URL", default="https://api.tavily.com")
+SEARCH_MAX_RESULTS = env.int("ARTIFACTFLOW_SEARCH_MAX_RESULTS", default=8)

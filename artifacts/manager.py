@@ -11,7 +11,7 @@ import logging
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from django.db import DatabaseError, InterfaceError, OperationalError, transaction
 from django.utils import timezone
@@ -166,6 +166,17 @@ class ArtifactManager:
         entries = {row.artifact_id: WorkingArtifact.from_row(row) for row in rows}
         entries.update(self._working)
         return [working.snapshot() for working in entries.values()]
+
+    def working_state(self) -> list[dict]:
+        """The unsaved changes, for a run's checkpoint: a run resumed after its
+        worker died continues with them (see `restore`)."""
+        return [asdict(w) for w in self._working.values() if w.dirty]
+
+    def restore(self, entries: list[dict]) -> None:
+        for entry in entries:
+            self._working[entry["artifact_id"]] = WorkingArtifact(**entry)
+        if entries:
+            live.live_put(session_id=self.session.pk, run_id=self.run_id, artifacts=self.working_set())
 
     def working_set(self) -> list[dict]:
         """What changed this turn, for the live view."""

@@ -3,26 +3,11 @@ compact XML result the model reads (seed 000) and, for the page, a snapshot
 of the artifact it changed."""
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from xml.sax.saxutils import escape, quoteattr
 
+from agents.tooling import Tool, ToolContext, ToolResult
+
 from .manager import ArtifactError, ArtifactManager
-
-
-@dataclass
-class ToolResult:
-    success: bool
-    content: str
-    metadata: dict = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Tool:
-    name: str
-    description: str
-    parameters: dict  # JSON schema of the arguments
-    handler: Callable[..., ToolResult]
-    permission: str = "auto"
 
 
 def _error(tool: str, artifact_id: str, message: str) -> ToolResult:
@@ -86,6 +71,13 @@ def read_artifact(manager: ArtifactManager, *, id: str, version: int | None = No
     )
 
 
+def _on_manager(function: Callable[..., ToolResult]) -> Callable[..., ToolResult]:
+    def handler(context: ToolContext, **params) -> ToolResult:
+        return function(context.artifacts, **params)
+
+    return handler
+
+
 _ID = {"type": "string", "description": "The artifact id, e.g. task_plan or research_report.md"}
 
 ARTIFACT_TOOLS = [
@@ -102,7 +94,7 @@ ARTIFACT_TOOLS = [
             },
             "required": ["id", "content"],
         },
-        handler=create_artifact,
+        handler=_on_manager(create_artifact),
     ),
     Tool(
         name="update_artifact",
@@ -115,7 +107,7 @@ ARTIFACT_TOOLS = [
             "properties": {"id": _ID, "old_str": {"type": "string"}, "new_str": {"type": "string"}},
             "required": ["id", "old_str", "new_str"],
         },
-        handler=update_artifact,
+        handler=_on_manager(update_artifact),
     ),
     Tool(
         name="rewrite_artifact",
@@ -125,7 +117,7 @@ ARTIFACT_TOOLS = [
             "properties": {"id": _ID, "content": {"type": "string"}},
             "required": ["id", "content"],
         },
-        handler=rewrite_artifact,
+        handler=_on_manager(rewrite_artifact),
     ),
     Tool(
         name="read_artifact",
@@ -135,6 +127,6 @@ ARTIFACT_TOOLS = [
             "properties": {"id": _ID, "version": {"type": "integer"}},
             "required": ["id"],
         },
-        handler=read_artifact,
+        handler=_on_manager(read_artifact),
     ),
 ]

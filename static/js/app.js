@@ -26,5 +26,15 @@ document.addEventListener("htmx:oobAfterSwap", (event) => {
   if (event.detail.target.id !== "artifacts-changed") return;
   const pane = document.getElementById("artifact-pane");
   if (!pane || pane.querySelector("form.artifact-edit")) return;
-  htmx.ajax("GET", pane.dataset.refreshUrl, { target: "#artifact-pane", swap: "outerHTML" });
+  htmx.ajax("GET", pane.dataset.refreshUrl, {
+    target: "#artifact-pane", swap: "outerHTML", headers: { "X-Pane-Refresh": "1" },
+  });
+});
+
+// A refresh that arrives after the user opened the editor must not replace it.
+document.addEventListener("htmx:beforeSwap", (event) => {
+  const headers = (event.detail.requestConfig || {}).headers || {};
+  if (headers["X-Pane-Refresh"] && document.querySelector("#artifact-pane form.artifact-edit")) {
+    event.detail.shouldSwap = false;
+  }
 });

@@ -1,8 +1,10 @@
 """The engine's step loop, through the real run service and the scripted model."""
 
+import dataclasses
+
 import pytest
 
-from agents import engine, services
+from agents import config, services
 from agents.engine import _ProseFilter
 from agents.models import Run, RunEvent
 from artifacts.models import Artifact, ArtifactVersion
@@ -86,7 +88,7 @@ def test_only_the_first_of_several_calls_runs(user, scripted_model):
 
 
 def test_the_agent_is_told_when_its_tool_rounds_are_spent(user, scripted_model, monkeypatch):
-    monkeypatch.setattr(engine, "MAX_TOOL_ROUNDS", 1)
+    monkeypatch.setitem(config.AGENTS, config.LEAD_AGENT, dataclasses.replace(config.LEAD, max_tool_rounds=1))
     scripted_model.add(
         Text(call("create_artifact", id="a", content="one")),
         Text("Here is what I have.\n" + call("create_artifact", id="b", content="two")),
@@ -121,3 +123,124 @@ def test_a_reply_without_a_call_streams_whole():
     prose = _ProseFilter()
     shown = prose.feed("ends with <tool_") + prose.finish()
     assert shown == "ends with <tool_"
+
+
+def _run_again(run):
+    services.run_execute(run_id=run.pk)
+    run.refresh_from_db()
+    return run
+
+
+def test_the_lead_delegates_to_a_subagent_and_gets_its_report(user, scripted_model):
+    scripted_model.add(
+        Text(call("call_subagent", agent="search_agent", instruction="Find three sources on WAL")),
+        Text("Found: the SQLite docs, a blog post and a paper."),
+        Text("Here is what the search found."),
+    )
+
+    run = _run(user, "Research WAL for me")
+
+    lead_first, subagent, lead_second = (r["messages"] for r in scripted_model.requests)
+    assert subagent[0]["content"].startswith("# Role") and "search_agent" in subagent[0]["content"]
+    assert subagent[1:] == [{"role": "user", "content": "Find three sources on WAL"}]
+    assert "# Available subagents" in lead_first[0]["content"]
+    assert lead_second[-1]["content"].startswith('<tool_result tool="call_subagent">\n<subagent_result agent="search_agent">')
+    assert "the SQLite docs" in lead_second[-1]["content"]
+    starts = [(e.agent, e.data["instruction"]) for e in _events(run, RunEvent.Type.AGENT_START)]
+    assert starts == [("lead_agent", "Research WAL for me"), ("search_agent", "Find three sources on WAL")]
+    assert run.message.response == "Here is what the search found."
+    agents = {m["agent_name"]: m["model_calls"] for m in run.metrics["agent_executions"]}
+    assert agents == {"lead_agent": 2, "search_agent": 1}
+
+
+def test_an_unknown_subagent_is_an_error_the_lead_can_fix(user, scripted_model):
+    scripted_model.add(Text(call("call_subagent", agent="poet", instruction="Write")), Text("Answer anyway."))
+
+    run = _run(user)
+
+    assert "no subagent 'poet'" in scripted_model.requests[1]["messages"][-1]["content"]
+    assert run.status == Run.Status.COMPLETED
+
+
+@pytest.fixture
+def confirm_create(settings):
+    """create_artifact needs the user's approval (web_fetch does by default)."""
+    settings.TOOL_PERMISSIONS = {"create_artifact": "confirm"}
+
+
+def test_a_confirm_tool_pauses_the_run_without_holding_a_worker(user, scripted_model, confirm_create):
+    scripted_model.add(Text(call("create_artifact", id="draft", content="text")))
+
+    run = _run(user)
+
+    assert run.status == Run.Status.WAITING_PERMISSION
+    [request] = _events(run, RunEvent.Type.PERMISSION_REQUEST)
+    assert request.data["tool"] == "create_artifact" and request.data["params"]["id"] == "draft"
+    assert run.checkpoint["turn"]["pending"]["id"] == request.data["id"]
+    assert not Artifact.objects.exists()
+    assert not run.events.filter(type__in=RunEvent.TERMINAL_TYPES).exists()
+
+
+def test_an_approved_call_runs_when_the_turn_resumes(user, scripted_model, confirm_create):
+    scripted_model.add(Text(call("create_artifact", id="draft", content="text")), Text("Created it."))
+    run = _run(user)
+    request_id = run.checkpoint["turn"]["pending"]["id"]
+
+    services.permission_answer(run_id=run.pk, user=user, request_id=request_id, decision="approve")
+    run = _run_again(run)
+
+    assert run.status == Run.Status.COMPLETED and run.message.response == "Created it."
+    assert Artifact.objects.get(artifact_id="draft").content == "text"
+    [result] = _events(run, RunEvent.Type.PERMISSION_RESULT)
+    assert result.data == {"id": request_id, "tool": "create_artifact", "decision": "approve"}
+    assert _events(run, RunEvent.Type.TOOL_COMPLETE)[0].data["success"]
+    with pytest.raises(services.RunStateError, match="no longer open"):
+        services.permission_answer(run_id=run.pk, user=user, request_id=request_id, decision="deny")
+
+
+def test_a_denied_call_is_reported_to_the_model(user, scripted_model, confirm_create):
+    scripted_model.add(Text(call("create_artifact", id="draft", content="text")), Text("Understood."))
+    run = _run(user)
+
+    with pytest.raises(services.RunStateError):
+        services.permission_answer(run_id=run.pk, user=user, request_id="stale", decision="deny")
+    services.permission_answer(run_id=run.pk, user=user, request_id=run.checkpoint["turn"]["pending"]["id"], decision="deny")
+    run = _run_again(run)
+
+    assert run.status == Run.Status.COMPLETED
+    assert not Artifact.objects.exists()
+    assert "denied this call" in scripted_model.requests[-1]["messages"][-1]["content"]
+
+
+def test_always_allow_holds_for_the_rest_of_the_branch_only(user, scripted_model, confirm_create):
+    scripted_model.add(
+        Text(call("create_artifact", id="a", content="1")), Text("One."),
+        Text(call("create_artifact", id="b", content="2")), Text("Two."),
+        Text(call("create_artifact", id="c", content="3")),
+    )
+    run = _run(user)
+    services.permission_answer(run_id=run.pk, user=user, request_id=run.checkpoint["turn"]["pending"]["id"], decision="always")
+    _run_again(run)
+    conversation = run.message.conversation
+
+    follow_up = conversation_services.message_post(conversation=conversation, content="More", enqueue=False)
+    services.run_execute(run_id=follow_up.runs.get().pk)
+    new_root = conversation_services.message_post(conversation=conversation, content="Fresh", parent=None, enqueue=False)
+    services.run_execute(run_id=new_root.runs.get().pk)
+
+    assert follow_up.runs.get().status == Run.Status.COMPLETED
+    assert new_root.runs.get().status == Run.Status.WAITING_PERMISSION
+    assert sorted(Artifact.objects.values_list("artifact_id", flat=True)) == ["a", "b"]
+
+
+def test_an_unanswered_request_expires_as_denied(user, scripted_model, confirm_create, settings):
+    settings.PERMISSION_TIMEOUT = 0
+    scripted_model.add(Text(call("create_artifact", id="draft", content="text")), Text("No approval, no draft."))
+    run = _run(user)
+
+    assert services.permissions_expire() == 1
+    run = _run_again(run)
+
+    assert run.status == Run.Status.COMPLETED
+    assert _events(run, RunEvent.Type.PERMISSION_RESULT)[0].data["decision"] == "expired"
+    assert "counts as denied" in scripted_model.requests[-1]["messages"][-1]["content"]

@@ -1,12 +1,17 @@
+import threading
+import time
 from datetime import timedelta
 
 import pytest
+from django.db import connections
 from django.utils import timezone
 
 from agents import services
 from agents.models import Run, RunEvent
 from agents.tasks import run_turn
+from artifacts.models import Artifact
 from conversations import services as conversation_services
+from tests.agents.test_engine import call
 from tests.model_server import Drop, Status, Text
 
 pytestmark = pytest.mark.django_db
@@ -152,18 +157,69 @@ def test_an_empty_answer_is_an_error(user, scripted_model):
     assert run.error == "The model returned an empty answer."
 
 
-def test_a_redelivered_task_fails_a_run_whose_worker_died(user, scripted_model, settings):
-    _, run = _turn(user)
+def _stale(run, settings, **fields):
     Run.objects.filter(pk=run.pk).update(
-        status=Run.Status.RUNNING, heartbeat_at=timezone.now() - timedelta(seconds=settings.RUN_HEARTBEAT_STALE + 1)
+        status=Run.Status.RUNNING,
+        heartbeat_at=timezone.now() - timedelta(seconds=settings.RUN_HEARTBEAT_STALE + 1),
+        **fields,
     )
 
-    run_turn(run.pk)
+
+class _WorkerKilled(BaseException):
+    """Stands for the worker process dying: nothing in the run service catches it."""
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_run_whose_worker_died_resumes_from_its_checkpoint_with_its_artifacts(user, scripted_model, settings):
+    scripted_model.add(
+        Text(call("create_artifact", id="notes", content="kept across the crash")),
+        Text("Lost with the worker."),
+        Text("Final answer."),
+    )
+    _, run = _turn(user)
+    completions = []
+
+    def die_in_the_second_step(event):
+        completions.extend([event.type] if event.type == RunEvent.Type.LLM_COMPLETE else [])
+        if len(completions) == 2:
+            raise _WorkerKilled
+
+    with pytest.raises(_WorkerKilled):
+        services.run_execute(run_id=run.pk, on_event=die_in_the_second_step)
+    assert not Artifact.objects.exists()
+    _stale(run, settings)
+
+    assert services.runs_sweep() == {"recovered": 1, "expired": 0}
+    services.run_execute(run_id=run.pk)
+
+    run.refresh_from_db()
+    assert (run.status, run.attempts, run.message.response) == (Run.Status.COMPLETED, 2, "Final answer.")
+    assert Artifact.objects.get(artifact_id="notes").content == "kept across the crash"
+    assert run.events.filter(type=RunEvent.Type.METADATA, data__resumed=True).count() == 1
+    assert len(scripted_model.requests) == 3
+
+
+def test_a_run_whose_worker_died_twice_fails_visibly(user, scripted_model, settings):
+    _, run = _turn(user)
+    _stale(run, settings, attempts=2)
+
+    services.runs_sweep()
 
     run.refresh_from_db()
     assert run.status == Run.Status.FAILED
     assert "worker" in run.error
     assert _types(run) == ["error"]
+    assert scripted_model.requests == []
+
+
+def test_a_redelivered_task_of_a_dead_workers_run_queues_it_again(user, scripted_model, settings):
+    _, run = _turn(user)
+    _stale(run, settings, attempts=1)
+
+    run_turn(run.pk)
+
+    run.refresh_from_db()
+    assert run.status == Run.Status.QUEUED
     assert scripted_model.requests == []
 
 
@@ -190,3 +246,58 @@ def test_without_an_api_key_the_demo_model_answers(user, settings):
     assert run.model == "demo"
     assert run.events.get(type=RunEvent.Type.METADATA).data["demo"] is True
     assert "Is anyone there?" in message.response
+
+
+def test_cancelling_a_queued_run_ends_it_and_the_worker_skips_it(user, scripted_model):
+    _, run = _turn(user)
+
+    services.run_cancel(run_id=run.pk, user=user)
+
+    run.refresh_from_db()
+    assert run.status == Run.Status.CANCELLED
+    assert run.events.get().data["cancelled"] is True
+    assert services.run_execute(run_id=run.pk) is None
+    assert scripted_model.requests == []
+    with pytest.raises(services.RunStateError, match="already ended"):
+        services.run_cancel(run_id=run.pk, user=user)
+
+
+def test_only_the_owner_can_cancel(user, other_user):
+    _, run = _turn(user)
+    with pytest.raises(Run.DoesNotExist):
+        services.run_cancel(run_id=run.pk, user=other_user)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_cancelling_a_streaming_run_stops_it_and_keeps_the_partial_answer(user, scripted_model, settings):
+    settings.RUN_CHUNK_FLUSH_SECONDS = 0.0
+    scripted_model.add(Text("word " * 400, chunk_size=5, delay=0.02))  # about 8 s if left alone
+    _, run = _turn(user)
+    worker = threading.Thread(target=_execute_and_close, args=(run.pk,))
+    worker.start()
+    try:
+        _wait_for(lambda: run.events.filter(type=RunEvent.Type.LLM_CHUNK).exists())
+        services.run_cancel(run_id=run.pk, user=user)
+    finally:
+        worker.join(timeout=30)
+
+    run.refresh_from_db()
+    assert not worker.is_alive()
+    assert run.status == Run.Status.CANCELLED
+    assert run.message.response.startswith("word") and len(run.message.response) < len("word " * 400) - 5
+    terminal = run.events.get(type__in=RunEvent.TERMINAL_TYPES)
+    assert terminal.data["cancelled"] is True
+
+
+def _execute_and_close(run_id):
+    try:
+        services.run_execute(run_id=run_id)
+    finally:
+        connections.close_all()
+
+
+def _wait_for(condition, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.02)

@@ -1,0 +1,72 @@
+"""The agents of a turn (seed 003). A new agent is an entry here and a prompt
+in `agents/prompts/<name>.md`; the engine needs no change."""
+
+from dataclasses import dataclass
+
+from artifacts.tools import ARTIFACT_TOOLS
+
+from .tooling import Tool
+
+LEAD_AGENT = "lead_agent"
+CALL_SUBAGENT = "call_subagent"
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    name: str
+    description: str
+    tools: tuple[Tool, ...]
+    # Tool calls the agent may make in one activation; then it must answer.
+    max_tool_rounds: int
+    # Subagents see only the instruction they were given, not the conversation.
+    sees_history: bool = False
+
+
+CALL_SUBAGENT_TOOL = Tool(
+    name=CALL_SUBAGENT,
+    description="Delegate a focused task to a subagent and wait for its report.",
+    parameters={
+        "type": "object",
+        "properties": {
+            "agent": {"type": "string", "description": "The subagent's name, from the list of available subagents"},
+            "instruction": {"type": "string", "description": "What to do, with all the context it needs"},
+        },
+        "required": ["agent", "instruction"],
+    },
+    # The engine routes this call itself: it starts the subagent's steps.
+    handler=None,
+)
+
+SUBAGENTS = {
+    config.name: config
+    for config in (
+        AgentConfig(
+            name="search_agent",
+            description="Finds sources: searches the web (or the team library) and reports titles, URLs and what each says.",
+            tools=(),  # web_search arrives with the search providers
+            max_tool_rounds=3,
+        ),
+        AgentConfig(
+            name="crawl_agent",
+            description="Reads given URLs (web pages, PDFs, library documents) and reports their relevant content.",
+            tools=(),  # web_fetch arrives with the SSRF-guarded fetcher
+            max_tool_rounds=5,
+        ),
+    )
+}
+
+LEAD = AgentConfig(
+    name=LEAD_AGENT,
+    description="Plans the work, delegates, and writes the answer and its artifacts.",
+    tools=(*ARTIFACT_TOOLS, CALL_SUBAGENT_TOOL),
+    max_tool_rounds=20,
+    sees_history=True,
+)
+
+AGENTS = {LEAD_AGENT: LEAD, **SUBAGENTS}
+
+
+def subagents_describe() -> str:
+    lines = ["# Available subagents", ""]
+    lines += [f"- `{config.name}`: {config.description}" for config in SUBAGENTS.values()]
+    return "\n".join(lines)

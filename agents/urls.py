@@ -1,0 +1,8 @@
+from django.urls import path
+
+from . import views
+
+urlpatterns = [
+    path("<int:run_id>/permission/", views.run_permission, name="run-permission"),
+    path("<int:run_id>/cancel/", views.run_cancel, name="run-cancel"),
+]

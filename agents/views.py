@@ -1,0 +1,47 @@
+from django.http import Http404, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from conversations import selectors as conversation_selectors
+
+from . import services
+from .models import Run
+
+
+def _message_response(request, run: Run, *, error: str = "", status: int = 200) -> HttpResponse:
+    """The run's message as the page shows it, or back to the page without HTMX."""
+    if not request.htmx:
+        return redirect("conversation-detail", run.message.conversation_id)
+    conversation = run.message.conversation
+    entry = conversation_selectors.thread_entry_for_run(conversation=conversation, run_id=run.pk)
+    return render(request, "conversations/chat.html#message", {"entry": entry, "run_error": error}, status=status)
+
+
+def _acting(request, run_id, action):
+    try:
+        run = action()
+    except Run.DoesNotExist:
+        raise Http404("No such turn.") from None
+    except services.RunStateError as exc:
+        run = Run.objects.select_related("message__conversation").get(pk=run_id)
+        return _message_response(request, run, error=str(exc), status=409)
+    return _message_response(request, run)
+
+
+@require_POST
+def run_permission(request, run_id):
+    return _acting(
+        request,
+        run_id,
+        lambda: services.permission_answer(
+            run_id=run_id,
+            user=request.user,
+            request_id=request.POST.get("request_id", ""),
+            decision=request.POST.get("decision", ""),
+        ),
+    )
+
+
+@require_POST
+def run_cancel(request, run_id):
+    return _acting(request, run_id, lambda: services.run_cancel(run_id=run_id, user=request.user))

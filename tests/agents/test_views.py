@@ -1,0 +1,71 @@
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from agents import services
+from agents.models import Run
+from conversations import services as conversation_services
+from tests.agents.test_engine import call
+from tests.model_server import Text
+
+pytestmark = pytest.mark.django_db
+
+HTMX = {"HTTP_HX_REQUEST": "true"}
+
+
+@pytest.fixture
+def waiting_run(user, scripted_model, settings):
+    settings.TOOL_PERMISSIONS = {"create_artifact": "confirm"}
+    scripted_model.add(Text(call("create_artifact", id="draft", content="text")))
+    conversation = conversation_services.conversation_start(user=user, content="Draft it", enqueue=False)
+    run = conversation.active_branch.runs.get()
+    services.run_execute(run_id=run.pk)
+    run.refresh_from_db()
+    return run
+
+
+def test_the_page_shows_the_permission_prompt(client, user, waiting_run):
+    client.force_login(user)
+    html = client.get(reverse("conversation-detail", args=[waiting_run.message.conversation_id])).content.decode()
+    assert "create_artifact</strong> needs your approval" in html
+    assert f'value="{waiting_run.checkpoint["turn"]["pending"]["id"]}"' in html
+    assert 'name="decision" value="always"' in html
+
+
+def test_approving_from_the_page_queues_the_run_and_shows_the_message(client, user, waiting_run):
+    client.force_login(user)
+    data = {"request_id": waiting_run.checkpoint["turn"]["pending"]["id"], "decision": "approve"}
+
+    response = client.post(reverse("run-permission", args=[waiting_run.pk]), data, **HTMX)
+    repeated = client.post(reverse("run-permission", args=[waiting_run.pk]), data, **HTMX)
+
+    waiting_run.refresh_from_db()
+    assert response.status_code == 200 and f'id="message-{waiting_run.message_id}"' in response.content.decode()
+    assert waiting_run.status == Run.Status.QUEUED
+    assert waiting_run.checkpoint["turn"]["pending"]["decision"] == "approve"
+    assert repeated.status_code == 409 and "no longer open" in repeated.content.decode()
+
+
+def test_another_user_gets_a_404_for_both_controls(client, other_user, waiting_run):
+    client.force_login(other_user)
+    data = {"request_id": waiting_run.checkpoint["turn"]["pending"]["id"], "decision": "approve"}
+    assert client.post(reverse("run-permission", args=[waiting_run.pk]), data).status_code == 404
+    assert client.post(reverse("run-cancel", args=[waiting_run.pk])).status_code == 404
+    waiting_run.refresh_from_db()
+    assert waiting_run.status == Run.Status.WAITING_PERMISSION
+
+
+def test_cancel_needs_a_post_with_a_csrf_token(user, waiting_run):
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(user)
+    url = reverse("run-cancel", args=[waiting_run.pk])
+    assert client.get(url).status_code == 405
+    assert client.post(url).status_code == 403
+
+
+def test_cancelling_a_waiting_run_ends_it(client, user, waiting_run):
+    client.force_login(user)
+    response = client.post(reverse("run-cancel", args=[waiting_run.pk]))
+    waiting_run.refresh_from_db()
+    assert response.status_code == 302
+    assert waiting_run.status == Run.Status.CANCELLED
