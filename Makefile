@@ -28,6 +28,7 @@ run: install
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py collectstatic --noinput --verbosity 0
 	$(BIN)/python manage.py demo_user
+	$(BIN)/python manage.py library_samples
 	$(BIN)/honcho start --port $(PORT)
 
 # The whole suite; with DATABASE_URL and REDIS_URL set it runs against them.

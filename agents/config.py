@@ -5,7 +5,9 @@ from dataclasses import dataclass
 
 from artifacts.tools import ARTIFACT_TOOLS
 
+from .search import WEB_SEARCH_TOOL
 from .tooling import Tool
+from .web import WEB_FETCH_TOOL
 
 LEAD_AGENT = "lead_agent"
 CALL_SUBAGENT = "call_subagent"
@@ -43,13 +45,13 @@ SUBAGENTS = {
         AgentConfig(
             name="search_agent",
             description="Finds sources: searches the web (or the team library) and reports titles, URLs and what each says.",
-            tools=(),  # web_search arrives with the search providers
+            tools=(WEB_SEARCH_TOOL,),
             max_tool_rounds=3,
         ),
         AgentConfig(
             name="crawl_agent",
             description="Reads given URLs (web pages, PDFs, library documents) and reports their relevant content.",
-            tools=(),  # web_fetch arrives with the SSRF-guarded fetcher
+            tools=(WEB_FETCH_TOOL,),
             max_tool_rounds=5,
         ),
     )

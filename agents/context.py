@@ -10,6 +10,8 @@ from artifacts.selectors import TASK_PLAN
 from conversations.selectors import message_path
 
 from .config import LEAD_AGENT, subagents_describe
+from .llm import NATIVE
+from .models import RunEvent
 from .toolcalls import toolcalls_describe
 
 PROMPTS_DIR = Path(__file__).parent / "prompts"
@@ -21,10 +23,18 @@ def prompt_text(agent: str) -> str:
     return (PROMPTS_DIR / f"{agent}.md").read_text()
 
 
-def system_prompt(*, config, artifacts: ArtifactManager) -> str:
+NATIVE_TOOLS_TEXT = (
+    "# Tools\n\nCall one tool at a time and wait for its result. "
+    "A reply without a tool call is your final answer."
+)
+
+
+def system_prompt(*, config, artifacts: ArtifactManager, tool_mode: str) -> str:
     """The agent's role, its tools, and for the lead the subagents, the whole
     task plan and an inventory of the artifacts (seed 004)."""
-    parts = [prompt_text(config.name), toolcalls_describe(config.tools)]
+    # Native function calling sends the tools' schemas beside the messages.
+    tools = NATIVE_TOOLS_TEXT if tool_mode == NATIVE else toolcalls_describe(config.tools)
+    parts = [prompt_text(config.name), tools]
     if config.name != LEAD_AGENT:
         return "\n\n".join(parts)
     parts.append(subagents_describe())
@@ -51,11 +61,44 @@ def _inventory_text(inventory: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def turn_messages(*, system: str, message) -> list[dict]:
+def agent_messages(*, system: str, message, instruction: str, summary: str, interactions: list[dict]) -> list[dict]:
+    """The lead sees the conversation along the branch (`message`, from the
+    latest compaction on) and the request; a subagent only its instruction.
+    Then the compacted summary, if any, and this turn's tool interactions."""
     messages = [{"role": "system", "content": system}]
-    for earlier in message_path(message_id=message.pk)[:-1]:
-        messages.append({"role": "user", "content": earlier.content})
+    if message is not None and not summary:
+        messages += _history(message)
+    if message is None:
+        messages.append({"role": "user", "content": instruction})
+    if summary:
+        messages.append({"role": "user", "content": f"<context_summary>\n{summary}\n</context_summary>"})
+    if message is not None:
+        messages.append({"role": "user", "content": message.content})
+    return messages + interactions
+
+
+def _history(message) -> list[dict]:
+    path = message_path(message_id=message.pk)[:-1]
+    start, history = 0, []
+    boundary = (
+        RunEvent.objects.filter(
+            type=RunEvent.Type.COMPACTION, agent=LEAD_AGENT, run__message_id__in=[m.pk for m in path]
+        )
+        .order_by("-id")
+        .values_list("run__message_id", "data")
+        .first()
+    )
+    if boundary is not None:
+        # An earlier turn was compacted: its summary stands for everything
+        # before and including that turn's request.
+        message_id, data = boundary
+        start = next(i for i, m in enumerate(path) if m.pk == message_id)
+        history.append({"role": "user", "content": f"<context_summary>\n{data['summary']}\n</context_summary>"})
+        if path[start].response:
+            history.append({"role": "assistant", "content": path[start].response})
+        start += 1
+    for earlier in path[start:]:
+        history.append({"role": "user", "content": earlier.content})
         if earlier.response:
-            messages.append({"role": "assistant", "content": earlier.response})
-    messages.append({"role": "user", "content": message.content})
-    return messages
+            history.append({"role": "assistant", "content": earlier.response})
+    return history

@@ -12,6 +12,7 @@ checkpoints after every step. A tool that needs the user's approval ends
 `turn_execute` with the state saved; a later call continues from it.
 """
 
+import json
 import time
 import uuid
 from collections.abc import Callable
@@ -24,13 +25,13 @@ from django.utils import timezone
 
 from artifacts.manager import ArtifactManager
 
-from . import context
+from . import compaction, context
 from .config import AGENTS, CALL_SUBAGENT, LEAD_AGENT, SUBAGENTS, AgentConfig
 from .events import RunEventLog
-from .llm import ModelError
+from .llm import NATIVE, AgentModels, ModelError
 from .models import RunEvent
 from .tooling import CONFIRM, Tool, ToolContext, ToolResult
-from .toolcalls import OPEN_TAG, ToolCall, text_before_calls, toolcalls_parse
+from .toolcalls import OPEN_TAG, ToolCall, text_before_calls, toolcalls_from_native, toolcalls_parse
 
 # How much of a tool result the event log keeps for the page; the model gets all of it.
 EVENT_RESULT_CHARS = 2000
@@ -45,6 +46,10 @@ class Cancelled(Exception):
     """The user cancelled the turn."""
 
 
+class TimeLimitExceeded(ModelError):
+    """The turn ran past RUN_TIME_LIMIT; it fails with this message, as on a model error."""
+
+
 @dataclass
 class Frame:
     """One agent's memory within the turn."""
@@ -55,6 +60,10 @@ class Frame:
     rounds: int = 0
     # Said to the agent with the result of the call it is waiting for.
     notes: list[str] = field(default_factory=list)
+    # For a subagent: the id of the lead's native call it answers.
+    call_id: str = ""
+    # What compaction made of the agent's older context (seven sections).
+    summary: str = ""
 
 
 @dataclass
@@ -91,6 +100,7 @@ class _Reply:
     reasoning: str
     usage: dict | None
     duration_ms: int
+    tool_calls: list[dict]
 
 
 class _ProseFilter:
@@ -125,7 +135,7 @@ class Turn:
         self,
         *,
         run,
-        model,
+        models: AgentModels,
         log: RunEventLog,
         artifacts: ArtifactManager,
         is_cancelled: Callable[[], bool],
@@ -133,13 +143,15 @@ class Turn:
     ):
         self.run = run
         self.message = run.message
-        self.model = model
+        self.models = models
         self.log = log
         self.artifacts = artifacts
         self.is_cancelled = is_cancelled
         self.checkpoint = checkpoint
         self.tool_context = ToolContext(artifacts=artifacts, user=self.message.conversation.owner, run_id=run.pk)
         self.shown = ""  # the lead's prose of the current step, kept if the turn is cancelled
+        # Counted per worker task: time spent waiting for the user is not the turn's.
+        self.deadline = time.monotonic() + settings.RUN_TIME_LIMIT
 
     def execute(self, state: TurnState) -> TurnOutcome:
         try:
@@ -151,8 +163,7 @@ class Turn:
                 self._pending_resolve(state)
                 self.checkpoint(state)
             while True:
-                if self.is_cancelled():
-                    raise Cancelled
+                self._interrupts_check()
                 finished = self._step(state)
                 state.steps += 1
                 self.checkpoint(state)
@@ -168,7 +179,11 @@ class Turn:
         config = AGENTS[frame.agent]
         tools = {tool.name: tool for tool in config.tools}
         reply = self._model_call(state, frame, config)
-        calls = toolcalls_parse(reply.content, schemas={name: tool.parameters for name, tool in tools.items()})
+        schemas = {name: tool.parameters for name, tool in tools.items()}
+        if self._native(frame.agent):
+            calls = toolcalls_from_native(reply.tool_calls, schemas=schemas)
+        else:
+            calls = toolcalls_parse(reply.content, schemas=schemas)
 
         if not calls or frame.rounds >= config.max_tool_rounds:
             # Past its rounds the agent was told to answer; what it wrote
@@ -178,7 +193,7 @@ class Turn:
 
         call = calls[0]
         frame.rounds += 1
-        frame.interactions.append({"role": "assistant", "content": reply.content})
+        frame.interactions.append(self._call_message(frame, reply, call))
         if len(calls) > 1:
             frame.notes.append(f"Only the first of your {len(calls)} tool calls was run: call one tool at a time.")
         if frame.rounds >= config.max_tool_rounds:
@@ -197,22 +212,59 @@ class Turn:
         self._tool_execute(state, frame, tool, call)
         return None
 
+    def _interrupts_check(self) -> None:
+        if self.is_cancelled():
+            raise Cancelled
+        if time.monotonic() > self.deadline:
+            limit = settings.RUN_TIME_LIMIT
+            said = f"{limit // 60} minutes" if limit % 60 == 0 else f"{limit} seconds"
+            raise TimeLimitExceeded(f"The turn ran past its time limit of {said} and was stopped.")
+
+    def _native(self, agent: str) -> bool:
+        return self.models.for_agent(agent).tool_mode == NATIVE
+
+    def _call_message(self, frame: Frame, reply: _Reply, call: ToolCall) -> dict:
+        if not self._native(frame.agent):
+            return {"role": "assistant", "content": reply.content}
+        # Only the call that runs is kept, so it is the only one owed a result.
+        native = next(c for c in reply.tool_calls if c["id"] == call.id)
+        return {
+            "role": "assistant",
+            "content": reply.content or None,
+            "tool_calls": [
+                {"id": call.id, "type": "function", "function": {"name": native["name"], "arguments": native["arguments"]}}
+            ],
+        }
+
+    def _messages(self, frame: Frame, config: AgentConfig, model) -> list[dict]:
+        system = context.system_prompt(config=config, artifacts=self.artifacts, tool_mode=model.tool_mode)
+        return context.agent_messages(
+            system=system,
+            message=self.message if config.sees_history else None,
+            instruction=frame.instruction,
+            summary=frame.summary,
+            interactions=frame.interactions,
+        )
+
     def _model_call(self, state: TurnState, frame: Frame, config: AgentConfig) -> _Reply:
-        system = context.system_prompt(config=config, artifacts=self.artifacts)
-        if config.sees_history:
-            messages = context.turn_messages(system=system, message=self.message)
-        else:
-            messages = [{"role": "system", "content": system}, {"role": "user", "content": frame.instruction}]
-        messages += frame.interactions
+        model = self.models.for_agent(frame.agent)
+        messages = self._messages(frame, config, model)
+        if compaction.needed(messages=messages, model=model):
+            self._compact(frame, config, model, messages)
+            messages = self._messages(frame, config, model)
 
         started = time.monotonic()
-        parts, reasoning, usage = [], [], None
+        parts, reasoning, usage, tool_calls = [], [], None, []
         prose = _ProseFilter()
         self.shown = ""
         checked = time.monotonic()
-        stream = self.model.stream(messages)
+        stream = model.stream(messages, tools=config.tools)
         try:
             for delta in stream:
+                if delta.restart:
+                    # The stream broke off and is asked again: what came so far is void.
+                    parts, reasoning, prose, self.shown = [], [], _ProseFilter(), ""
+                    self.log.emit(RunEvent.Type.LLM_RETRY, agent=frame.agent, data={"reason": delta.restart})
                 if delta.content:
                     parts.append(delta.content)
                     self._show(frame.agent, prose.feed(delta.content))
@@ -220,10 +272,10 @@ class Turn:
                     reasoning.append(delta.reasoning)
                 if delta.usage:
                     usage = delta.usage
+                tool_calls += delta.tool_calls
                 if time.monotonic() - checked >= CANCEL_CHECK_SECONDS:
                     checked = time.monotonic()
-                    if self.is_cancelled():
-                        raise Cancelled
+                    self._interrupts_check()
         finally:
             # Closing the generator closes the HTTP stream to the model.
             stream.close()
@@ -233,6 +285,7 @@ class Turn:
             reasoning="".join(reasoning),
             usage=usage,
             duration_ms=int((time.monotonic() - started) * 1000),
+            tool_calls=tool_calls,
         )
         self.log.emit(
             RunEvent.Type.LLM_COMPLETE,
@@ -240,13 +293,30 @@ class Turn:
             data={
                 "content": reply.content,
                 "reasoning": reply.reasoning,
+                "tool_calls": reply.tool_calls,
                 "token_usage": reply.usage,
                 "duration_ms": reply.duration_ms,
             },
         )
-        _agent_metrics_add(state, agent=frame.agent, model=self.model.name, reply=reply)
+        _agent_metrics_add(state, agent=frame.agent, model=model.name, reply=reply)
         return reply
 
+    def _compact(self, frame: Frame, config: AgentConfig, model, messages: list[dict]) -> None:
+        result = compaction.compact(
+            model=model, messages=messages, keep=compaction.keep_count(interactions=frame.interactions, model=model)
+        )
+        frame.summary = result.summary
+        frame.interactions = frame.interactions[len(frame.interactions) - result.kept :] if result.kept else []
+        self.log.emit(
+            RunEvent.Type.COMPACTION,
+            agent=frame.agent,
+            data={
+                "summary": result.summary,
+                "tokens_before": result.tokens_before,
+                "tokens_after": compaction.tokens_estimate(self._messages(frame, config, model)),
+                "message_id": self.message.pk,
+            },
+        )
     def _show(self, agent: str, text: str) -> None:
         if text:
             self.log.chunk(agent=agent, content=text)
@@ -269,7 +339,7 @@ class Turn:
                 f"<subagent_result agent={quoteattr(frame.agent)}>\n{escape(response or '(no answer)')}\n</subagent_result>"
             ),
         )
-        self._tool_report(lead, ToolCall(name=CALL_SUBAGENT), result)
+        self._tool_report(lead, ToolCall(name=CALL_SUBAGENT, id=frame.call_id), result)
         return None
 
     def _subagent_start(self, state: TurnState, frame: Frame, call: ToolCall) -> None:
@@ -279,7 +349,7 @@ class Turn:
             problem = f"There is no subagent '{agent}'. Available: {known}." if agent not in SUBAGENTS else "The instruction is empty."
             self._tool_report(frame, call, ToolResult(success=False, content=_error(call.name, problem)))
             return
-        state.frames.append(Frame(agent=agent, instruction=instruction))
+        state.frames.append(Frame(agent=agent, instruction=instruction, call_id=call.id))
         self.log.emit(RunEvent.Type.AGENT_START, agent=agent, data={"instruction": instruction, "from": frame.agent})
 
     # --- tools -------------------------------------------------------------------
@@ -288,6 +358,8 @@ class Turn:
         started = time.monotonic()
         result = tool.handler(self.tool_context, **call.params)
         duration_ms = int((time.monotonic() - started) * 1000)
+        if tool.spill and len(result.content) > settings.TOOL_RESULT_MAX_CHARS:
+            result = self._result_spill(tool, call, result)
         state.tool_metrics.append({"tool_name": tool.name, "agent": frame.agent, "success": result.success, "duration_ms": duration_ms})
         self._tool_report(frame, call, result, duration_ms=duration_ms)
 
@@ -306,8 +378,37 @@ class Turn:
                 **result.metadata,
             },
         )
-        frame.interactions.append(
-            {"role": "user", "content": f"<tool_result tool={quoteattr(call.name)}>\n{content}\n</tool_result>"}
+        if self._native(frame.agent):
+            frame.interactions.append({"role": "tool", "tool_call_id": call.id, "content": content})
+        else:
+            frame.interactions.append(
+                {"role": "user", "content": f"<tool_result tool={quoteattr(call.name)}>\n{content}\n</tool_result>"}
+            )
+
+    def _result_spill(self, tool: Tool, call: ToolCall, result: ToolResult) -> ToolResult:
+        """A result too large for the context becomes an artifact of the
+        session; the model gets a preview and the id to read it by (seed 001)."""
+        existing = {a["artifact_id"] for a in self.artifacts.inventory()}
+        number = next(n for n in range(1, len(existing) + 2) if f"{tool.name}_result_{n}" not in existing)
+        artifact_id = f"{tool.name}_result_{number}"
+        about = ", ".join(f"{k}={v}" for k, v in call.params.items())[:200]
+        self.artifacts.create(
+            artifact_id=artifact_id,
+            title=f"{tool.name} result ({about})",
+            content=result.content,
+            content_type="text/xml",
+        )
+        preview = result.content[: settings.TOOL_RESULT_PREVIEW_CHARS]
+        return ToolResult(
+            success=result.success,
+            content=(
+                f'<stored_result artifact={quoteattr(artifact_id)} chars="{len(result.content)}">'
+                f"<preview>{escape(preview)}…</preview>"
+                f"<note>The whole result is too long to show here; it is stored as the artifact "
+                f"{artifact_id}. Read it with read_artifact when you need more than the preview.</note>"
+                f"</stored_result>"
+            ),
+            metadata={**result.metadata, "stored_as": artifact_id},
         )
 
     # --- permissions --------------------------------------------------------------
@@ -319,6 +420,7 @@ class Turn:
             "agent": frame.agent,
             "tool": call.name,
             "params": call.params,
+            "call_id": call.id,
             "expires_at": expires_at.isoformat(),
         }
         self.log.emit(
@@ -337,7 +439,7 @@ class Turn:
             agent=pending["agent"],
             data={"id": pending["id"], "tool": pending["tool"], "decision": decision},
         )
-        call = ToolCall(name=pending["tool"], params=pending["params"])
+        call = ToolCall(name=pending["tool"], params=pending["params"], id=pending.get("call_id", ""))
         if decision in (APPROVE, ALWAYS):
             if decision == ALWAYS:
                 state.allowed.append(call.name)
@@ -399,7 +501,7 @@ def turn_state_new(*, message, allowed: list[str]) -> TurnState:
 def turn_execute(
     *,
     run,
-    model,
+    models: AgentModels,
     log: RunEventLog,
     artifacts: ArtifactManager,
     state: TurnState,
@@ -408,5 +510,5 @@ def turn_execute(
 ) -> TurnOutcome:
     """Run the turn from `state` until it completes, waits for the user's
     permission or is cancelled; `checkpoint` is called after every step."""
-    turn = Turn(run=run, model=model, log=log, artifacts=artifacts, is_cancelled=is_cancelled, checkpoint=checkpoint)
+    turn = Turn(run=run, models=models, log=log, artifacts=artifacts, is_cancelled=is_cancelled, checkpoint=checkpoint)
     return turn.execute(state)

@@ -1,3 +1,4 @@
+from django.conf import settings
 from django.db import models
 
 from conversations.models import Message
@@ -52,6 +53,8 @@ class RunEvent(models.Model):
         AGENT_START = "agent_start"
         LLM_CHUNK = "llm_chunk"
         LLM_COMPLETE = "llm_complete"
+        LLM_RETRY = "llm_retry"
+        COMPACTION = "compaction"
         AGENT_COMPLETE = "agent_complete"
         TOOL_START = "tool_start"
         TOOL_COMPLETE = "tool_complete"
@@ -75,3 +78,33 @@ class RunEvent(models.Model):
 
     def __str__(self):
         return f"{self.run_id}#{self.seq} {self.type}"
+
+
+class LibraryDocument(models.Model):
+    """A document staff put in the team library, for every user's agents to find.
+
+    `content` is the text read from the file once, at upload: searches and
+    agents read it, never the file. Full-text search is per database: an FTS5
+    table kept in sync by triggers on SQLite, a GIN-indexed tsvector expression
+    on Postgres (migration 0004, agents.library).
+    """
+
+    title = models.CharField(max_length=300)
+    content = models.TextField()
+    original_file = models.FileField(upload_to="library/", blank=True)
+    content_type = models.CharField(max_length=100, default="text/markdown")
+    uploaded_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["title", "id"]
+
+    def __str__(self):
+        return self.title
+
+    @property
+    def url(self) -> str:
+        return f"library://{self.pk}"

@@ -50,6 +50,12 @@ def run_view_apply(view: RunView, event: RunEvent) -> None:
         case RunEvent.Type.LLM_CHUNK if event.agent == LEAD_AGENT:
             view.text += data.get("content", "")
             view.activity = "Writing"
+        case RunEvent.Type.LLM_RETRY if event.agent == LEAD_AGENT:
+            # The stream broke off and the model is asked again from the start.
+            view.text = ""
+            view.activity = "Reconnecting to the model"
+        case RunEvent.Type.COMPACTION:
+            view.activity = "Summarising the context to make room"
         case RunEvent.Type.LLM_COMPLETE if event.agent == LEAD_AGENT:
             view.text = text_before_calls(data.get("content", view.text))
         case RunEvent.Type.TOOL_START:

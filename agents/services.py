@@ -5,6 +5,7 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
@@ -16,7 +17,7 @@ from conversations.selectors import message_path
 
 from . import engine
 from .events import GroupPublisher, RunEventLog
-from .llm import ModelError, chat_model_from_settings
+from .llm import ModelError, models_from_settings
 from .models import Run, RunEvent
 
 logger = logging.getLogger(__name__)
@@ -94,7 +95,7 @@ def _event_log(run: Run, on_event):
         publisher.close()
 
 
-def run_execute(*, run_id: int, model=None, on_event=None) -> Run | None:
+def run_execute(*, run_id: int, on_event=None) -> Run | None:
     """Execute a run's turn from where it stands until it completes, waits for
     the user's permission, is cancelled or fails with an `error` event that says
     why. Returns the run, or None when there was nothing to do."""
@@ -112,24 +113,24 @@ def run_execute(*, run_id: int, model=None, on_event=None) -> Run | None:
             on_change=lambda: log.announce(ARTIFACTS_CHANGED),
         )
         try:
-            model = model or chat_model_from_settings()
+            models = models_from_settings()
             if run.checkpoint:
                 state = engine.TurnState.from_checkpoint(run.checkpoint["turn"])
                 artifacts.restore(run.checkpoint.get("artifacts", []))
                 if run.attempts > 1:
-                    log.emit(RunEvent.Type.METADATA, data={"run_id": run.pk, "model": model.name, "resumed": True})
+                    log.emit(RunEvent.Type.METADATA, data={"run_id": run.pk, "model": models.default.name, "resumed": True})
             else:
-                state = _run_start(run=run, model=model, log=log)
+                state = _run_start(run=run, model=models.default, log=log)
             outcome = engine.turn_execute(
                 run=run,
-                model=model,
+                models=models,
                 log=log,
                 artifacts=artifacts,
                 state=state,
                 is_cancelled=lambda: Run.objects.filter(pk=run.pk, cancel_requested=True).exists(),
                 checkpoint=lambda state: _run_checkpoint(run=run, state=state, artifacts=artifacts),
             )
-        except ModelError as exc:
+        except (ModelError, ImproperlyConfigured) as exc:
             _run_fail(run=run, log=log, error=str(exc), flush=artifacts.flush_all())
         except Exception:
             logger.exception("Run %s failed", run.pk)
@@ -234,14 +235,15 @@ def _run_owned_locked(*, run_id: int, user) -> Run:
     return run
 
 
-def permission_answer(*, run_id: int, user, request_id: str, decision: str) -> Run:
+def permission_answer(*, run_id: int, user, request_id: str, decision: str, enqueue: bool = True) -> Run:
     """Record the owner's answer to the run's open permission request and
-    enqueue the run to continue. A stale or repeated answer is refused."""
+    enqueue the run to continue (unless the caller runs it itself). A stale or
+    repeated answer is refused."""
     if decision not in (engine.APPROVE, engine.ALWAYS, engine.DENY):
         raise RunStateError("Answer approve, always or deny.")
     with transaction.atomic():
         run = _run_owned_locked(run_id=run_id, user=user)
-        _pending_decide(run=run, request_id=request_id, decision=decision)
+        _pending_decide(run=run, request_id=request_id, decision=decision, enqueue=enqueue)
         if decision == engine.ALWAYS:
             message = run.message
             tools = set(message.metadata.get(ALLOWED_TOOLS, [])) | {run.checkpoint["turn"]["pending"]["tool"]}
@@ -250,7 +252,7 @@ def permission_answer(*, run_id: int, user, request_id: str, decision: str) -> R
     return run
 
 
-def _pending_decide(*, run: Run, request_id: str, decision: str) -> None:
+def _pending_decide(*, run: Run, request_id: str, decision: str, enqueue: bool = True) -> None:
     turn = (run.checkpoint or {}).get("turn", {})
     pending = turn.get("pending")
     if run.status != Run.Status.WAITING_PERMISSION or not pending or pending["id"] != request_id:
@@ -258,7 +260,8 @@ def _pending_decide(*, run: Run, request_id: str, decision: str) -> None:
     run.checkpoint = {**run.checkpoint, "turn": {**turn, "pending": {**pending, "decision": decision}}}
     run.status = Run.Status.QUEUED
     run.save(update_fields=["checkpoint", "status"])
-    transaction.on_commit(lambda: async_task(TASK, run.pk, task_name=f"run-{run.pk}-resume"))
+    if enqueue:
+        transaction.on_commit(lambda: async_task(TASK, run.pk, task_name=f"run-{run.pk}-resume"))
 
 
 def permissions_expire() -> int:

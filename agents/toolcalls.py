@@ -16,6 +16,7 @@ tool declares are looked for, which keeps tags inside values from being
 mistaken for parameters.
 """
 
+import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -31,6 +32,8 @@ class ToolCall:
     params: dict = field(default_factory=dict)
     # Why the call cannot run as written, for the model to correct.
     error: str = ""
+    # The id a native function call is answered under.
+    id: str = ""
 
 
 def text_before_calls(text: str) -> str:
@@ -54,6 +57,42 @@ def toolcalls_parse(text: str, *, schemas: dict[str, dict]) -> list[ToolCall]:
     return calls
 
 
+def toolcalls_from_native(calls: list[dict], *, schemas: dict[str, dict]) -> list[ToolCall]:
+    """Native function calls (id, name, JSON arguments) checked like written ones."""
+    parsed = []
+    for native in calls:
+        name = native["name"]
+        call = ToolCall(name=name, id=native["id"])
+        parsed.append(call)
+        schema = schemas.get(name)
+        if schema is None:
+            call.error = f"There is no tool '{name}'. Available tools: {', '.join(sorted(schemas))}."
+            continue
+        try:
+            params = json.loads(native["arguments"] or "{}")
+        except json.JSONDecodeError as exc:
+            call.error = f"The arguments of {name} are not valid JSON ({exc.msg}); send them as a JSON object."
+            continue
+        if not isinstance(params, dict):
+            call.error = f"The arguments of {name} must be a JSON object."
+            continue
+        properties = schema.get("properties", {})
+        call.params = {key: value for key, value in params.items() if key in properties}
+        for param, value in call.params.items():
+            if properties[param].get("type") == "integer" and not isinstance(value, int):
+                call.error = f"Parameter '{param}' of {name} must be a whole number, not {value!r}."
+            elif properties[param].get("type") == "string" and not isinstance(value, str):
+                call.params[param] = json.dumps(value)
+        if not call.error:
+            call.error = _missing(name, call.params, schema, how="in the JSON arguments")
+    return parsed
+
+
+def _missing(name: str, params: dict, schema: dict, *, how: str) -> str:
+    missing = [p for p in schema.get("required", []) if p not in params]
+    return f"{name} needs the parameter(s) {', '.join(missing)}, {how}." if missing else ""
+
+
 def _params_read(name: str, body: str, schema: dict) -> ToolCall:
     call = ToolCall(name=name)
     for param, spec in schema.get("properties", {}).items():
@@ -72,9 +111,7 @@ def _params_read(name: str, body: str, schema: dict) -> ToolCall:
                 call.error = f"Parameter '{param}' of {name} must be a whole number, not {value.strip()!r}."
                 return call
         call.params[param] = value
-    missing = [p for p in schema.get("required", []) if p not in call.params]
-    if missing:
-        call.error = f"{name} needs the parameter(s) {', '.join(missing)}, each written as <name>value</name> inside <params>."
+    call.error = _missing(name, call.params, schema, how="each written as <name>value</name> inside <params>")
     return call
 
 

@@ -29,6 +29,9 @@ class Tool:
     # None for a tool the engine routes itself (call_subagent).
     handler: Callable[..., ToolResult] | None
     permission: str = AUTO
+    # A result too long for the context is stored as an artifact. Off for
+    # tools that read artifacts, which would only store them again.
+    spill: bool = True
 
 
 @dataclass

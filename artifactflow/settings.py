@@ -244,7 +244,17 @@ ARTIFACTFLOW_LLM = {
     "model": env.str("ARTIFACTFLOW_MODEL", default="gpt-4o-mini"),
     "timeout": env.float("ARTIFACTFLOW_MODEL_TIMEOUT", default=120.0),
     "max_retries": env.int("ARTIFACTFLOW_MODEL_RETRIES", default=2),
+    # Estimated tokens the model accepts; compaction starts well before it.
+    "context_window": env.int("ARTIFACTFLOW_MODEL_CONTEXT_WINDOW", default=128_000),
+    "temperature": env.float("ARTIFACTFLOW_MODEL_TEMPERATURE", default=None),
+    # "xml": tool calls written in the text (seed 003), which any model can do;
+    # "native": the API's function calling, for models that support it well.
+    "tool_mode": env.str("ARTIFACTFLOW_TOOL_MODE", default="xml"),
 }
+# Seconds between the demo model's words, so its answer streams like a model's.
+DEMO_WORD_DELAY = env.float("ARTIFACTFLOW_DEMO_WORD_DELAY", default=0.02)
+# Optional TOML file giving agents models of their own (see agents/llm.py).
+MODELS_FILE = env.str("ARTIFACTFLOW_MODELS_FILE", default="")
 
 # --- Agents -----------------------------------------------------------------------
 
@@ -253,6 +263,12 @@ ARTIFACTFLOW_LLM = {
 TOOL_PERMISSIONS = env.dict("ARTIFACTFLOW_TOOL_PERMISSIONS", default={})
 # An unanswered permission request counts as denied after this many seconds.
 PERMISSION_TIMEOUT = env.int("ARTIFACTFLOW_PERMISSION_TIMEOUT", default=3600)
+# A tool result longer than this is stored as an artifact and the model gets a preview.
+TOOL_RESULT_MAX_CHARS = env.int("ARTIFACTFLOW_TOOL_RESULT_MAX_CHARS", default=20_000)
+TOOL_RESULT_PREVIEW_CHARS = 2_000
+# An agent's context is compacted when its estimated tokens pass this share of
+# the model's context window.
+COMPACTION_THRESHOLD = env.float("ARTIFACTFLOW_COMPACTION_THRESHOLD", default=0.7)
 
 # --- Agents' web tools ------------------------------------------------------------
 

@@ -128,5 +128,6 @@ ARTIFACT_TOOLS = [
             "required": ["id"],
         },
         handler=_on_manager(read_artifact),
+        spill=False,
     ),
 ]

@@ -1,5 +1,6 @@
 import pytest
 from channels.layers import channel_layers
+from django.core.management import call_command
 
 from tests.factories import UserFactory
 from tests.model_server import ScriptedModelServer
@@ -24,6 +25,15 @@ def scripted_model(model_server, settings):
         "max_retries": 2,
     }
     return model_server
+
+
+@pytest.fixture
+def demo_model(settings):
+    """The offline demo model, with the sample library to search and read."""
+    settings.ARTIFACTFLOW_LLM = {**settings.ARTIFACTFLOW_LLM, "api_key": ""}
+    settings.DEMO_WORD_DELAY = 0
+    settings.SEARCH_PROVIDER = settings.SEARXNG_URL = settings.TAVILY_API_KEY = ""
+    call_command("library_samples", verbosity=0)
 
 
 @pytest.fixture(autouse=True)

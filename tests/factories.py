@@ -1,7 +1,9 @@
+import zlib
+
 import factory
 from django.contrib.auth import get_user_model
 
-from agents.models import Run
+from agents.models import LibraryDocument, Run
 from artifacts.models import ArtifactSession
 from conversations.models import Conversation, Message
 
@@ -46,3 +48,45 @@ class RunFactory(factory.django.DjangoModelFactory):
         model = Run
 
     message = factory.SubFactory(MessageFactory)
+
+
+class LibraryDocumentFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = LibraryDocument
+
+    title = factory.Sequence(lambda n: f"Library document {n}")
+    content = factory.Sequence(lambda n: f"The text of library document {n}.")
+
+
+def pdf_bytes(page_texts: list[str], *, title: str | None = None) -> bytes:
+    """A small valid PDF with one line of Helvetica text per page."""
+    page_count = len(page_texts)
+    font_number = 3 + 2 * page_count
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Count %d /Kids [%s] >>"
+        % (page_count, b" ".join(b"%d 0 R" % (3 + 2 * index) for index in range(page_count))),
+    ]
+    for index, text in enumerate(page_texts):
+        content = zlib.compress(b"BT /F1 12 Tf 72 720 Td (%s) Tj ET" % text.encode("latin-1"))
+        objects.append(
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents %d 0 R"
+            b" /Resources << /Font << /F1 %d 0 R >> >> >>" % (4 + 2 * index, font_number)
+        )
+        objects.append(b"<< /Length %d /Filter /FlateDecode >>\nstream\n%s\nendstream" % (len(content), content))
+    objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
+    info = b""
+    if title is not None:
+        objects.append(b"<< /Title (%s) >>" % title.encode("latin-1"))
+        info = b" /Info %d 0 R" % len(objects)
+
+    pdf = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(len(pdf))
+        pdf += b"%d 0 obj\n%s\nendobj\n" % (number, body)
+    xref_offset = len(pdf)
+    pdf += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    pdf += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
+    pdf += b"trailer\n<< /Size %d /Root 1 0 R%s >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, info, xref_offset)
+    return bytes(pdf)

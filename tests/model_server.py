@@ -43,6 +43,17 @@ class Drop:
 
 
 @dataclass
+class ToolCalls:
+    """Native function calls, streamed the way the API does: the id and name
+    first, the JSON arguments in pieces. `calls` holds (name, arguments) pairs;
+    arguments is a dict, or a string sent as it is (to script malformed JSON)."""
+
+    calls: list
+    content: str = ""
+    chunk_size: int = 8
+
+
+@dataclass
 class ScriptedModelServer:
     model: str = "scripted-model"
     script: deque = field(default_factory=deque)
@@ -101,6 +112,11 @@ def _handler_for(server: ScriptedModelServer):
                 self.close_connection = True
                 return
             self._event(_chunk(server.model, {"role": "assistant", "content": ""}))
+            if isinstance(reply, ToolCalls):
+                self._tool_calls(reply)
+                self._write(b"data: [DONE]\n\n")
+                self._write(b"")
+                return
             if reply.reasoning:
                 self._event(_chunk(server.model, {"reasoning_content": reply.reasoning}))
             for piece in _pieces(reply.content, reply.chunk_size):
@@ -115,6 +131,17 @@ def _handler_for(server: ScriptedModelServer):
                 self._event({**_chunk(server.model, None), "choices": [], "usage": usage})
             self._write(b"data: [DONE]\n\n")
             self._write(b"")
+
+        def _tool_calls(self, reply: ToolCalls):
+            for piece in _pieces(reply.content, reply.chunk_size):
+                self._event(_chunk(server.model, {"content": piece}))
+            for index, (name, arguments) in enumerate(reply.calls):
+                text = arguments if isinstance(arguments, str) else json.dumps(arguments)
+                head = {"index": index, "id": f"call_{index}_{name}", "type": "function", "function": {"name": name, "arguments": ""}}
+                self._event(_chunk(server.model, {"tool_calls": [head]}))
+                for piece in _pieces(text, reply.chunk_size):
+                    self._event(_chunk(server.model, {"tool_calls": [{"index": index, "function": {"arguments": piece}}]}))
+            self._event(_chunk(server.model, {}, finish_reason="tool_calls"))
 
         def _send_error(self, reply: Status):
             payload = json.dumps({"error": {"message": reply.message, "type": "scripted", "code": reply.code}}).encode()

@@ -1,9 +1,11 @@
+import os
 from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
 
 from agents.models import Run
+from artifacts.models import Artifact
 from conversations.models import Conversation
 from tests.factories import ConversationFactory, MessageFactory
 from tests.model_server import Status, Text
@@ -62,3 +64,32 @@ def test_ask_refuses_another_users_conversation(user, other_user, scripted_model
 def test_ask_needs_a_user_when_there_are_several(user, other_user):
     with pytest.raises(CommandError, match="--user"):
         _ask("Who am I?")
+
+
+def test_auto_approve_runs_the_demo_research_and_lists_the_artifacts(user, demo_model):
+    out, err = _ask("How does SQLite WAL mode work?", user=user.username, auto_approve=True)
+
+    assert "offline demo model" in out
+    assert "artifact task_plan (version 4)" in out and "artifact research_report (version 1)" in out
+    assert "denied" not in err
+    assert "SQLite WAL mode" in Artifact.objects.get(artifact_id="research_report").content
+
+
+def test_without_a_terminal_a_permission_request_is_denied_and_said(user, demo_model):
+    out, err = _ask("How does SQLite WAL mode work?", user=user.username, stdin=StringIO("y\n"))
+
+    assert "crawl_agent wants to call web_fetch(url='library://" in err
+    assert "denied, there is no terminal to ask on" in err
+    assert "Could not read it" in Artifact.objects.get(artifact_id="research_report").content
+
+
+def test_on_a_terminal_the_user_is_asked(user, demo_model):
+    controller, terminal_fd = os.openpty()
+    os.write(controller, b"maybe\ny\ny\ny\n")
+    with open(terminal_fd, "r", encoding="utf-8") as terminal:
+        out, err = _ask("How does SQLite WAL mode work?", user=user.username, stdin=terminal)
+    os.close(controller)
+
+    assert err.count("Allow? [y]es / [n]o / [a]lways in this branch:") >= 3
+    report = Artifact.objects.get(artifact_id="research_report").content
+    assert "Could not read it" not in report and "checkpoint" in report

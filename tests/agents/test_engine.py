@@ -9,7 +9,8 @@ from agents.engine import _ProseFilter
 from agents.models import Run, RunEvent
 from artifacts.models import Artifact, ArtifactVersion
 from conversations import services as conversation_services
-from tests.model_server import Status, Text
+from tests.factories import LibraryDocumentFactory
+from tests.model_server import Status, Text, ToolCalls
 
 pytestmark = pytest.mark.django_db
 
@@ -244,3 +245,221 @@ def test_an_unanswered_request_expires_as_denied(user, scripted_model, confirm_c
     assert run.status == Run.Status.COMPLETED
     assert _events(run, RunEvent.Type.PERMISSION_RESULT)[0].data["decision"] == "expired"
     assert "counts as denied" in scripted_model.requests[-1]["messages"][-1]["content"]
+
+
+# --- native function calling ----------------------------------------------------
+
+
+@pytest.fixture
+def native(settings, scripted_model):
+    settings.ARTIFACTFLOW_LLM = {**settings.ARTIFACTFLOW_LLM, "tool_mode": "native"}
+    return scripted_model
+
+
+def test_native_function_calls_run_and_their_results_answer_the_call_id(user, native):
+    native.add(
+        ToolCalls([("create_artifact", {"id": "task_plan", "content": PLAN})], content="Planning."),
+        ToolCalls([("create_artifact", '{"id": "broken", "content": ')]),
+        ToolCalls([("no_such_tool", {})]),
+        Text("Done."),
+    )
+
+    run = _run(user)
+
+    assert run.status == Run.Status.COMPLETED and run.message.response == "Done."
+    assert Artifact.objects.get(artifact_id="task_plan").content == PLAN
+    first, second, third, fourth = (r["messages"] for r in native.requests)
+    assert {t["function"]["name"] for t in native.requests[0]["tools"]} >= {"create_artifact", "call_subagent"}
+    assert "<tool_call>" not in first[0]["content"]
+    assert second[-2]["tool_calls"][0]["id"] == "call_0_create_artifact" and second[-2]["content"] == "Planning."
+    assert second[-1]["role"] == "tool" and second[-1]["tool_call_id"] == "call_0_create_artifact"
+    assert "not valid JSON" in third[-1]["content"]
+    assert "There is no tool 'no_such_tool'" in fourth[-1]["content"] and fourth[-1]["role"] == "tool"
+
+
+def test_native_calls_beyond_the_first_are_dropped_with_a_note(user, native):
+    native.add(
+        ToolCalls([("create_artifact", {"id": "a", "content": "one"}), ("create_artifact", {"id": "b", "content": "two"})]),
+        Text("Done."),
+    )
+
+    _run(user)
+
+    second = native.requests[1]["messages"]
+    assert len(second[-2]["tool_calls"]) == 1
+    assert "Only the first of your 2 tool calls was run" in second[-1]["content"]
+    assert list(Artifact.objects.values_list("artifact_id", flat=True)) == ["a"]
+
+
+def test_a_native_subagent_reports_back_under_the_leads_call_id(user, native):
+    native.add(
+        ToolCalls([("call_subagent", {"agent": "search_agent", "instruction": "find WAL docs"})]),
+        Text("WAL lets readers and a writer work at once."),
+        Text("Summary for the user."),
+    )
+
+    run = _run(user)
+
+    assert run.message.response == "Summary for the user."
+    last = native.requests[2]["messages"][-1]
+    assert last["role"] == "tool" and last["tool_call_id"] == "call_0_call_subagent"
+    assert "WAL lets readers" in last["content"]
+
+
+
+# --- compaction -------------------------------------------------------------------
+
+SUMMARY = "\n\n".join(
+    f"## {n}. {title}\n{body}"
+    for n, (title, body) in enumerate(
+        [
+            ("Primary request", 'The user asked: "Research WAL"'),
+            ("Artifacts", "task_plan (the plan), notes (long notes)"),
+            ("Tool interactions", "created task_plan and notes"),
+            ("Errors and fixes", "none"),
+            ("Pending tasks", "write the answer"),
+            ("Current work", "notes written"),
+            ("Next step", "answer"),
+        ],
+        start=1,
+    )
+)
+
+
+@pytest.fixture
+def small_window(settings, scripted_model):
+    # About 7,000 tokens before compaction: the prompts fit, 30,000 characters of notes do not.
+    settings.ARTIFACTFLOW_LLM = {**settings.ARTIFACTFLOW_LLM, "context_window": 10_000}
+    settings.COMPACTION_THRESHOLD = 0.7
+    return scripted_model
+
+
+def test_compaction_summarises_older_context_and_keeps_the_plan_and_the_request(user, small_window):
+    notes = "WAL notes. " * 3000
+    small_window.add(
+        Text(call("create_artifact", id="task_plan", content=PLAN)),
+        Text(call("create_artifact", id="notes", content=notes), chunk_size=4000),
+        Text(SUMMARY),
+        Text("Final answer."),
+    )
+
+    run = _run(user, content="Research WAL")
+
+    assert run.status == Run.Status.COMPLETED and run.message.response == "Final answer."
+    compaction_request, after = small_window.requests[2]["messages"], small_window.requests[3]["messages"]
+    assert "seven sections" in compaction_request[0]["content"]
+    assert "Research WAL" in compaction_request[1]["content"] and "WAL notes." in compaction_request[1]["content"]
+    assert "# Current task plan" in after[0]["content"] and "- [ ] search" in after[0]["content"]
+    assert after[1]["content"].startswith("<context_summary>") and "## 7. Next step" in after[1]["content"]
+    assert after[2] == {"role": "user", "content": "Research WAL"}
+    assert "WAL notes. WAL notes." not in str(after[1:])
+    event = _events(run, RunEvent.Type.COMPACTION)[0]
+    assert event.data["summary"] == SUMMARY and event.data["tokens_after"] < event.data["tokens_before"]
+    assert Artifact.objects.get(artifact_id="notes").content == notes
+
+
+def test_the_next_turn_continues_from_the_compaction_boundary(user, small_window):
+    small_window.add(
+        Text(call("create_artifact", id="notes", content="WAL notes. " * 3000), chunk_size=4000),
+        Text(SUMMARY),
+        Text("Final answer."),
+        Text("Second answer."),
+    )
+    first = _run(user, content="Research WAL")
+    second = conversation_services.message_post(conversation=first.message.conversation, content="And rollback journals?", enqueue=False)
+
+    services.run_execute(run_id=second.runs.get().pk)
+
+    messages = small_window.requests[3]["messages"]
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
+    assert messages[1]["content"].startswith("<context_summary>")
+    assert messages[2]["content"] == "Final answer." and messages[3]["content"] == "And rollback journals?"
+
+
+def test_a_compaction_without_the_seven_sections_fails_the_turn_visibly(user, small_window):
+    small_window.add(
+        Text(call("create_artifact", id="notes", content="WAL notes. " * 3000), chunk_size=4000),
+        Text("Too short to be a summary."),
+    )
+
+    run = _run(user)
+
+    assert run.status == Run.Status.FAILED and "Compacting the context failed" in run.error
+    assert Artifact.objects.get(artifact_id="notes")
+
+
+def test_a_turn_past_its_time_limit_fails_with_the_reason_and_keeps_its_artifacts(user, scripted_model, settings):
+    settings.RUN_TIME_LIMIT = 1
+    scripted_model.add(
+        Text(call("create_artifact", id="task_plan", content=PLAN)),
+        Text("A slow answer that goes on and on", chunk_size=2, delay=0.1),
+    )
+
+    run = _run(user)
+
+    assert run.status == Run.Status.FAILED
+    assert run.error == "The turn ran past its time limit of 1 seconds and was stopped."
+    assert Artifact.objects.filter(artifact_id="task_plan").exists()
+
+
+def _approve(run, user):
+    services.permission_answer(run_id=run.pk, user=user, request_id=run.checkpoint["turn"]["pending"]["id"], decision="approve")
+    return _run_again(run)
+
+
+def test_a_research_turn_plans_searches_reads_and_reports(user, scripted_model):
+    document = LibraryDocumentFactory(title="SQLite WAL mode", content="In WAL mode readers do not block the writer.")
+    scripted_model.add(
+        Text("Planning." + call("create_artifact", id="task_plan", content=PLAN)),
+        Text(call("call_subagent", agent="search_agent", instruction="Find sources on WAL")),
+        Text(call("web_search", query="WAL readers writer")),
+        Text(f"Found {document.url}"),
+        Text(call("update_artifact", id="task_plan", old_str="- [ ] search", new_str="- [x] search")),
+        Text(call("call_subagent", agent="crawl_agent", instruction=f"Read {document.url}")),
+        Text(call("web_fetch", url=document.url)),
+        Text("Readers do not block the writer."),
+        Text(call("create_artifact", id="report", content="# WAL\n\nReaders do not block the writer.")),
+        Text("See the report."),
+    )
+
+    run = _run(user)
+    assert run.status == Run.Status.WAITING_PERMISSION
+    assert run.checkpoint["turn"]["pending"]["tool"] == "web_fetch"
+    run = _approve(run, user)
+
+    assert run.status == Run.Status.COMPLETED and run.message.response == "See the report."
+    search_reply = scripted_model.requests[3]["messages"][-1]["content"]
+    assert search_reply.startswith('<tool_result tool="web_search">') and document.url in search_reply
+    crawl_reply = scripted_model.requests[7]["messages"][-1]["content"]
+    assert "In WAL mode readers do not block the writer." in crawl_reply
+    assert "Readers do not block the writer." in scripted_model.requests[8]["messages"][-1]["content"]
+    assert "- [x] search" in Artifact.objects.get(artifact_id="task_plan").content
+    assert Artifact.objects.get(artifact_id="report").content.startswith("# WAL")
+    starts = [event.agent for event in _events(run, RunEvent.Type.AGENT_START)]
+    assert starts[:3] == ["lead_agent", "search_agent", "crawl_agent"]
+
+
+def test_a_result_too_long_for_the_context_is_stored_as_an_artifact(user, scripted_model, settings):
+    settings.TOOL_RESULT_MAX_CHARS = 1000
+    settings.TOOL_RESULT_PREVIEW_CHARS = 100
+    long_text = "WAL keeps a log of changes. " * 200
+    document = LibraryDocumentFactory(title="Long", content=long_text)
+    scripted_model.add(
+        Text(call("call_subagent", agent="crawl_agent", instruction=f"Read {document.url}")),
+        Text(call("web_fetch", url=document.url)),
+        Text("It is stored as web_fetch_result_1."),
+        Text(call("read_artifact", id="web_fetch_result_1")),
+        Text("Read it."),
+    )
+
+    run = _approve(_run(user), user)
+
+    assert run.status == Run.Status.COMPLETED
+    stored = Artifact.objects.get(artifact_id="web_fetch_result_1")
+    assert long_text.strip() in stored.content
+    seen = scripted_model.requests[2]["messages"][-1]["content"]
+    assert 'artifact="web_fetch_result_1"' in seen and len(seen) < 1000
+    completed = {event.data["tool"]: event.data for event in _events(run, RunEvent.Type.TOOL_COMPLETE)}
+    assert completed["web_fetch"]["stored_as"] == "web_fetch_result_1"
+    assert "stored_as" not in completed["read_artifact"]
+    assert long_text.strip()[:500] in scripted_model.requests[4]["messages"][-1]["content"]

@@ -4,7 +4,7 @@ from django.urls import reverse
 
 from agents.models import RunEvent
 from artifacts.models import Artifact, ArtifactVersion
-from tests.factories import ConversationFactory, MessageFactory, RunFactory, UserFactory
+from tests.factories import ConversationFactory, LibraryDocumentFactory, MessageFactory, RunFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -30,6 +30,7 @@ def test_every_changelist_and_change_page_loads_with_search(staff_client):
     RunEvent.objects.create(run=run, seq=1, type=RunEvent.Type.METADATA)
     artifact = Artifact.objects.create(session=conversation.artifact_session, artifact_id="task_plan")
     ArtifactVersion.objects.create(artifact=artifact, version=1, update_type="create")
+    LibraryDocumentFactory(title="Findable")
 
     for model, model_admin in admin.site._registry.items():
         if model._meta.app_label not in OUR_APPS:

@@ -1,12 +1,12 @@
 import io
 import zipfile
-import zlib
 
 import docx
 import pytest
 
 from artifacts import uploads
 from artifacts.uploads import ConvertedUpload, UploadError, artifact_id_from_filename, convert_upload
+from tests.factories import pdf_bytes
 
 
 @pytest.mark.parametrize(
@@ -140,7 +140,7 @@ def test_docx_lists_numbered_by_word_nest_by_their_level():
 
 
 def test_pdf_becomes_text():
-    data = _pdf_bytes(["Hello from page one", "And page two"])
+    data = pdf_bytes(["Hello from page one", "And page two"])
 
     converted = convert_upload(filename="paper.pdf", data=data)
 
@@ -184,7 +184,7 @@ def test_pdf_with_too_much_text_is_refused(monkeypatch):
     monkeypatch.setattr(uploads, "EXTRACTED_MAX_CHARS", 25)
 
     with pytest.raises(UploadError, match="too much text"):
-        convert_upload(filename="long.pdf", data=_pdf_bytes(["Hello from page one", "And page two"]))
+        convert_upload(filename="long.pdf", data=pdf_bytes(["Hello from page one", "And page two"]))
 
 
 def test_png_stays_a_file():
@@ -216,35 +216,3 @@ def _docx_bytes(document) -> bytes:
     buffer = io.BytesIO()
     document.save(buffer)
     return buffer.getvalue()
-
-
-def _pdf_bytes(page_texts: list[str]) -> bytes:
-    """A small valid PDF with one line of Helvetica text per page."""
-    page_count = len(page_texts)
-    font_number = 3 + 2 * page_count
-    objects = [
-        b"<< /Type /Catalog /Pages 2 0 R >>",
-        b"<< /Type /Pages /Count %d /Kids [%s] >>"
-        % (page_count, b" ".join(b"%d 0 R" % (3 + 2 * index) for index in range(page_count))),
-    ]
-    for index, text in enumerate(page_texts):
-        content = zlib.compress(b"BT /F1 12 Tf 72 720 Td (%s) Tj ET" % text.encode("latin-1"))
-        objects.append(
-            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents %d 0 R"
-            b" /Resources << /Font << /F1 %d 0 R >> >> >>" % (4 + 2 * index, font_number)
-        )
-        objects.append(
-            b"<< /Length %d /Filter /FlateDecode >>\nstream\n%s\nendstream" % (len(content), content)
-        )
-    objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
-
-    pdf = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for number, body in enumerate(objects, start=1):
-        offsets.append(len(pdf))
-        pdf += b"%d 0 obj\n%s\nendobj\n" % (number, body)
-    xref_offset = len(pdf)
-    pdf += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    pdf += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
-    pdf += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref_offset)
-    return bytes(pdf)

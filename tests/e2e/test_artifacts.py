@@ -55,6 +55,9 @@ def test_upload_edit_compare_and_export(portal, model_server, page, screenshot, 
     pane.get_by_label("Content of").fill(NOTES.decode().replace("- second", "- second\n- third"))
     pane.get_by_role("button", name="Save as a new version").click()
     expect(pane.locator(".artifact-head")).to_contain_text("version 2")
+    # htmx binds the swapped-in forms when the swap settles; a click before
+    # that would submit them as plain page loads.
+    expect(page.locator(".htmx-settling, .htmx-request")).to_have_count(0)
 
     pane.get_by_label("Compare").select_option("1")
     pane.get_by_label("with").select_option("2")

@@ -1,27 +1,42 @@
+import sys
+
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
+from agents.engine import ALWAYS, APPROVE, DENY
 from agents.models import Run, RunEvent
 from agents.selectors import LEAD_AGENT
-from agents.services import run_execute
+from agents.services import permission_answer, run_execute
+from artifacts.models import Artifact
 from conversations import selectors, services
 from conversations.models import Message
 
 
+ANSWERS = {"y": APPROVE, "yes": APPROVE, "a": ALWAYS, "always": ALWAYS, "n": DENY, "no": DENY, "": DENY}
+
+
 class Command(BaseCommand):
     help = (
-        "Ask a question and print the answer as it streams. The turn runs in this "
-        "process through the same service and task code as the portal's workers."
+        "Ask a question and print the answer as it streams, then the ids of the "
+        "conversation's artifacts. The turn runs in this process through the same "
+        "service and task code as the portal's workers. A tool that needs permission "
+        "is asked about on the terminal; with no terminal it is denied."
     )
+    # Tests hand in a terminal of their own.
+    stealth_options = ("stdin",)
 
     def add_arguments(self, parser):
         parser.add_argument("question")
         parser.add_argument("--user", help="username (default: the only user, if there is one)")
         parser.add_argument("--conversation", help="continue this conversation (default: a new one)")
         parser.add_argument("--parent", type=int, help="branch from this message of the conversation")
+        parser.add_argument(
+            "--auto-approve", action="store_true", help="allow every tool call that asks for permission"
+        )
 
-    def handle(self, *args, question, user, conversation, parent, **options):
+    def handle(self, *args, question, user, conversation, parent, auto_approve, **options):
+        self.stdin = options.get("stdin") or sys.stdin
         owner = self._user(user)
         try:
             if conversation:
@@ -44,10 +59,35 @@ class Command(BaseCommand):
             raise CommandError(exc.messages[0]) from exc
 
         run = run_execute(run_id=message.runs.get().pk, on_event=self._print_chunk)
+        while run.status == Run.Status.WAITING_PERMISSION:
+            pending = run.checkpoint["turn"]["pending"]
+            decision = APPROVE if auto_approve else self._permission_ask(pending)
+            # This process resumes the run itself, so no worker is asked to.
+            permission_answer(run_id=run.pk, user=owner, request_id=pending["id"], decision=decision, enqueue=False)
+            run = run_execute(run_id=run.pk, on_event=self._print_chunk)
         self.stdout.write("")
         if run.status != Run.Status.COMPLETED:
             raise CommandError(run.error or f"The turn ended {run.status}.")
+        artifacts = Artifact.objects.filter(session__conversation=message.conversation_id).order_by("created_at")
+        for artifact in artifacts:
+            self.stdout.write(f"artifact {artifact.artifact_id} (version {artifact.current_version}): {artifact.title}")
         self.stderr.write(f"conversation {message.conversation_id}, message {message.pk}")
+
+    def _permission_ask(self, pending: dict) -> str:
+        params = ", ".join(f"{key}={value!r}" for key, value in pending["params"].items())
+        request = f"{pending['agent']} wants to call {pending['tool']}({params})"
+        if not self.stdin.isatty():
+            self.stderr.write(f"\n{request}: denied, there is no terminal to ask on (pass --auto-approve to allow).")
+            return DENY
+        while True:
+            self.stderr.write(f"\n{request}. Allow? [y]es / [n]o / [a]lways in this branch: ", ending="")
+            self.stderr.flush()
+            line = self.stdin.readline()
+            if not line:
+                return DENY
+            answer = ANSWERS.get(line.strip().lower())
+            if answer is not None:
+                return answer
 
     def _user(self, username):
         users = get_user_model().objects

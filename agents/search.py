@@ -1,0 +1,149 @@
+"""web_search: one tool, three providers.
+
+SearXNG (self-hosted, keyless) or Tavily (hosted, keyed) search the web; the
+local provider searches the team library, so a machine with neither, or with
+no internet at all, still gives the search agent sources to work from.
+"""
+
+from xml.sax.saxutils import escape, quoteattr
+
+import httpx
+from django.conf import settings
+
+from .library import SearchHit, library_search
+from .tooling import AUTO, Tool, ToolContext, ToolResult
+
+PROVIDERS = ("searxng", "tavily", "local")
+
+
+class SearchError(Exception):
+    """A search that could not be made; the message is for the model."""
+
+
+def search_provider() -> str:
+    """The configured provider, else the best one the settings make usable."""
+    if settings.SEARCH_PROVIDER:
+        return settings.SEARCH_PROVIDER
+    if settings.SEARXNG_URL:
+        return "searxng"
+    if settings.TAVILY_API_KEY:
+        return "tavily"
+    return "local"
+
+
+def web_search(context: ToolContext, *, query: str) -> ToolResult:
+    provider = search_provider()
+    query = query.strip()
+    if not query:
+        return _error("The query is empty; say what to search for.")
+    try:
+        hits = _search(provider=provider, query=query, limit=settings.SEARCH_MAX_RESULTS)
+    except SearchError as error:
+        return _error(str(error))
+    results = "".join(
+        f"<result><title>{escape(hit.title)}</title><url>{escape(hit.url)}</url>"
+        f"<snippet>{escape(hit.snippet)}</snippet></result>"
+        for hit in hits
+    )
+    if not hits:
+        results = "No results. Try other or fewer words."
+    return ToolResult(
+        success=True,
+        content=f"<search_results provider={quoteattr(provider)} query={quoteattr(query)}>{results}</search_results>",
+        metadata={"provider": provider, "results": len(hits)},
+    )
+
+
+def _error(message: str) -> ToolResult:
+    return ToolResult(success=False, content=f'<error tool="web_search">{escape(message)}</error>')
+
+
+def _search(*, provider: str, query: str, limit: int) -> list[SearchHit]:
+    if provider == "local":
+        return library_search(query=query, limit=limit)
+    if provider == "searxng":
+        return _searxng(query=query, limit=limit)
+    if provider == "tavily":
+        return _tavily(query=query, limit=limit)
+    raise SearchError(f"Unknown search provider {provider!r}; set ARTIFACTFLOW_SEARCH_PROVIDER to one of {', '.join(PROVIDERS)}.")
+
+
+def _searxng(*, query: str, limit: int) -> list[SearchHit]:
+    if not settings.SEARXNG_URL:
+        raise SearchError("The searxng provider is chosen but SEARXNG_URL is not set.")
+    payload = _json_response(
+        "SearXNG",
+        lambda client: client.get(
+            settings.SEARXNG_URL.rstrip("/") + "/search", params={"q": query, "format": "json"}
+        ),
+    )
+    return _hits("SearXNG", payload, limit=limit)
+
+
+def _tavily(*, query: str, limit: int) -> list[SearchHit]:
+    if not settings.TAVILY_API_KEY:
+        raise SearchError("The tavily provider is chosen but TAVILY_API_KEY is not set.")
+    payload = _json_response(
+        "Tavily",
+        lambda client: client.post(
+            settings.TAVILY_URL.rstrip("/") + "/search",
+            json={"api_key": settings.TAVILY_API_KEY, "query": query, "max_results": limit},
+        ),
+    )
+    return _hits("Tavily", payload, limit=limit)
+
+
+def _json_response(name: str, send) -> dict:
+    """The provider's JSON answer, or SearchError saying what went wrong in
+    words the model can act on (retry later, or tell the user)."""
+    try:
+        with httpx.Client(timeout=settings.FETCH_TIMEOUT) as client:
+            response = send(client)
+            response.raise_for_status()
+    except httpx.HTTPStatusError as error:
+        raise SearchError(f"{name} answered HTTP {error.response.status_code}; the search failed.") from None
+    except httpx.TimeoutException:
+        raise SearchError(f"{name} did not answer within {settings.FETCH_TIMEOUT:g} seconds.") from None
+    except httpx.HTTPError as error:
+        raise SearchError(f"{name} could not be reached: {error}") from None
+    try:
+        payload = response.json()
+    except ValueError:
+        raise SearchError(f"{name} answered with something that is not JSON.") from None
+    if not isinstance(payload, dict):
+        raise SearchError(f"{name} answered JSON without a results list.")
+    return payload
+
+
+def _hits(name: str, payload: dict, *, limit: int) -> list[SearchHit]:
+    results = payload.get("results")
+    if not isinstance(results, list):
+        raise SearchError(f"{name} answered JSON without a results list.")
+    hits = [
+        SearchHit(
+            title=str(result.get("title") or result["url"]),
+            url=str(result["url"]),
+            # Both providers put the snippet in "content".
+            snippet=str(result.get("content") or ""),
+        )
+        # A result without a URL is no source; skip it rather than fail the search.
+        for result in results
+        if isinstance(result, dict) and result.get("url")
+    ]
+    return hits[:limit]
+
+
+WEB_SEARCH_TOOL = Tool(
+    name="web_search",
+    description=(
+        "Search for sources. Returns titles, URLs and snippets; read a result in full with web_fetch "
+        "(library:// URLs are documents in the team library)."
+    ),
+    parameters={
+        "type": "object",
+        "properties": {"query": {"type": "string", "description": "What to search for, in a few words."}},
+        "required": ["query"],
+    },
+    handler=web_search,
+    permission=AUTO,
+)

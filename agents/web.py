@@ -1,0 +1,246 @@
+"""web_fetch: the crawl agent reads one web page, PDF or text file as text.
+
+The model chooses the URL, and a page it read may have chosen it for the
+model, so the fetch runs on the server with the server's network position.
+Left alone it would read cloud metadata (169.254.169.254), admin panels on
+the intranet and services on localhost. So every hop, the first URL and each
+redirect, is checked before any connection: http(s) only, and every address
+the name resolves to must be a public one. The connection then goes to the
+address that was checked, not to a second DNS answer (rebinding). Bodies are
+read as a stream and cut at FETCH_MAX_BYTES, and the whole fetch has a
+deadline, so a huge or dripping response cannot hold the worker.
+
+`library://` URLs name documents of the team library and never go over HTTP.
+"""
+
+import io
+import ipaddress
+import socket
+import time
+from xml.sax.saxutils import escape, quoteattr
+
+import httpcore
+import httpx
+import pypdf
+import trafilatura
+from django.conf import settings
+
+from .tooling import CONFIRM, Tool, ToolContext, ToolResult
+
+# The engine stores a long result as an artifact for the model to page
+# through; this only bounds that artifact, against a multi-megabyte text file.
+MAX_CHARS = 200_000
+PDF_MAX_PAGES = 100
+_REDIRECTS = {301, 302, 303, 307, 308}
+_METADATA_ADDRESSES = {ipaddress.ip_address("169.254.169.254"), ipaddress.ip_address("fd00:ec2::254")}
+_SHARED = ipaddress.ip_network("100.64.0.0/10")
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_TEXT_TYPES = {"application/json", "application/xml", "application/javascript", "application/x-ndjson"}
+
+
+class FetchError(Exception):
+    """A fetch we refuse or that failed; the message is for the model."""
+
+
+def url_check(url: str) -> list[str]:
+    """The addresses `url` may be fetched from, or FetchError saying why none."""
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL as error:
+        raise FetchError(f"not a valid URL: {error}") from None
+    if parsed.scheme not in ("http", "https"):
+        raise FetchError(f"refused {url}: only http and https URLs can be fetched, not {parsed.scheme or 'no'} scheme")
+    if not parsed.host:
+        raise FetchError(f"refused {url}: the URL has no host")
+    try:
+        infos = socket.getaddrinfo(parsed.host, parsed.port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as error:
+        raise FetchError(f"could not resolve host {parsed.host}: {error}") from None
+    addresses = list(dict.fromkeys(info[4][0] for info in infos))
+    if parsed.host.lower() in {host.lower() for host in settings.FETCH_ALLOWED_HOSTS}:
+        return addresses
+    for address in addresses:
+        # A name with one private address among public ones is refused whole:
+        # which address a client uses is not ours to choose.
+        reason = _non_public(ipaddress.ip_address(address.split("%")[0]))
+        if reason:
+            shown = parsed.host if parsed.host == address else f"{parsed.host}, which resolves to {address},"
+            raise FetchError(f"refused {url}: {shown} is {reason}; web_fetch only reads public internet addresses")
+    return addresses
+
+
+def _non_public(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str | None:
+    """Why `ip` is no public address, or None when it is one."""
+    if isinstance(ip, ipaddress.IPv6Address):
+        # IPv6 forms that carry an IPv4 address reach that address.
+        embedded = ip.ipv4_mapped or ip.sixtofour or (ip.teredo[1] if ip.teredo else None)
+        if embedded is None and ip in _NAT64:
+            embedded = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+        if embedded is not None:
+            reason = _non_public(embedded)
+            return f"an IPv6 form of {embedded}, {reason}" if reason else None
+    if ip in _METADATA_ADDRESSES:
+        return "the cloud metadata address"
+    checks = [
+        (ip.is_loopback, "a loopback address"),
+        (ip.is_unspecified, "the unspecified address"),
+        (ip.is_link_local, "a link-local address"),
+        (ip.is_multicast, "a multicast address"),
+        (ip.version == 4 and ip in _SHARED, "a shared (carrier-grade NAT) address"),
+        (ip.is_private, "a private address"),
+        (ip.is_reserved, "a reserved address"),
+        (not ip.is_global, "not a public address"),
+    ]
+    return next((reason for failed, reason in checks if failed), None)
+
+
+class _PinnedBackend(httpcore.SyncBackend):
+    """Connects to the addresses url_check approved, whatever host httpcore
+    asks for. TLS still gets the URL's name (httpcore passes it to start_tls
+    as server_hostname), and so does the Host header."""
+
+    def __init__(self, *, addresses: list[str]):
+        self._addresses = addresses
+
+    def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
+        refused = None
+        for address in self._addresses:
+            try:
+                return super().connect_tcp(address, port, timeout, local_address, socket_options)
+            except httpcore.ConnectError as error:
+                refused = error
+        raise refused
+
+
+class _PinnedTransport(httpx.HTTPTransport):
+    def __init__(self, *, addresses: list[str]):
+        super().__init__()
+        # httpx has no public way to give its pool a network backend; this
+        # replaces the pool it built (httpx is pinned below 1.0, and
+        # test_connects_to_the_checked_address fails if this stops working).
+        self._pool = httpcore.ConnectionPool(ssl_context=httpx.create_ssl_context(), network_backend=_PinnedBackend(addresses=addresses))
+
+
+def web_fetch(context: ToolContext, *, url: str) -> ToolResult:
+    if url.strip().lower().startswith("library://"):
+        from agents.library import library_document_fetch
+
+        return library_document_fetch(url=url)
+    try:
+        return _fetch(url=url)
+    except FetchError as error:
+        return ToolResult(success=False, content=f'<error tool="web_fetch">{escape(str(error))}</error>')
+
+
+def _fetch(*, url: str) -> ToolResult:
+    deadline = time.monotonic() + settings.FETCH_TIMEOUT
+    for _ in range(settings.FETCH_MAX_REDIRECTS + 1):
+        addresses = url_check(url)
+        # trust_env=False: through a proxy from the environment the proxy
+        # would resolve the name itself and skip the check above.
+        with httpx.Client(transport=_PinnedTransport(addresses=addresses), timeout=settings.FETCH_TIMEOUT, trust_env=False) as client:
+            try:
+                with client.stream("GET", url, headers={"User-Agent": "ArtifactFlow web_fetch"}) as response:
+                    location = response.headers.get("location")
+                    if response.status_code in _REDIRECTS and location:
+                        url = str(response.url.join(location))
+                        continue
+                    if response.status_code >= 400:
+                        raise FetchError(f"{url} answered HTTP {response.status_code} {response.reason_phrase}")
+                    body, cut = _read_capped(response, deadline=deadline)
+            except httpx.TimeoutException:
+                raise FetchError(f"{url} timed out after {settings.FETCH_TIMEOUT:g} seconds") from None
+            except httpx.HTTPError as error:
+                raise FetchError(f"could not fetch {url}: {error or type(error).__name__}") from None
+        return _page(url=url, response=response, body=body, cut=cut)
+    raise FetchError(f"too many redirects: gave up after {settings.FETCH_MAX_REDIRECTS}, at {url}")
+
+
+def _read_capped(response: httpx.Response, *, deadline: float) -> tuple[bytes, bool]:
+    """The body up to FETCH_MAX_BYTES (after decompression, so a small gzip
+    cannot inflate past it), and whether it was cut."""
+    limit = settings.FETCH_MAX_BYTES
+    chunks, size = [], 0
+    for chunk in response.iter_bytes():
+        chunks.append(chunk)
+        size += len(chunk)
+        if size >= limit:
+            return b"".join(chunks)[:limit], size > limit
+        # The read timeout is per chunk; a server dripping a byte at a time
+        # would never trip it.
+        if time.monotonic() > deadline:
+            raise httpx.ReadTimeout("the whole fetch took too long")
+    return b"".join(chunks), False
+
+
+def _page(*, url: str, response: httpx.Response, body: bytes, cut: bool) -> ToolResult:
+    content_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
+    charset = response.charset_encoding or "utf-8"
+    if content_type in ("text/html", "application/xhtml+xml"):
+        title, text = _html_text(body.decode(charset, errors="replace"), url=url)
+    elif content_type == "application/pdf":
+        title, text = _pdf_text(body, cut=cut)
+    elif content_type.startswith("text/") or content_type in _TEXT_TYPES or content_type.endswith(("+json", "+xml")):
+        title, text = "", body.decode(charset, errors="replace")
+    else:
+        raise FetchError(f"cannot read content type {content_type or 'unknown (none given)'} at {url}")
+    notes = []
+    if cut:
+        notes.append(f"The body was cut at {len(body)} bytes; the rest was not read.")
+    if len(text) > MAX_CHARS:
+        text = text[:MAX_CHARS]
+        notes.append(f"The text was cut at {MAX_CHARS} characters.")
+    truncated, note = (' truncated="true"', f"<note>{escape(' '.join(notes))}</note>") if notes else ("", "")
+    return ToolResult(
+        success=True,
+        content=(
+            f'<page url={quoteattr(url)} status="{response.status_code}" content_type={quoteattr(content_type)} '
+            f"title={quoteattr(title)}{truncated}>{note}<content>{escape(text)}</content></page>"
+        ),
+        metadata={"url": url, "status": response.status_code, "bytes": len(body)},
+    )
+
+
+def _html_text(html: str, *, url: str) -> tuple[str, str]:
+    metadata = trafilatura.extract_metadata(html)
+    title = (metadata.title if metadata else None) or ""
+    # No main text found (a link hub, an app shell): all visible text beats nothing.
+    text = trafilatura.extract(html, url=url, output_format="markdown", include_links=True, include_tables=True) or trafilatura.html2txt(html)
+    return title, text or ""
+
+
+def _pdf_text(body: bytes, *, cut: bool) -> tuple[str, str]:
+    try:
+        reader = pypdf.PdfReader(io.BytesIO(body))
+        if reader.is_encrypted and not reader.decrypt(""):
+            raise FetchError("this PDF is protected by a password")
+        title = (reader.metadata.title if reader.metadata else None) or ""
+        pages, size = [], 0
+        for page in reader.pages[:PDF_MAX_PAGES]:
+            pages.append(page.extract_text().strip())
+            size += len(pages[-1])
+            if size > MAX_CHARS:
+                break
+    except FetchError:
+        raise
+    # pypdf meets broken files with many kinds of error; all mean the same here.
+    except Exception as error:
+        hint = " (the file was cut at FETCH_MAX_BYTES)" if cut else ""
+        raise FetchError(f"could not read this PDF{hint}: {error}") from None
+    return str(title), "\n\n".join(page for page in pages if page)
+
+
+WEB_FETCH_TOOL = Tool(
+    name="web_fetch",
+    description=(
+        "Fetch one public web page, PDF or text file and read it as text (HTML becomes markdown). "
+        "Also reads team library documents by their library:// URL. Private and local addresses are refused."
+    ),
+    parameters={
+        "type": "object",
+        "properties": {"url": {"type": "string", "description": "An http(s):// or library:// URL"}},
+        "required": ["url"],
+    },
+    handler=web_fetch,
+    permission=CONFIRM,
+)

@@ -1,0 +1,263 @@
+import io
+
+import docx
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.core.management import call_command
+from django.urls import reverse
+
+from agents.library import library_document_create, library_document_fetch, library_search
+from agents.models import LibraryDocument
+from artifacts.uploads import UploadError
+from tests.factories import PASSWORD, LibraryDocumentFactory, UserFactory, pdf_bytes
+
+pytestmark = pytest.mark.django_db
+
+WAL = (
+    "SQLite write-ahead logging lets readers continue while a writer appends to the WAL file. "
+    "A checkpoint copies pages back into the database."
+)
+BATTERIES = "Solid-state batteries use a ceramic electrolyte instead of a flammable liquid one."
+RAG = "Retrieval-augmented generation puts retrieved passages into the prompt of a language model."
+
+
+@pytest.fixture
+def library(user):
+    return {
+        "wal": library_document_create(user=user, title="SQLite WAL mode", content=WAL),
+        "batteries": library_document_create(user=user, title="Solid-state batteries", content=BATTERIES),
+        "rag": library_document_create(user=user, title="Retrieval-augmented generation", content=RAG),
+    }
+
+
+# --- Creating documents --------------------------------------------------------
+
+
+def test_markdown_upload_keeps_its_text_and_the_file(user):
+    upload = SimpleUploadedFile("notes.md", b"# Notes\n\nCobalt-free cathodes.", content_type="text/markdown")
+
+    document = library_document_create(user=user, uploaded_file=upload)
+
+    assert (document.title, document.content_type) == ("notes.md", "text/markdown")
+    assert document.content == "# Notes\n\nCobalt-free cathodes."
+    assert document.uploaded_by == user
+    assert document.original_file.name.startswith("library/")
+    assert document.original_file.read() == b"# Notes\n\nCobalt-free cathodes."
+
+
+def test_text_upload_with_a_title(user):
+    upload = SimpleUploadedFile("raw.txt", b"Plain words about zeolites.")
+
+    document = library_document_create(user=user, title="Zeolites", uploaded_file=upload)
+
+    assert (document.title, document.content, document.content_type) == ("Zeolites", "Plain words about zeolites.", "text/plain")
+    assert [hit.title for hit in library_search(query="zeolites", limit=5)] == ["Zeolites"]
+
+
+def test_docx_upload_becomes_searchable_markdown(user):
+    word = docx.Document()
+    word.add_heading("Perovskite cells", level=1)
+    word.add_paragraph("Perovskite solar cells degrade in humid air.")
+    buffer = io.BytesIO()
+    word.save(buffer)
+
+    document = library_document_create(user=user, uploaded_file=SimpleUploadedFile("cells.docx", buffer.getvalue()))
+
+    assert document.content == "# Perovskite cells\n\nPerovskite solar cells degrade in humid air."
+    assert library_search(query="humid perovskite", limit=5)[0].url == document.url
+
+
+def test_pdf_upload_becomes_searchable_text(user):
+    document = library_document_create(
+        user=user, uploaded_file=SimpleUploadedFile("paper.pdf", pdf_bytes(["Graphene membranes filter seawater"]))
+    )
+
+    assert document.content_type == "text/plain"
+    assert "Graphene membranes filter seawater" in document.content
+    assert library_search(query="graphene", limit=5)[0].url == document.url
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "message"),
+    [
+        ("photo.png", b"\x89PNG\r\n\x1a\n", "no text we can read"),
+        ("empty.md", b"  \n", "contains no text"),
+        ("broken.pdf", b"%PDF-1.4 nothing", "Could not read this PDF"),
+    ],
+)
+def test_unreadable_uploads_are_refused(user, name, data, message):
+    with pytest.raises(UploadError, match=message):
+        library_document_create(user=user, uploaded_file=SimpleUploadedFile(name, data))
+    assert not LibraryDocument.objects.exists()
+
+
+def test_uploads_over_the_size_limit_are_refused(user, settings):
+    settings.ARTIFACT_UPLOAD_MAX_BYTES = 10
+
+    with pytest.raises(UploadError, match="at most"):
+        library_document_create(user=user, uploaded_file=SimpleUploadedFile("big.txt", b"x" * 11))
+
+
+# --- Searching -------------------------------------------------------------------
+
+
+def test_the_relevant_document_ranks_first_with_a_snippet(library):
+    hits = library_search(query="How does a WAL checkpoint work?", limit=5)
+
+    assert hits[0].title == "SQLite WAL mode"
+    assert hits[0].url == library["wal"].url == f"library://{library['wal'].pk}"
+    assert "checkpoint" in hits[0].snippet.lower()
+
+
+def test_words_match_their_other_forms(library):
+    # "electrolytes" finds "electrolyte": both databases stem English words.
+    assert [hit.title for hit in library_search(query="electrolytes", limit=5)] == ["Solid-state batteries"]
+
+
+def test_limit_and_no_match(library):
+    assert len(library_search(query="sqlite batteries retrieval", limit=2)) == 2
+    assert library_search(query="photosynthesis", limit=5) == []
+
+
+@pytest.mark.parametrize(
+    "query",
+    ['"', "*", "NEAR(", "-", "OR", "AND NOT", '"unclosed', "title:wal", "wal*", "(((", "^", "", "   ", "!@#$%^&*()", "NEAR(wal checkpoint, 2)"],
+)
+def test_hostile_queries_never_fail(library, query):
+    hits = library_search(query=query, limit=5)
+
+    assert isinstance(hits, list)
+
+
+def test_operators_are_words_not_syntax(library):
+    # On SQLite "NEAR(wal" would be a syntax error; here it is the word "wal".
+    assert library_search(query="NEAR(wal", limit=5)[0].title == "SQLite WAL mode"
+
+
+def test_updates_and_deletes_keep_the_index_in_sync(library):
+    document = library["batteries"]
+    document.content = "Sodium-ion cells avoid lithium entirely."
+    document.save()
+
+    assert library_search(query="ceramic", limit=5) == []
+    assert [hit.url for hit in library_search(query="sodium", limit=5)] == [document.url]
+
+    # A bulk update bypasses save(); the index follows it anyway.
+    LibraryDocument.objects.filter(pk=document.pk).update(title="Sodium batteries", content="Prussian blue cathodes.")
+    assert library_search(query="sodium", limit=5)[0].title == "Sodium batteries"
+    assert library_search(query="lithium", limit=5) == []
+
+    document.delete()
+    assert library_search(query="sodium prussian", limit=5) == []
+    assert [hit.title for hit in library_search(query="sqlite", limit=5)] == ["SQLite WAL mode"]
+
+
+# --- Fetching ----------------------------------------------------------------------
+
+
+def test_fetch_returns_the_document_escaped(user):
+    document = LibraryDocumentFactory(title='Q&A "notes"', content="a < b & c", content_type="text/plain")
+
+    result = library_document_fetch(url=document.url)
+
+    assert result.success
+    assert result.content == (
+        f'<page url="library://{document.pk}" title=\'Q&amp;A "notes"\' content_type="text/plain">'
+        "<content>a &lt; b &amp; c</content></page>"
+    )
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("library://999999", "There is no library document library://999999"),
+        ("library://99999999999999999999999", "There is no library document"),
+        ("library://", "is not a library URL"),
+        ("library://abc", "is not a library URL"),
+        ("https://example.com/", "is not a library URL"),
+    ],
+)
+def test_fetch_of_unknown_or_malformed_urls_is_a_clear_error(url, message):
+    result = library_document_fetch(url=url)
+
+    assert not result.success
+    assert result.content.startswith('<error tool="web_fetch">')
+    assert message in result.content
+
+
+# --- Admin -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def staff_client(client):
+    staff = UserFactory(is_staff=True, is_superuser=True)
+    client.login(username=staff.username, password=PASSWORD)
+    client.staff = staff
+    return client
+
+
+def test_staff_upload_through_the_admin(staff_client):
+    upload = SimpleUploadedFile("wal-notes.md", b"# WAL\n\nCheckpoints move pages home.", content_type="text/markdown")
+
+    response = staff_client.post(reverse("admin:agents_librarydocument_add"), {"original_file": upload, "title": ""})
+
+    document = LibraryDocument.objects.get()
+    assert response.status_code == 302
+    assert (document.title, document.content, document.uploaded_by) == (
+        "wal-notes.md",
+        "# WAL\n\nCheckpoints move pages home.",
+        staff_client.staff,
+    )
+    assert library_search(query="checkpoints", limit=5)[0].url == document.url
+
+
+def test_admin_shows_an_unreadable_upload_on_the_form(staff_client):
+    upload = SimpleUploadedFile("photo.png", b"\x89PNG\r\n\x1a\n")
+
+    response = staff_client.post(reverse("admin:agents_librarydocument_add"), {"original_file": upload, "title": "Photo"})
+
+    assert response.status_code == 200
+    assert "no text we can read" in response.content.decode()
+    assert not LibraryDocument.objects.exists()
+
+
+def test_staff_edit_in_the_admin_reindexes(staff_client):
+    document = LibraryDocumentFactory(title="Draft", content="Old words.")
+
+    response = staff_client.post(
+        reverse("admin:agents_librarydocument_change", args=[document.pk]),
+        {"title": "Final", "content": "Fresh vocabulary."},
+    )
+
+    assert response.status_code == 302
+    assert library_search(query="vocabulary", limit=5)[0].title == "Final"
+    assert library_search(query="old", limit=5) == []
+    assert staff_client.get(reverse("admin:agents_librarydocument_changelist"), {"q": "Final"}).status_code == 200
+
+
+def test_non_staff_get_no_admin(client, user):
+    client.login(username=user.username, password=PASSWORD)
+
+    response = client.get(reverse("admin:agents_librarydocument_add"))
+
+    assert response.status_code == 302
+    assert response.url.startswith(reverse("admin:login"))
+
+
+# --- Samples -----------------------------------------------------------------------
+
+
+def test_library_samples_loads_once(capsys):
+    call_command("library_samples")
+    titles = set(LibraryDocument.objects.values_list("title", flat=True))
+    first_output = capsys.readouterr().out
+
+    call_command("library_samples")
+    second_output = capsys.readouterr().out
+
+    assert {"Solid-state batteries", "SQLite WAL mode", "Retrieval-augmented generation (RAG)"} <= titles
+    assert LibraryDocument.objects.count() == len(titles)
+    assert first_output.count("Added ") == len(titles)
+    assert second_output.count("Already in the library: ") == len(titles)
+    assert library_search(query="What limits concurrent writers in SQLite WAL mode?", limit=3)[0].title == "SQLite WAL mode"
+    assert library_search(query="Why are solid-state batteries hard to make?", limit=3)[0].title == "Solid-state batteries"

@@ -1,0 +1,376 @@
+"""web_fetch against a real HTTP server on 127.0.0.1, and its refusals of
+every address that is not public. Names that must resolve to private
+addresses do so through a patched socket.getaddrinfo; no test sends a packet
+off this machine (the guard fixture below makes sure of it)."""
+
+import ipaddress
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from agents.tooling import CONFIRM, ToolContext
+from agents.web import WEB_FETCH_TOOL
+from tests.factories import pdf_bytes
+
+ARTICLE = """<!doctype html><html><head><title>Tides of the North Sea</title></head><body>
+<nav><a href="/">Home</a> | <a href="/about">About</a></nav>
+<article><h1>Tides of the North Sea</h1>
+<p>The North Sea has a semi-diurnal tide: two high waters a day, each about twelve hours and
+twenty-five minutes apart. Its range grows from under a metre off Norway to seven metres in the Wash.</p>
+<p>Amphidromic points, where the range is nil, sit off Denmark, Norway and the Dutch coast; the tide
+wave turns around them anticlockwise. See the <a href="https://example.org/tides">tide tables</a>.</p>
+<p>Storm surges ride on top of the tide and caused the flood of 1953, which drowned 1,836 people.</p>
+</article><footer>Copyright nobody</footer></body></html>"""
+
+
+
+
+class _Site(BaseHTTPRequestHandler):
+    def do_GET(self):
+        try:
+            self._respond()
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # web_fetch hangs up past FETCH_MAX_BYTES or its deadline
+
+    def _respond(self):
+        port = self.server.server_address[1]
+        routes = {
+            "/article": (200, "text/html; charset=utf-8", ARTICLE.encode()),
+            "/report.pdf": (200, "application/pdf", pdf_bytes(["Mean tidal range at Den Helder is 1.4 m."], title="Tide report")),
+            "/notes.txt": (200, "text/plain; charset=latin-1", "Café notes: <b>not markup</b> & more".encode("latin-1")),
+            "/blank": (200, "text/html", b"<html><head><title>Loading</title></head><body><div id=app></div></body></html>"),
+            "/data.json": (200, "application/json", b'{"tide": "high"}'),
+            "/huge.txt": (200, "text/plain", b"0123456789" * 100_000),
+            "/logo.png": (200, "image/png", b"\x89PNG\r\n\x1a\n"),
+            "/host": (200, "text/plain", self.headers["Host"].encode()),
+        }
+        redirects = {
+            "/hop/3": "/hop/2",
+            "/hop/2": f"http://127.0.0.1:{port}/hop/1",
+            "/hop/1": "/notes.txt",
+            "/loop": "/loop",
+            "/to-loopback": f"http://127.0.0.1:{port}/notes.txt",
+            "/to-private": "http://10.0.0.1/admin",
+            "/to-metadata": "http://169.254.169.254/latest/meta-data/",
+            "/to-file": "file:///etc/passwd",
+        }
+        if self.path == "/slow":
+            time.sleep(2)
+        if self.path == "/drip":
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", "30")
+            self.end_headers()
+            for _ in range(30):
+                self.wfile.write(b".")
+                self.wfile.flush()
+                time.sleep(0.1)
+            return
+        if self.path in redirects:
+            self.send_response(302)
+            self.send_header("Location", redirects[self.path])
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        status, content_type, body = routes.get(self.path, (404, "text/html", b"<h1>Not here</h1>"))
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def site():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Site)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(autouse=True)
+def stays_on_this_machine(monkeypatch):
+    """Should a refusal ever fail, the fetch it let through must not reach a
+    real private or public host: connections go to loopback addresses only,
+    never to a name (web_fetch connects to the addresses it checked)."""
+    create_connection = socket.create_connection
+
+    def loopback_only(address, *args, **kwargs):
+        try:
+            loopback = ipaddress.ip_address(address[0]).is_loopback
+        except ValueError:
+            loopback = False
+        if not loopback:
+            raise OSError(f"test guard: no connection to {address[0]}")
+        return create_connection(address, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "create_connection", loopback_only)
+
+
+@pytest.fixture
+def fake_dns(monkeypatch):
+    """Answers for made-up names; every other name resolves as usual."""
+    answers = {}
+    getaddrinfo = socket.getaddrinfo
+
+    def resolve(host, port, *args, **kwargs):
+        if host not in answers:
+            return getaddrinfo(host, port, *args, **kwargs)
+        addresses = answers[host]() if callable(answers[host]) else answers[host]
+        if not addresses:
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return [(socket.AF_INET6 if ":" in a else socket.AF_INET, socket.SOCK_STREAM, 6, "", (a, port or 0)) for a in addresses]
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolve)
+    return answers
+
+
+@pytest.fixture
+def local_allowed(settings):
+    settings.FETCH_ALLOWED_HOSTS = ["127.0.0.1"]
+    settings.FETCH_TIMEOUT = 5.0
+    return settings
+
+
+def fetch(url):
+    return WEB_FETCH_TOOL.handler(ToolContext(artifacts=None), url=url)
+
+
+def test_the_tool_asks_for_a_url_and_confirmation():
+    assert WEB_FETCH_TOOL.name == "web_fetch"
+    assert WEB_FETCH_TOOL.permission == CONFIRM
+    assert WEB_FETCH_TOOL.parameters["required"] == ["url"]
+
+
+def test_an_article_is_read_as_markdown_with_its_links(site, local_allowed):
+    result = fetch(f"{site}/article")
+
+    assert result.success, result.content
+    assert result.content.startswith(f'<page url="{site}/article" status="200" content_type="text/html" title="Tides of the North Sea"')
+    assert "semi-diurnal tide" in result.content
+    assert "[tide tables](https://example.org/tides)" in result.content
+    assert "Copyright nobody" not in result.content  # boilerplate left out
+    assert result.metadata == {"url": f"{site}/article", "status": 200, "bytes": len(ARTICLE.encode())}
+
+
+def test_a_page_without_text_is_read_as_empty(site, local_allowed):
+    # trafilatura finds no main text in an app shell and returns None.
+    result = fetch(f"{site}/blank")
+
+    assert result.success, result.content
+    assert 'title="Loading"><content></content></page>' in result.content
+
+
+def test_a_pdf_is_read_as_text(site, local_allowed):
+    result = fetch(f"{site}/report.pdf")
+
+    assert result.success, result.content
+    assert 'content_type="application/pdf" title="Tide report"' in result.content
+    assert "Mean tidal range at Den Helder is 1.4 m." in result.content
+
+
+def test_text_is_decoded_by_its_charset_and_escaped(site, local_allowed):
+    result = fetch(f"{site}/notes.txt")
+
+    assert result.success, result.content
+    assert "<content>Café notes: &lt;b&gt;not markup&lt;/b&gt; &amp; more</content>" in result.content
+
+
+def test_json_is_read_as_text(site, local_allowed):
+    result = fetch(f"{site}/data.json")
+
+    assert result.success
+    assert '<content>{"tide": "high"}</content>' in result.content
+
+
+def test_a_huge_body_is_cut_and_says_so(site, local_allowed):
+    local_allowed.FETCH_MAX_BYTES = 1000
+
+    result = fetch(f"{site}/huge.txt")
+
+    assert result.success
+    assert 'truncated="true"' in result.content
+    assert "cut at 1000 bytes" in result.content
+    assert result.metadata["bytes"] == 1000
+    assert "0123456789" * 100 + "</content>" in result.content
+
+
+def test_an_unreadable_type_is_an_error(site, local_allowed):
+    result = fetch(f"{site}/logo.png")
+
+    assert not result.success
+    assert result.content == f'<error tool="web_fetch">cannot read content type image/png at {site}/logo.png</error>'
+
+
+def test_redirects_are_followed_to_the_final_url(site, local_allowed):
+    result = fetch(f"{site}/hop/3")
+
+    assert result.success, result.content
+    assert f'url="{site}/notes.txt"' in result.content
+    assert result.metadata["url"] == f"{site}/notes.txt"
+
+
+def test_too_many_redirects_is_an_error(site, local_allowed):
+    local_allowed.FETCH_MAX_REDIRECTS = 2
+
+    assert "too many redirects: gave up after 2" in fetch(f"{site}/loop").content
+    assert fetch(f"{site}/hop/3").success is False  # three hops > 2
+    local_allowed.FETCH_MAX_REDIRECTS = 3
+    assert fetch(f"{site}/hop/3").success
+
+
+def test_http_errors_are_reported(site, local_allowed):
+    result = fetch(f"{site}/missing")
+
+    assert not result.success
+    assert f"{site}/missing answered HTTP 404 Not Found" in result.content
+
+
+def test_a_slow_server_times_out(site, local_allowed):
+    local_allowed.FETCH_TIMEOUT = 0.3
+
+    started = time.monotonic()
+    result = fetch(f"{site}/slow")
+
+    assert not result.success
+    assert "timed out after 0.3 seconds" in result.content
+    assert time.monotonic() - started < 1.5
+
+
+def test_a_dripping_server_cannot_outlast_the_timeout(site, local_allowed):
+    # Each byte comes well within the read timeout; the whole body would not.
+    local_allowed.FETCH_TIMEOUT = 0.5
+
+    started = time.monotonic()
+    result = fetch(f"{site}/drip")
+
+    assert not result.success
+    assert "timed out after 0.5 seconds" in result.content
+    assert time.monotonic() - started < 1.5
+
+
+def test_an_unreachable_host_is_reported(local_allowed):
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+
+    result = fetch(f"http://127.0.0.1:{port}/")
+
+    assert not result.success
+    assert f"could not fetch http://127.0.0.1:{port}/" in result.content
+
+
+def test_an_unknown_name_is_reported(fake_dns):
+    fake_dns["nowhere.example"] = []
+
+    result = fetch("http://nowhere.example/")
+
+    assert not result.success
+    assert "could not resolve host nowhere.example" in result.content
+
+
+@pytest.mark.parametrize(
+    "url, reason",
+    [
+        ("http://127.0.0.1/", "127.0.0.1 is a loopback address"),
+        ("http://localhost:8000/", "localhost, which resolves to 127.0.0.1, is a loopback address"),
+        ("http://2130706433/", "which resolves to 127.0.0.1, is a loopback address"),
+        ("http://10.0.0.1/", "10.0.0.1 is a private address"),
+        ("https://192.168.1.1/", "192.168.1.1 is a private address"),
+        ("http://169.254.169.254/latest/meta-data/", "169.254.169.254 is the cloud metadata address"),
+        ("http://169.254.1.1/", "169.254.1.1 is a link-local address"),
+        ("http://100.64.0.1/", "a shared (carrier-grade NAT) address"),
+        ("http://0.0.0.0/", "0.0.0.0 is the unspecified address"),
+        ("http://224.0.0.1/", "224.0.0.1 is a multicast address"),
+        ("http://[::1]/", "::1 is a loopback address"),
+        ("http://[fd00::1]/", "fd00::1 is a private address"),
+        ("http://[fe80::1]/", "fe80::1 is a link-local address"),
+        ("http://[::ffff:127.0.0.1]/", "an IPv6 form of 127.0.0.1, a loopback address"),
+        ("http://[::ffff:a00:1]/", "an IPv6 form of 10.0.0.1, a private address"),
+        ("http://[2002:a00:1::]/", "an IPv6 form of 10.0.0.1, a private address"),
+        ("http://[64:ff9b::a9fe:a9fe]/", "an IPv6 form of 169.254.169.254, the cloud metadata address"),
+    ],
+)
+def test_non_public_addresses_are_refused(url, reason):
+    result = fetch(url)
+
+    assert not result.success
+    assert result.content.startswith(f'<error tool="web_fetch">refused {url}: ')
+    assert reason in result.content
+    assert "web_fetch only reads public internet addresses" in result.content
+
+
+@pytest.mark.parametrize("url", ["ftp://example.com/file.txt", "file:///etc/passwd", "gopher://example.com/"])
+def test_other_schemes_are_refused(url):
+    result = fetch(url)
+
+    assert not result.success
+    assert "only http and https URLs can be fetched" in result.content
+
+
+def test_a_public_looking_name_with_a_private_address_is_refused(fake_dns):
+    fake_dns["intranet.example.com"] = ["10.1.2.3"]
+
+    result = fetch("https://intranet.example.com/wiki")
+
+    assert "intranet.example.com, which resolves to 10.1.2.3, is a private address" in result.content
+
+
+def test_a_name_with_one_private_address_among_public_ones_is_refused(fake_dns):
+    fake_dns["mixed.example.com"] = ["93.184.216.34", "2606:2800:220:1::1", "10.1.2.3"]
+
+    result = fetch("https://mixed.example.com/")
+
+    assert not result.success
+    assert "mixed.example.com, which resolves to 10.1.2.3, is a private address" in result.content
+
+
+@pytest.mark.parametrize(
+    "path, target",
+    [
+        ("/to-private", "refused http://10.0.0.1/admin: 10.0.0.1 is a private address"),
+        ("/to-metadata", "refused http://169.254.169.254/latest/meta-data/: 169.254.169.254 is the cloud metadata address"),
+        ("/to-file", "only http and https URLs can be fetched, not file scheme"),
+    ],
+)
+def test_a_redirect_out_of_an_allowed_host_is_checked_again(site, local_allowed, path, target):
+    result = fetch(f"{site}{path}")
+
+    assert not result.success
+    assert target in result.content
+
+
+def test_a_redirect_to_a_host_that_is_not_allowed_is_refused(site, settings):
+    # localhost is allowed by name; the redirect names 127.0.0.1, which is not.
+    settings.FETCH_ALLOWED_HOSTS = ["localhost"]
+    port = site.rsplit(":", 1)[1]
+
+    assert fetch(f"http://localhost:{port}/notes.txt").success
+    result = fetch(f"http://localhost:{port}/to-loopback")
+
+    assert not result.success
+    assert f"refused http://127.0.0.1:{port}/notes.txt: 127.0.0.1 is a loopback address" in result.content
+
+
+def test_connects_to_the_checked_address(site, settings, fake_dns):
+    """DNS rebinding: the name answers a checked address once, then nothing
+    (or somewhere else). The connection must use the first answer, while the
+    server still sees the name in the Host header."""
+    settings.FETCH_ALLOWED_HOSTS = ["rebind.example"]
+    answers = iter([["127.0.0.1"]])
+    fake_dns["rebind.example"] = lambda: next(answers, [])
+    port = site.rsplit(":", 1)[1]
+
+    result = fetch(f"http://rebind.example:{port}/host")
+
+    assert result.success, result.content
+    assert f"<content>rebind.example:{port}</content>" in result.content
