@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
+from enum import StrEnum
 from xml.sax.saxutils import escape, quoteattr
 
 from django.conf import settings
@@ -66,10 +67,21 @@ class Frame:
     summary: str = ""
 
 
+class Phase(StrEnum):
+    """Where a turn is (seed 004), kept in its checkpoint."""
+
+    LEAD_EXECUTING = "lead_executing"
+    SUBAGENT_EXECUTING = "subagent_executing"
+    TOOL_EXECUTING = "tool_executing"
+    WAITING_PERMISSION = "waiting_permission"
+    COMPLETED = "completed"
+
+
 @dataclass
 class TurnState:
     frames: list[Frame]
     steps: int = 0
+    phase: str = Phase.LEAD_EXECUTING
     # The tool call waiting for the user's answer: id, agent, tool, params,
     # expires_at, and once answered, decision.
     pending: dict | None = None
@@ -247,6 +259,7 @@ class Turn:
         )
 
     def _model_call(self, state: TurnState, frame: Frame, config: AgentConfig) -> _Reply:
+        state.phase = Phase.LEAD_EXECUTING if frame.agent == LEAD_AGENT else Phase.SUBAGENT_EXECUTING
         model = self.models.for_agent(frame.agent)
         messages = self._messages(frame, config, model)
         if compaction.needed(messages=messages, model=model):
@@ -330,6 +343,7 @@ class Turn:
         if len(state.frames) == 1:
             if not response:
                 raise ModelError("The model returned an empty answer.")
+            state.phase = Phase.COMPLETED
             return self._outcome("completed", state, response=response)
         state.frames.pop()
         lead = state.frames[-1]
@@ -355,6 +369,7 @@ class Turn:
     # --- tools -------------------------------------------------------------------
 
     def _tool_execute(self, state: TurnState, frame: Frame, tool: Tool, call: ToolCall) -> None:
+        state.phase = Phase.TOOL_EXECUTING
         started = time.monotonic()
         result = tool.handler(self.tool_context, **call.params)
         duration_ms = int((time.monotonic() - started) * 1000)
@@ -423,6 +438,7 @@ class Turn:
             "call_id": call.id,
             "expires_at": expires_at.isoformat(),
         }
+        state.phase = Phase.WAITING_PERMISSION
         self.log.emit(
             RunEvent.Type.PERMISSION_REQUEST,
             agent=frame.agent,

@@ -88,6 +88,27 @@ def test_only_the_first_of_several_calls_runs(user, scripted_model):
     assert run.status == Run.Status.COMPLETED
 
 
+def test_malformed_unknown_and_ill_formed_calls_are_errors_the_model_recovers_from(user, scripted_model):
+    scripted_model.add(
+        Text("<tool_call><name>create_artifact</name><params><id>notes</id>"),
+        Text(call("delete_everything", id="notes")),
+        Text(call("read_artifact", id="task_plan", version="latest")),
+        Text(call("create_artifact", id="notes", content="Recovered.")),
+        Text("Done."),
+    )
+
+    run = _run(user)
+
+    results = [request["messages"][-1]["content"] for request in scripted_model.requests[1:4]]
+    assert "needs the parameter(s) content" in results[0]
+    assert "no tool 'delete_everything'" in results[1]
+    assert "version" in results[2] and "whole number" in results[2]
+    assert run.status == Run.Status.COMPLETED and run.message.response == "Done."
+    assert Artifact.objects.get(artifact_id="notes").content == "Recovered."
+    failed = [event.data["success"] for event in _events(run, RunEvent.Type.TOOL_COMPLETE)]
+    assert failed == [False, False, False, True]
+
+
 def test_the_agent_is_told_when_its_tool_rounds_are_spent(user, scripted_model, monkeypatch):
     monkeypatch.setitem(config.AGENTS, config.LEAD_AGENT, dataclasses.replace(config.LEAD, max_tool_rounds=1))
     scripted_model.add(
@@ -425,7 +446,9 @@ def test_a_research_turn_plans_searches_reads_and_reports(user, scripted_model):
     run = _run(user)
     assert run.status == Run.Status.WAITING_PERMISSION
     assert run.checkpoint["turn"]["pending"]["tool"] == "web_fetch"
+    assert run.checkpoint["turn"]["phase"] == "waiting_permission"
     run = _approve(run, user)
+    assert run.checkpoint["turn"]["phase"] == "completed"
 
     assert run.status == Run.Status.COMPLETED and run.message.response == "See the report."
     search_reply = scripted_model.requests[3]["messages"][-1]["content"]
