@@ -27,6 +27,10 @@ class RunView:
     def is_active(self):
         return self.status in Run.ACTIVE_STATUSES
 
+    @property
+    def can_retry(self):
+        return self.run_id is not None and self.status in (Run.Status.FAILED, Run.Status.CANCELLED)
+
 
 def run_view_apply(view: RunView, event: RunEvent) -> None:
     data = event.data
@@ -108,3 +112,65 @@ def run_views(*, runs: list[Run]) -> dict[int, RunView]:
         # The run row is the authority on status; events only fill in progress.
         views[pk].status = run.status
     return views
+
+
+@dataclass
+class ActivityStep:
+    """One line of a run's activity: an agent starting or answering, a tool call
+    and its result, a permission question, a compaction."""
+
+    kind: str
+    agent: str
+    title: str
+    detail: str = ""
+    params: dict | None = None
+    success: bool | None = None
+    duration_ms: int | None = None
+
+
+ACTIVITY_TYPES = (
+    RunEvent.Type.AGENT_START,
+    RunEvent.Type.AGENT_COMPLETE,
+    RunEvent.Type.TOOL_START,
+    RunEvent.Type.TOOL_COMPLETE,
+    RunEvent.Type.PERMISSION_REQUEST,
+    RunEvent.Type.PERMISSION_RESULT,
+    RunEvent.Type.COMPACTION,
+    RunEvent.Type.LLM_RETRY,
+)
+
+
+def run_activity(*, run: Run) -> list[ActivityStep]:
+    """What the agents did in this run, in order, for the folded activity under
+    an answer. Tool starts and results are paired into one step."""
+    steps: list[ActivityStep] = []
+    open_calls: dict[str, ActivityStep] = {}
+    for event in run.events.filter(type__in=ACTIVITY_TYPES).order_by("seq"):
+        data = event.data
+        match event.type:
+            case RunEvent.Type.AGENT_START:
+                handed = f" (from {data['from']})" if data.get("from") else ""
+                steps.append(ActivityStep("agent", event.agent, f"{event.agent} starts{handed}", data.get("instruction", "")))
+            case RunEvent.Type.AGENT_COMPLETE if event.agent != LEAD_AGENT:
+                steps.append(ActivityStep("report", event.agent, f"{event.agent} reports back", data.get("response", "")))
+            case RunEvent.Type.TOOL_START:
+                step = ActivityStep("tool", event.agent, data.get("tool", ""), params=data.get("params") or {})
+                open_calls[event.agent] = step
+                steps.append(step)
+            case RunEvent.Type.TOOL_COMPLETE:
+                step = open_calls.pop(event.agent, None)
+                if step is None:
+                    # A call that failed to parse never started.
+                    step = ActivityStep("tool", event.agent, data.get("tool", ""), params={})
+                    steps.append(step)
+                step.detail, step.success, step.duration_ms = data.get("result", ""), data.get("success"), data.get("duration_ms")
+            case RunEvent.Type.PERMISSION_REQUEST:
+                steps.append(ActivityStep("permission", event.agent, f"asked to run {data.get('tool')}"))
+            case RunEvent.Type.PERMISSION_RESULT:
+                steps.append(ActivityStep("permission", event.agent, f"{data.get('tool')}: {data.get('decision')}"))
+            case RunEvent.Type.COMPACTION:
+                tokens = f"{data.get('tokens_before')} → {data.get('tokens_after')} estimated tokens"
+                steps.append(ActivityStep("compaction", event.agent, f"context summarised ({tokens})", data.get("summary", "")))
+            case RunEvent.Type.LLM_RETRY:
+                steps.append(ActivityStep("retry", event.agent, "the model stream broke off; asked again", data.get("reason", "")))
+    return steps

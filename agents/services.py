@@ -297,3 +297,14 @@ def run_cancel(*, run_id: int, user) -> Run:
     with _event_log(run, None) as log:
         log.emit(RunEvent.Type.ERROR, data={"message": CANCELLED, "cancelled": True, **_flush_data(FlushReport())})
     return run
+
+
+def run_retry(*, run_id: int, user) -> Run:
+    """A new run for the message of the owner's failed or cancelled run."""
+    with transaction.atomic():
+        run = _run_owned_locked(run_id=run_id, user=user)
+        if run.status not in (Run.Status.FAILED, Run.Status.CANCELLED):
+            raise RunStateError("Only a failed or cancelled turn can be tried again.")
+        if run.message.runs.filter(pk__gt=run.pk).exists():
+            raise RunStateError("This turn was tried again already.")
+        return run_create(message=run.message)

@@ -1,10 +1,10 @@
 from django.http import Http404, HttpResponse
-from django.shortcuts import redirect, render
-from django.views.decorators.http import require_POST
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_POST
 
 from conversations import selectors as conversation_selectors
 
-from . import services
+from . import selectors, services
 from .models import Run
 
 
@@ -45,3 +45,15 @@ def run_permission(request, run_id):
 @require_POST
 def run_cancel(request, run_id):
     return _acting(request, run_id, lambda: services.run_cancel(run_id=run_id, user=request.user))
+
+
+@require_POST
+def run_retry(request, run_id):
+    return _acting(request, run_id, lambda: services.run_retry(run_id=run_id, user=request.user))
+
+
+@require_GET
+def run_activity(request, run_id):
+    run = get_object_or_404(Run, pk=run_id, message__conversation__owner=request.user)
+    context = {"run": run, "steps": selectors.run_activity(run=run), "metrics": run.metrics}
+    return render(request, "agents/activity.html", context)

@@ -3,6 +3,7 @@ working copies of a running turn; versions, diffs and exports are what was
 saved (flushed) only."""
 
 import difflib
+import re
 from dataclasses import dataclass
 
 from conversations.selectors import conversation_get
@@ -12,6 +13,14 @@ from .models import Artifact, ArtifactSession, ArtifactVersion
 
 TASK_PLAN = "task_plan"
 PREVIEW_LENGTH = 200
+# A markdown checklist item: "- [ ] open" or "- [x] done".
+_CHECKBOX = re.compile(r"^\s*[-*+]\s+\[([ xX])\]", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Progress:
+    done: int
+    total: int
 
 
 @dataclass
@@ -31,6 +40,14 @@ class ArtifactView:
     def preview(self) -> str:
         text = " ".join(self.content.split())
         return text if len(text) <= PREVIEW_LENGTH else text[:PREVIEW_LENGTH] + "…"
+
+    @property
+    def progress(self) -> Progress | None:
+        """How much of the task plan's checklist is ticked."""
+        if self.artifact_id != TASK_PLAN:
+            return None
+        marks = _CHECKBOX.findall(self.content)
+        return Progress(done=sum(mark != " " for mark in marks), total=len(marks)) if marks else None
 
     @property
     def is_text(self) -> bool:

@@ -1,9 +1,9 @@
 """Read-side queries for conversations. Every query is scoped to a user."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from django.core.exceptions import ValidationError
-from django.db.models import Prefetch, prefetch_related_objects
+from django.db.models import Prefetch, Q, prefetch_related_objects
 
 from agents.models import Run
 from agents.selectors import RunView, run_views
@@ -11,8 +11,15 @@ from agents.selectors import RunView, run_views
 from .models import Conversation, Message
 
 
-def conversation_list(*, user):
-    return Conversation.objects.filter(owner=user).order_by("-updated_at")
+def conversation_list(*, user, query: str = ""):
+    """The user's conversations, newest first; with a query, those whose title
+    or any message or answer contains it."""
+    conversations = Conversation.objects.filter(owner=user)
+    query = query.strip()
+    if query:
+        matching = Message.objects.filter(Q(content__icontains=query) | Q(response__icontains=query))
+        conversations = conversations.filter(Q(title__icontains=query) | Q(pk__in=matching.values("conversation_id")))
+    return conversations.order_by("-updated_at")
 
 
 def conversation_get(*, user, conversation_id) -> Conversation | None:
@@ -51,6 +58,20 @@ class ThreadEntry:
 
     message: Message
     view: RunView
+    # The ids of the message and its siblings (same parent), oldest first.
+    siblings: list[int] = field(default_factory=list)
+
+    @property
+    def position(self) -> int:
+        return self.siblings.index(self.message.pk) + 1
+
+    @property
+    def previous_sibling(self) -> int | None:
+        return self.siblings[self.position - 2] if self.position > 1 else None
+
+    @property
+    def next_sibling(self) -> int | None:
+        return self.siblings[self.position] if self.position < len(self.siblings) else None
 
 
 def thread_entries(*, messages: list[Message]) -> list[ThreadEntry]:
@@ -60,14 +81,31 @@ def thread_entries(*, messages: list[Message]) -> list[ThreadEntry]:
     prefetch_related_objects(messages, Prefetch("runs", queryset=Run.objects.select_related("message")))
     latest = {m.pk: (list(m.runs.all()) or [None])[-1] for m in messages}
     views = run_views(runs=[run for run in latest.values() if run is not None])
+    siblings = _siblings(messages)
     return [
         ThreadEntry(
             message=m,
             # A message without a run (imported, or made by hand) shows its stored response.
             view=views[latest[m.pk].pk] if latest[m.pk] else RunView(status="", activity="", text=m.response),
+            siblings=siblings[m.parent_id],
         )
         for m in messages
     ]
+
+
+def _siblings(messages: list[Message]) -> dict[int | None, list[int]]:
+    """For each parent of these messages, its children's ids, in one query."""
+    if not messages:
+        return {}
+    parents = {m.parent_id for m in messages}
+    children = Q(parent_id__in=[p for p in parents if p is not None])
+    if None in parents:
+        children |= Q(parent__isnull=True)
+    found = {parent: [] for parent in parents}
+    rows = Message.objects.filter(children, conversation_id=messages[0].conversation_id).order_by("created_at", "id")
+    for pk, parent in rows.values_list("pk", "parent_id"):
+        found[parent].append(pk)
+    return found
 
 
 def thread_for_conversation(*, conversation: Conversation) -> list[ThreadEntry]:

@@ -3,6 +3,7 @@
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
+from agents.models import Run
 from agents.services import run_create
 from artifacts.models import ArtifactSession
 
@@ -58,3 +59,46 @@ def message_post(
         conversation.save(update_fields=["active_branch", "title", "updated_at"])
         run_create(message=message, enqueue=enqueue)
     return message
+
+
+def branch_switch(*, conversation: Conversation, message: Message) -> Message:
+    """Show the branch through `message`: it, and below it the newest reply at
+    each level. Returns the new active leaf."""
+    if message.conversation_id != conversation.pk:
+        raise ValidationError("That message belongs to another conversation.")
+    leaf = message
+    while (child := leaf.children.order_by("-created_at", "-id").first()) is not None:
+        leaf = child
+    conversation.active_branch = leaf
+    # Looking at another branch is not news: the list keeps its order.
+    Conversation.objects.filter(pk=conversation.pk).update(active_branch=leaf)
+    return leaf
+
+
+def conversation_rename(*, conversation: Conversation, title: str) -> Conversation:
+    title = " ".join(title.split())
+    if not title:
+        raise ValidationError("A conversation needs a title.")
+    if len(title) > Conversation._meta.get_field("title").max_length:
+        raise ValidationError(f"A title may have at most {Conversation._meta.get_field('title').max_length} characters.")
+    conversation.title = title
+    conversation.save(update_fields=["title", "updated_at"])
+    return conversation
+
+
+def conversation_delete(*, conversation: Conversation) -> None:
+    """Delete the conversation with its messages, runs and artifacts.
+
+    A turn a worker is running is asked to stop instead, and the delete is
+    refused until it has: the worker still writes its events and artifacts.
+    Queued and waiting turns hold no worker and go with the conversation.
+    """
+    with transaction.atomic():
+        # Locked, so no worker claims a queued turn between the check and the delete.
+        runs = Run.objects.select_for_update(of=("self",)).filter(message__conversation=conversation)
+        running = [pk for pk, status in runs.values_list("pk", "status") if status == Run.Status.RUNNING]
+        if not running:
+            conversation.delete()
+            return
+    Run.objects.filter(pk__in=running).update(cancel_requested=True)
+    raise ValidationError("A turn is still running here; it has been asked to stop. Delete again once it has.")

@@ -1,6 +1,9 @@
+from urllib.parse import urlencode
+
 from django.core.exceptions import ValidationError
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect, reswap, retarget
 
@@ -19,7 +22,8 @@ def _conversation_or_404(request, conversation_id):
 
 def _page(request, *, conversation=None, error=""):
     context = {
-        "conversations": selectors.conversation_list(user=request.user),
+        "conversations": selectors.conversation_list(user=request.user, query=request.GET.get("q", "")),
+        "query": request.GET.get("q", ""),
         "conversation": conversation,
         "entries": [],
         "error": error,
@@ -71,6 +75,61 @@ def message_create(request, conversation_id):
         services.message_post(conversation=conversation, content=request.POST.get("content", ""), parent=parent)
     except ValidationError as exc:
         return _invalid(request, exc, conversation=conversation)
+    if not request.htmx:
+        return redirect(conversation.get_absolute_url())
+    entries = selectors.thread_for_conversation(conversation=conversation)
+    return render(request, "conversations/chat.html#thread", {"entries": entries})
+
+
+@require_GET
+def conversation_search(request):
+    query = request.GET.get("q", "")
+    if not request.htmx:
+        return redirect(f"{reverse('chat')}?{urlencode({'q': query})}" if query else reverse("chat"))
+    current = selectors.conversation_get(user=request.user, conversation_id=request.GET.get("current"))
+    context = {
+        "conversations": selectors.conversation_list(user=request.user, query=query),
+        "conversation": current,
+        "query": query,
+    }
+    return render(request, "conversations/chat.html#conversation_items", context)
+
+
+@require_POST
+def conversation_rename(request, conversation_id):
+    conversation = _conversation_or_404(request, conversation_id)
+    error = ""
+    try:
+        services.conversation_rename(conversation=conversation, title=request.POST.get("title", ""))
+    except ValidationError as exc:
+        error = exc.messages[0]
+        conversation.refresh_from_db()
+    if not request.htmx:
+        return _page(request, conversation=conversation, error=error) if error else redirect(conversation.get_absolute_url())
+    context = {"conversation": conversation, "head_error": error, "oob_list": not error,
+               "conversations": selectors.conversation_list(user=request.user)}
+    return render(request, "conversations/chat.html#conversation_head", context, status=422 if error else 200)
+
+
+@require_POST
+def conversation_delete(request, conversation_id):
+    conversation = _conversation_or_404(request, conversation_id)
+    try:
+        services.conversation_delete(conversation=conversation)
+    except ValidationError as exc:
+        if not request.htmx:
+            return _page(request, conversation=conversation, error=exc.messages[0])
+        context = {"conversation": conversation, "head_error": exc.messages[0], "deleting": True}
+        return render(request, "conversations/chat.html#conversation_head", context, status=422)
+    return HttpResponseClientRedirect(reverse("chat")) if request.htmx else redirect("chat")
+
+
+@require_POST
+def branch_switch(request, conversation_id):
+    conversation = _conversation_or_404(request, conversation_id)
+    named = request.POST.get("message", "")
+    message = get_object_or_404(Message, conversation=conversation, pk=named if named.isdigit() else None)
+    services.branch_switch(conversation=conversation, message=message)
     if not request.htmx:
         return redirect(conversation.get_absolute_url())
     entries = selectors.thread_for_conversation(conversation=conversation)

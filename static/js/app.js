@@ -21,20 +21,60 @@ document.addEventListener("htmx:oobAfterSwap", followNewest);
 document.addEventListener("DOMContentLoaded", followNewest);
 
 // A websocket signal says the conversation's artifacts changed: re-fetch the
-// pane as it is shown, unless the user is in the middle of editing it.
-document.addEventListener("htmx:oobAfterSwap", (event) => {
+// pane as it is shown. The refresh yields to the user: if they asked the pane
+// for something (opened the editor, a diff, another artifact) while it was on
+// its way, or are editing, it is dropped.
+let paneRequests = 0;
+document.addEventListener("htmx:beforeRequest", (event) => {
+  if (event.detail.target && event.detail.target.id === "artifact-pane") paneRequests += 1;
+});
+document.addEventListener("htmx:oobAfterSwap", async (event) => {
   if (event.detail.target.id !== "artifacts-changed") return;
   const pane = document.getElementById("artifact-pane");
   if (!pane || pane.querySelector("form.artifact-edit")) return;
-  htmx.ajax("GET", pane.dataset.refreshUrl, {
-    target: "#artifact-pane", swap: "outerHTML", headers: { "X-Pane-Refresh": "1" },
-  });
+  const url = pane.dataset.refreshUrl;
+  const asked = paneRequests;
+  const response = await fetch(url, { headers: { "HX-Request": "true" }, credentials: "same-origin" });
+  if (!response.ok) return;
+  const html = await response.text();
+  const current = document.getElementById("artifact-pane");
+  if (!current || paneRequests !== asked || current.dataset.refreshUrl !== url || current.querySelector("form.artifact-edit")) return;
+  htmx.swap(current, html, { swapStyle: "outerHTML" });
 });
 
-// A refresh that arrives after the user opened the editor must not replace it.
-document.addEventListener("htmx:beforeSwap", (event) => {
-  const headers = (event.detail.requestConfig || {}).headers || {};
-  if (headers["X-Pane-Refresh"] && document.querySelector("#artifact-pane form.artifact-edit")) {
-    event.detail.shouldSwap = false;
-  }
+// The artifact pane folds away for room to read; the choice is remembered.
+const paneHidden = () => localStorage.getItem("artifactflow.paneHidden") === "1";
+const paneShow = () => {
+  const layout = document.querySelector(".layout.with-pane");
+  if (!layout) return;
+  layout.classList.toggle("pane-hidden", paneHidden());
+  document.querySelectorAll(".pane-toggle").forEach((button) => button.setAttribute("aria-expanded", String(!paneHidden())));
+};
+document.addEventListener("click", (event) => {
+  if (!event.target.closest(".pane-toggle")) return;
+  localStorage.setItem("artifactflow.paneHidden", paneHidden() ? "0" : "1");
+  paneShow();
+});
+document.addEventListener("DOMContentLoaded", paneShow);
+document.addEventListener("htmx:afterSettle", paneShow);
+
+// A file dropped anywhere on the pane is uploaded through the pane's form.
+document.addEventListener("dragover", (event) => {
+  const pane = event.target.closest && event.target.closest("#artifact-pane");
+  if (!pane || !event.dataTransfer.types.includes("Files")) return;
+  event.preventDefault();
+  pane.classList.add("dropping");
+});
+document.addEventListener("dragleave", (event) => {
+  const pane = event.target.closest && event.target.closest("#artifact-pane");
+  if (pane && !pane.contains(event.relatedTarget)) pane.classList.remove("dropping");
+});
+document.addEventListener("drop", (event) => {
+  const pane = event.target.closest && event.target.closest("#artifact-pane");
+  if (!pane || !event.dataTransfer.files.length) return;
+  event.preventDefault();
+  pane.classList.remove("dropping");
+  const input = pane.querySelector("#artifact-file");
+  input.files = event.dataTransfer.files;
+  input.form.requestSubmit();
 });

@@ -301,3 +301,18 @@ def _wait_for(condition, timeout=10.0):
     while not condition():
         assert time.monotonic() < deadline, "condition not met in time"
         time.sleep(0.02)
+
+
+def test_a_failed_turn_can_be_tried_again_once_by_its_owner(user, other_user):
+    message, run = _turn(user)
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.FAILED, error="boom")
+
+    with pytest.raises(Run.DoesNotExist):
+        services.run_retry(run_id=run.pk, user=other_user)
+    retried = services.run_retry(run_id=run.pk, user=user)
+
+    assert retried.message == message and retried.status == Run.Status.QUEUED
+    with pytest.raises(services.RunStateError, match="already"):
+        services.run_retry(run_id=run.pk, user=user)
+    with pytest.raises(services.RunStateError, match="failed or cancelled"):
+        services.run_retry(run_id=retried.pk, user=user)

@@ -69,3 +69,22 @@ def test_cancelling_a_waiting_run_ends_it(client, user, waiting_run):
     waiting_run.refresh_from_db()
     assert response.status_code == 302
     assert waiting_run.status == Run.Status.CANCELLED
+
+
+def test_the_activity_of_a_turn_with_its_metrics_for_its_owner_only(client, user, other_user, scripted_model):
+    long_content = "word " * 200
+    scripted_model.add(Text(call("create_artifact", id="notes", content=long_content)), Text(call("read_artifact", id="notes")), Text("Done."))
+    conversation = conversation_services.conversation_start(user=user, content="Take notes", enqueue=False)
+    run = services.run_execute(run_id=conversation.active_branch.runs.get().pk)
+    url = reverse("run-activity", args=[run.pk])
+
+    client.force_login(other_user)
+    assert client.get(url).status_code == 404
+    client.force_login(user)
+    page = client.get(url).content.decode()
+
+    assert page.count('class="step step-tool') == 2
+    assert "show more" in page
+    assert "<caption>Model use</caption>" in page and "lead_agent" in page and "2 tool calls" in page
+    detail = client.get(reverse("conversation-detail", args=[conversation.pk])).content.decode()
+    assert f'hx-get="{url}"' in detail

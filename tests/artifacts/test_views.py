@@ -78,15 +78,17 @@ def test_another_users_artifacts_are_a_404_on_every_url(signed_in, other_user):
     assert Artifact.objects.get(session=theirs.artifact_session).content == "secret v2"
 
 
-def test_the_chat_page_shows_the_pane_with_the_task_plan_first(signed_in, conversation):
-    _flushed(conversation, "report", REPORT)
-    _flushed(conversation, "task_plan", "- [x] search\n- [ ] write")
+def test_the_chat_page_pins_the_task_plan_with_its_progress(signed_in, conversation):
+    _flushed(conversation, "report", "- [x] not a plan")
+    _flushed(conversation, "task_plan", "# Plan\n- [x] search\n  * [X] nested\n- [ ] write\n\nNot [x] a box")
 
     html = signed_in.get(conversation.get_absolute_url()).content.decode()
 
     assert 'id="artifact-pane"' in html
-    assert html.index("task_plan") < html.index(">report<")
-    assert "- [x] search - [ ] write" in html  # the preview
+    pinned = html[html.index('class="pinned"') : html.index(">report<")]
+    assert "/artifacts/task_plan/" in pinned
+    assert '<progress value="2" max="3" aria-label="Task plan progress">' in html and "2 of 3 done" in html
+    assert html.count("<progress") == 1
 
 
 def test_markdown_is_sanitised_and_code_is_highlighted(signed_in, conversation):
@@ -111,6 +113,9 @@ def test_a_version_can_be_shown_and_two_compared(signed_in, conversation):
     assert '<span class="diff-del">-line two</span>' in diff
     assert '<span class="diff-add">+line 2</span>' in diff
     assert '<span class="diff-add">+line three</span>' in diff
+    # A refresh after another change keeps the user on what they look at.
+    assert f'data-refresh-url="{_url("artifact-detail", conversation, "report")}?version=1"' in old
+    assert f'data-refresh-url="{_url("artifact-diff", conversation, "report")}?from=1&amp;to=2"' in diff
     assert signed_in.get(_url("artifact-detail", conversation, "report") + "?version=9").status_code == 404
 
 

@@ -44,8 +44,8 @@ def test_the_thread_takes_a_constant_number_of_queries(depth, django_assert_num_
     conversation.active_branch = messages[-1]
     conversation.save()
     conversation.refresh_from_db()
-    # path, runs, events of unfinished runs
-    with django_assert_num_queries(3):
+    # path, runs, events of unfinished runs, siblings
+    with django_assert_num_queries(4):
         entries = selectors.thread_for_conversation(conversation=conversation)
     assert [e.view.status for e in entries] == ["completed"] * (depth - 1) + ["running"]
 
@@ -58,3 +58,31 @@ def test_conversations_are_scoped_to_their_owner(user, other_user):
     assert selectors.conversation_get(user=user, conversation_id=mine.pk) == mine
     assert selectors.conversation_get(user=other_user, conversation_id=mine.pk) is None
     assert selectors.conversation_get(user=user, conversation_id="not-a-uuid") is None
+
+
+def test_each_entry_knows_its_siblings_for_the_switcher(user):
+    conversation = ConversationFactory(owner=user)
+    first_root = MessageFactory(conversation=conversation)
+    second_root = MessageFactory(conversation=conversation)
+    child = MessageFactory(conversation=conversation, parent=second_root)
+    conversation.active_branch = child
+    conversation.save()
+
+    root_entry, child_entry = selectors.thread_for_conversation(conversation=conversation)
+
+    assert root_entry.siblings == [first_root.pk, second_root.pk]
+    assert (root_entry.position, root_entry.previous_sibling, root_entry.next_sibling) == (2, first_root.pk, None)
+    assert child_entry.siblings == [child.pk] and child_entry.next_sibling is None
+
+
+def test_search_finds_titles_questions_and_answers_of_my_conversations_only(user, other_user):
+    by_title = ConversationFactory(owner=user, title="Heat pumps in winter")
+    by_answer = ConversationFactory(owner=user, title="Other")
+    MessageFactory(conversation=by_answer, content="Tell me", response="A heat PUMP moves heat.")
+    ConversationFactory(owner=user, title="Unrelated")
+    theirs = ConversationFactory(owner=other_user, title="heat pump")
+
+    found = set(selectors.conversation_list(user=user, query="  heat pump "))
+
+    assert found == {by_title, by_answer}
+    assert theirs not in found

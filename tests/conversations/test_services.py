@@ -111,3 +111,58 @@ def test_a_rolled_back_post_enqueues_nothing(user):
         services.conversation_start(user=user, content="never")
         raise RuntimeError
     assert OrmQ.objects.count() == 0
+
+
+def test_switching_to_a_branch_shows_its_newest_leaf_without_reordering_the_list(user):
+    conversation = ConversationFactory(owner=user)
+    root = MessageFactory(conversation=conversation)
+    old = MessageFactory(conversation=conversation, parent=root)
+    old_leaf = MessageFactory(conversation=conversation, parent=old)
+    MessageFactory(conversation=conversation, parent=old, content="older reply")
+    newest_reply = MessageFactory(conversation=conversation, parent=old)
+    other = MessageFactory(conversation=conversation, parent=root)
+    conversation.active_branch = other
+    conversation.save()
+    updated_at = Conversation.objects.get(pk=conversation.pk).updated_at
+
+    leaf = services.branch_switch(conversation=conversation, message=old)
+
+    assert leaf == newest_reply != old_leaf
+    stored = Conversation.objects.get(pk=conversation.pk)
+    assert stored.active_branch == newest_reply and stored.updated_at == updated_at
+    with pytest.raises(ValidationError):
+        services.branch_switch(conversation=conversation, message=MessageFactory())
+
+
+@pytest.mark.parametrize("title, error", [("   ", "needs a title"), ("x" * 201, "at most 200")])
+def test_rename_refuses_empty_or_oversize_titles(title, error):
+    conversation = ConversationFactory(title="Kept")
+    with pytest.raises(ValidationError, match=error):
+        services.conversation_rename(conversation=conversation, title=title)
+    assert Conversation.objects.get(pk=conversation.pk).title == "Kept"
+
+
+def test_rename_tidies_the_title():
+    conversation = ConversationFactory()
+    services.conversation_rename(conversation=conversation, title="  Heat   pumps \n")
+    assert Conversation.objects.get(pk=conversation.pk).title == "Heat pumps"
+
+
+def test_delete_takes_messages_runs_and_artifacts_along(user):
+    conversation = services.conversation_start(user=user, content="Hello", enqueue=False)
+    services.conversation_delete(conversation=conversation)
+    assert not Conversation.objects.exists()
+    assert not Run.objects.exists() and not ArtifactSession.objects.exists()
+
+
+def test_delete_of_a_conversation_with_a_running_turn_stops_it_first(user):
+    conversation = services.conversation_start(user=user, content="Hello", enqueue=False)
+    Run.objects.update(status=Run.Status.RUNNING)
+
+    with pytest.raises(ValidationError, match="asked to stop"):
+        services.conversation_delete(conversation=conversation)
+
+    assert Run.objects.get().cancel_requested
+    Run.objects.update(status=Run.Status.CANCELLED)
+    services.conversation_delete(conversation=conversation)
+    assert not Conversation.objects.exists()

@@ -187,3 +187,75 @@ def test_the_demo_model_is_labelled(signed_in, user):
         model="demo",
     )
     assert "demo model</span>" in _page_for(signed_in, run.message)
+
+
+def test_search_renders_the_matching_list_and_marks_the_open_conversation(signed_in, user, other_user):
+    mine = ConversationFactory(owner=user, title="Heat pumps")
+    ConversationFactory(owner=user, title="Batteries")
+    ConversationFactory(owner=other_user, title="Heat pumps too")
+
+    response = signed_in.get(reverse("conversation-search"), {"q": "heat", "current": str(mine.pk)}, **HTMX)
+
+    page = response.content.decode()
+    assert page.count("<li>") == 1 and "Heat pumps" in page and 'aria-current="page"' in page
+    empty = signed_in.get(reverse("conversation-search"), {"q": "nothing like it"}, **HTMX).content.decode()
+    assert "No conversation matches “nothing like it”" in empty
+    assert "Batteries" not in signed_in.get(reverse("chat"), {"q": "heat"}).content.decode()
+
+
+def test_rename_updates_the_head_and_the_list(signed_in, user):
+    conversation = ConversationFactory(owner=user, title="Old")
+
+    response = signed_in.post(reverse("conversation-rename", args=[conversation.pk]), {"title": "New <b>name</b>"}, **HTMX)
+
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert "<h1>New &lt;b&gt;name&lt;/b&gt;</h1>" in page and 'id="conversation-items" hx-swap-oob="true"' in page
+    error = signed_in.post(reverse("conversation-rename", args=[conversation.pk]), {"title": " "}, **HTMX)
+    assert error.status_code == 422 and "needs a title" in error.content.decode()
+    conversation.refresh_from_db()
+    assert conversation.title == "New <b>name</b>"
+
+
+def test_delete_redirects_to_the_start_and_another_users_is_a_404(signed_in, user, other_user):
+    mine = ConversationFactory(owner=user)
+    theirs = ConversationFactory(owner=other_user)
+
+    assert signed_in.post(reverse("conversation-delete", args=[theirs.pk]), **HTMX).status_code == 404
+    assert signed_in.post(reverse("conversation-rename", args=[theirs.pk]), {"title": "mine"}, **HTMX).status_code == 404
+    response = signed_in.post(reverse("conversation-delete", args=[mine.pk]), **HTMX)
+
+    assert response.headers["HX-Redirect"] == reverse("chat")
+    assert list(Conversation.objects.all()) == [theirs]
+
+
+def test_the_thread_offers_a_switcher_and_switching_shows_the_other_branch(signed_in, user):
+    conversation = ConversationFactory(owner=user)
+    first = MessageFactory(conversation=conversation, content="First try", response="Answer one")
+    second = MessageFactory(conversation=conversation, content="Second try", response="Answer two")
+    conversation.active_branch = second
+    conversation.save()
+
+    page = signed_in.get(reverse("conversation-detail", args=[conversation.pk])).content.decode()
+    assert "2/2" in page and f'name="message" value="{first.pk}"' in page
+
+    response = signed_in.post(reverse("branch-switch", args=[conversation.pk]), {"message": first.pk}, **HTMX)
+    thread = response.content.decode()
+    assert "First try" in thread and "Second try" not in thread and "1/2" in thread
+    foreign = MessageFactory()
+    assert signed_in.post(reverse("branch-switch", args=[conversation.pk]), {"message": foreign.pk}).status_code == 404
+
+
+def test_a_failed_turn_offers_retry_which_queues_a_new_run(signed_in, user):
+    conversation = ConversationFactory(owner=user)
+    message = MessageFactory(conversation=conversation)
+    conversation.active_branch = message
+    conversation.save()
+    run = RunFactory(message=message, status=Run.Status.FAILED, error="The model answered 500.")
+
+    page = signed_in.get(reverse("conversation-detail", args=[conversation.pk])).content.decode()
+    assert reverse("run-retry", args=[run.pk]) in page
+
+    response = signed_in.post(reverse("run-retry", args=[run.pk]), **HTMX)
+    assert response.status_code == 200 and 'data-status="queued"' in response.content.decode()
+    assert message.runs.count() == 2

@@ -1,0 +1,145 @@
+"""The thread in the browser: permission prompts, cancel, branches, the
+activity fold, the conversation list and inert hostile content."""
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.agents.test_engine import call
+from tests.e2e.test_first_turn import TURN_TIMEOUT, ask, sign_in
+from tests.model_server import Text
+
+pytestmark = pytest.mark.e2e
+
+HOSTILE = (
+    "Look: <script>window.pwned = 1</script> <img src=x onerror=\"window.pwned = 2\"> "
+    "[click me](javascript:window.pwned=3) <a href=\"javascript:window.pwned=4\">raw link</a>"
+)
+
+
+def _fetch_turn(model_server, *, answer):
+    model_server.add(
+        Text(call("call_subagent", agent="crawl_agent", instruction="Read library://999")),
+        Text(call("web_fetch", url="library://999")),
+        Text("I could not read it."),
+        Text(answer),
+    )
+
+
+def _send(page, question):
+    page.locator("#composer-input").fill(question)
+    page.get_by_role("button", name="Send").click()
+
+
+def test_approve_deny_and_cancel(portal, model_server, page, screenshot):
+    _fetch_turn(model_server, answer="First done.")
+    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    ask(page, question="Read the missing document")
+
+    prompt = page.locator("form.permission")
+    expect(prompt).to_contain_text("web_fetch needs your approval", timeout=TURN_TIMEOUT)
+    expect(page.locator(".activity").last).to_contain_text("Waiting for your approval")
+    screenshot(page, name="permission")
+    prompt.get_by_role("button", name="Approve").click()
+    turns = page.locator("article.turn")
+    expect(turns.nth(0)).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
+    expect(turns.nth(0).locator(".answer")).to_have_text("First done.")
+
+    _fetch_turn(model_server, answer="Second done without it.")
+    _send(page, "Try again")
+    expect(page.locator("form.permission")).to_be_visible(timeout=TURN_TIMEOUT)
+    page.locator("form.permission").get_by_role("button", name="Deny").click()
+    expect(turns.nth(1)).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
+    turns.nth(1).locator(".activity-log summary").click()
+    expect(turns.nth(1).locator(".steps")).to_contain_text("web_fetch: deny")
+    expect(turns.nth(1).locator(".steps")).to_contain_text("crawl_agent starts (from lead_agent)")
+
+    model_server.add(Text("A long answer that keeps going " * 40, chunk_size=4, delay=0.05))
+    _send(page, "Write at length")
+    expect(turns.nth(2)).to_have_attribute("data-status", "running", timeout=TURN_TIMEOUT)
+    expect(turns.nth(2).locator(".answer")).to_contain_text("A long answer", timeout=TURN_TIMEOUT)
+    turns.nth(2).get_by_role("button", name="Cancel").click()
+    expect(turns.nth(2)).to_have_attribute("data-status", "cancelled", timeout=TURN_TIMEOUT)
+    expect(turns.nth(2).locator(".answer")).to_contain_text("A long answer")
+    expect(turns.nth(2).get_by_role("button", name="Retry")).to_be_visible()
+
+
+def test_edit_a_message_to_branch_and_switch_back_and_forth(portal, model_server, page, screenshot):
+    model_server.add(Text("Answer one."), Text("Answer two."))
+    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    ask(page, question="First wording")
+    turn = page.locator("article.turn")
+    expect(turn).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
+
+    turn.locator("details.edit summary").click()
+    turn.get_by_label("Edit your message").fill("Second wording")
+    turn.get_by_role("button", name="Send as a new branch").click()
+
+    expect(page.locator("article.turn .bubble.user")).to_have_text("Second wording")
+    expect(page.locator("article.turn .answer")).to_have_text("Answer two.", timeout=TURN_TIMEOUT)
+    expect(page.locator(".branches")).to_contain_text("2/2")
+    screenshot(page, name="branches")
+    page.get_by_role("button", name="Previous branch").click()
+    expect(page.locator("article.turn .answer")).to_have_text("Answer one.")
+    expect(page.locator(".branches")).to_contain_text("1/2")
+    page.get_by_role("button", name="Next branch").click()
+    expect(page.locator("article.turn .answer")).to_have_text("Answer two.")
+    page.reload()
+    expect(page.locator("article.turn .bubble.user")).to_have_text("Second wording")
+
+    page.get_by_role("button", name="Artifacts").click()
+    expect(page.locator("#artifact-pane")).to_be_hidden()
+    page.reload()
+    expect(page.locator("#artifact-pane")).to_be_hidden()
+    page.get_by_role("button", name="Artifacts").click()
+    expect(page.locator("#artifact-pane")).to_be_visible()
+
+
+def test_search_rename_and_delete_conversations(portal, model_server, page):
+    model_server.add(Text("Noted."), Text("Also noted."))
+    sign_in(page, base_url=portal.base_url, user=portal.users[1])
+    ask(page, question="Aardvark habitats")
+    expect(page.locator("article.turn")).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
+    page.goto(f"{portal.base_url}/")
+    ask(page, question="Zebra stripes")
+    expect(page.locator("article.turn")).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
+
+    items = page.locator("#conversation-items li")
+    page.get_by_label("Search conversations").fill("aardvark")
+    expect(items).to_have_count(1)
+    expect(items).to_have_text("Aardvark habitats")
+    page.get_by_label("Search conversations").fill("")
+    expect(items).to_have_count(2)
+
+    page.locator("details.rename summary").click()
+    page.get_by_label("Title").fill("Stripes, renamed")
+    page.get_by_role("button", name="Save").click()
+    expect(page.locator("#conversation-head h1")).to_have_text("Stripes, renamed")
+    expect(page.locator("#conversation-items")).to_contain_text("Stripes, renamed")
+
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Delete").click()
+    page.wait_for_url(f"{portal.base_url}/")
+    expect(items).to_have_count(1)
+    expect(items).to_have_text("Aardvark habitats")
+
+
+def test_hostile_answers_and_artifacts_render_inert(portal, model_server, page):
+    model_server.add(
+        Text(call("create_artifact", id="evil.md", content=HOSTILE)),
+        Text(HOSTILE),
+    )
+    dialogs = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    ask(page, question="Say something hostile")
+    expect(page.locator("article.turn")).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
+    page.locator("#artifact-pane").get_by_role("link", name="evil.md").click()
+    expect(page.locator("#artifact-pane .artifact-content")).to_contain_text("Look:")
+
+    for scope in ("article.turn .answer", "#artifact-pane .artifact-content"):
+        area = page.locator(scope)
+        expect(area).to_contain_text("click me")
+        assert area.locator("script").count() == 0
+        assert area.locator("[onerror]").count() == 0
+        assert area.locator("a[href^='javascript']").count() == 0
+    assert page.evaluate("window.pwned") is None and dialogs == []
