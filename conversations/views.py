@@ -106,8 +106,13 @@ def conversation_rename(request, conversation_id):
         conversation.refresh_from_db()
     if not request.htmx:
         return _page(request, conversation=conversation, error=error) if error else redirect(conversation.get_absolute_url())
-    context = {"conversation": conversation, "head_error": error, "oob_list": not error,
-               "conversations": selectors.conversation_list(user=request.user)}
+    context = {
+        "conversation": conversation,
+        "head_error": error,
+        # A new title shows in the list too.
+        "oob_list": not error,
+        "conversations": selectors.conversation_list(user=request.user),
+    }
     return render(request, "conversations/chat.html#conversation_head", context, status=422 if error else 200)
 
 

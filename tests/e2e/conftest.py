@@ -218,8 +218,8 @@ def new_page(browser):
     """Makes pages in fresh browser contexts (own cookies), one per user."""
     contexts = []
 
-    def make():
-        context = browser.new_context()
+    def make(**options):
+        context = browser.new_context(**options)
         context.set_default_timeout(10_000)
         contexts.append(context)
         return context.new_page()

@@ -78,3 +78,14 @@ def test_upload_edit_compare_and_export(portal, model_server, page, screenshot, 
     assert "Field notes" in texts and "Findings" in texts and "nested" in texts
     assert "third" not in texts  # version 1 was exported
     assert document.tables[0].cell(1, 0).text == "north"
+
+    dropped = page.evaluate_handle(
+        """() => {
+          const transfer = new DataTransfer();
+          transfer.items.add(new File(["# Dropped notes\\n\\nFrom the desktop."], "dropped.md", { type: "text/markdown" }));
+          return transfer;
+        }"""
+    )
+    pane.dispatch_event("drop", {"dataTransfer": dropped})
+    expect(pane.locator(".artifact-list")).to_contain_text("dropped.md")
+    expect(pane.locator(".artifact-content h1")).to_have_text("Dropped notes")

@@ -60,7 +60,10 @@ def test_approve_deny_and_cancel(portal, model_server, page, screenshot):
     turns.nth(2).get_by_role("button", name="Cancel").click()
     expect(turns.nth(2)).to_have_attribute("data-status", "cancelled", timeout=TURN_TIMEOUT)
     expect(turns.nth(2).locator(".answer")).to_contain_text("A long answer")
-    expect(turns.nth(2).get_by_role("button", name="Retry")).to_be_visible()
+    model_server.add(Text("Short this time."))
+    turns.nth(2).get_by_role("button", name="Retry").click()
+    expect(turns.nth(2)).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
+    expect(turns.nth(2).locator(".answer")).to_have_text("Short this time.")
 
 
 def test_edit_a_message_to_branch_and_switch_back_and_forth(portal, model_server, page, screenshot):
@@ -143,3 +146,26 @@ def test_hostile_answers_and_artifacts_render_inert(portal, model_server, page):
         assert area.locator("[onerror]").count() == 0
         assert area.locator("a[href^='javascript']").count() == 0
     assert page.evaluate("window.pwned") is None and dialogs == []
+
+
+def test_at_phone_width_in_dark_mode_the_page_fits_and_the_keyboard_sends(portal, model_server, new_page, screenshot):
+    page = new_page(viewport={"width": 390, "height": 844}, color_scheme="dark", has_touch=True)
+    model_server.add(Text("Two lines received."))
+    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+
+    box = page.locator("#composer-input")
+    box.fill("First line")
+    box.press("Shift+Enter")
+    box.press_sequentially("second line")
+    expect(box).to_have_value("First line\nsecond line")
+    box.press("Enter")
+    page.wait_for_url(f"{portal.base_url}/c/**")
+    expect(page.locator("article.turn .answer")).to_have_text("Two lines received.", timeout=TURN_TIMEOUT)
+    screenshot(page, name="phone-dark")
+
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    background = page.evaluate("getComputedStyle(document.body).backgroundColor")
+    assert background == "rgb(22, 24, 28)"
+    # One column: the thread is as wide as the screen, less its padding.
+    width = page.locator("#thread").bounding_box()["width"]
+    assert width >= 350, width
