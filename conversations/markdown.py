@@ -2,6 +2,7 @@
 
 import nh3
 from markdown_it import MarkdownIt
+from mdit_py_plugins.tasklists import tasklists_plugin
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import get_lexer_by_name
@@ -26,11 +27,33 @@ def _code_highlight(code: str, language: str, attrs) -> str:
 
 # js-default turns raw HTML off and refuses javascript:/data: links; nh3
 # sanitises the output again, so a renderer bug cannot reach the page.
-_md = MarkdownIt("js-default", {"highlight": _code_highlight}).enable("table").enable("strikethrough")
-# Raw HTML never gets through markdown-it, so classes can only come from the
-# highlighter; they are what the highlight stylesheet colours.
-_attributes = {**nh3.ALLOWED_ATTRIBUTES, "pre": {"class"}, "span": {"class"}}
+# The task list plugin draws "- [ ]" / "- [x]" items (task_plan) as checkboxes.
+_md = (
+    MarkdownIt("js-default", {"highlight": _code_highlight})
+    .enable("table")
+    .enable("strikethrough")
+    .use(tasklists_plugin)
+)
+# Raw HTML never gets through markdown-it, so classes and inputs can only come
+# from the highlighter and the task list plugin.
+_tags = nh3.ALLOWED_TAGS | {"input"}
+_attributes = {
+    **nh3.ALLOWED_ATTRIBUTES,
+    "pre": {"class"},
+    "span": {"class"},
+    "ul": {"class"},
+    "li": {"class"},
+    "input": {"class", "checked"},
+}
+# Whatever reaches the page as an input is a box nobody can tick.
+_forced = {"input": {"type": "checkbox", "disabled": "disabled"}}
 
 
 def markdown_render(text: str) -> str:
-    return nh3.clean(_md.render(text), attributes=_attributes, link_rel="noopener noreferrer nofollow")
+    return nh3.clean(
+        _md.render(text),
+        tags=_tags,
+        attributes=_attributes,
+        set_tag_attribute_values=_forced,
+        link_rel="noopener noreferrer nofollow",
+    )

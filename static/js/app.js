@@ -78,3 +78,33 @@ document.addEventListener("drop", (event) => {
   input.files = event.dataTransfer.files;
   input.form.requestSubmit();
 });
+
+// A turn re-rendered over the websocket keeps what the reader opened in it:
+// the activity fold (which then reloads with the newest steps) and an edit
+// being typed.
+let typing = null;
+const selfOrInside = (root, selector) => (root.matches && root.matches(selector) ? [root] : [...root.querySelectorAll(selector)]);
+document.addEventListener("htmx:oobBeforeSwap", (event) => {
+  const { target, fragment } = event.detail;
+  for (const turn of selfOrInside(target, "article.turn")) {
+    const fresh = selfOrInside(fragment, `#${CSS.escape(turn.id)}`)[0];
+    if (!fresh) continue;
+    for (const fold of turn.querySelectorAll("details[open]")) {
+      const again = fresh.querySelector(`details.${CSS.escape(fold.classList[0])}`);
+      if (again) again.open = true;
+    }
+    for (const box of turn.querySelectorAll("details[open] textarea[id]")) {
+      const again = fresh.querySelector(`#${CSS.escape(box.id)}`);
+      if (!again) continue;
+      again.value = box.value;
+      if (box === document.activeElement) typing = { id: box.id, start: box.selectionStart, end: box.selectionEnd };
+    }
+  }
+});
+document.addEventListener("htmx:oobAfterSwap", () => {
+  const box = typing && document.getElementById(typing.id);
+  if (!box) return;
+  box.focus();
+  box.setSelectionRange(typing.start, typing.end);
+  typing = null;
+});

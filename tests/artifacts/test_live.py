@@ -2,6 +2,7 @@
 the web process (this one) shows the change before it is flushed."""
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,8 @@ from tests.factories import ConversationFactory, MessageFactory, RunFactory
 pytestmark = pytest.mark.django_db(transaction=True)
 
 ROOT = Path(__file__).resolve().parents[2]
+# The rendered plan item "- [x] search": a ticked checkbox before its text.
+SEARCH_TICKED = re.compile(r'<input [^>]*checked="checked"[^>]*> search')
 WORKER = """
 import sys
 import django
@@ -64,8 +67,8 @@ def test_the_web_process_shows_what_a_worker_process_has_not_flushed(client, use
         worker.stdin.close()
         worker.wait(timeout=30)
 
-    assert "[x] search" in during and "unsaved work of the running turn" in during
+    assert SEARCH_TICKED.search(during) and "unsaved work of the running turn" in during
     Run.objects.filter(pk=run.pk).update(status=Run.Status.COMPLETED)
     after = client.get(url, HTTP_HX_REQUEST="true").content.decode()
-    assert "[x] search" in after and "unsaved work" not in after
+    assert SEARCH_TICKED.search(after) and "unsaved work" not in after
     assert list(conversation.artifact_session.artifacts.get().versions.values_list("version", flat=True)) == [1, 2]

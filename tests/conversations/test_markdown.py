@@ -19,3 +19,20 @@ def test_hostile_markup_is_inert():
     html = markdown_render('<script>alert(1)</script> <img src=x onerror=alert(1)> [x](javascript:alert(1))')
 
     assert "<script" not in html and "<img" not in html and 'href="javascript:' not in html
+
+
+def test_task_list_items_are_disabled_checkboxes():
+    html = markdown_render("- [ ] search\n- [x] read\n- plain")
+
+    open_item, done_item, plain_item = html.split("<li")[1:]
+    for item in (open_item, done_item):
+        assert '<input class="task-list-item-checkbox"' in item
+        assert 'type="checkbox"' in item and 'disabled="disabled"' in item
+    assert "checked" not in open_item.replace("-checkbox", "") and 'checked="checked"' in done_item
+    assert plain_item.startswith(">plain</li>")
+
+
+def test_inputs_can_never_be_live_form_fields():
+    html = markdown_render('<input type="text" name="password"> [ ] not an item')
+
+    assert "<input" not in html and "&lt;input" in html

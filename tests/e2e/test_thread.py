@@ -30,6 +30,12 @@ def _send(page, question):
     page.get_by_role("button", name="Send").click()
 
 
+def _wait_for_more_text(page, answer):
+    """Until the streaming answer has grown, so its turn was re-rendered."""
+    seen = len(answer.inner_text())
+    page.wait_for_function("([el, seen]) => el.innerText.length > seen", arg=[answer.element_handle(), seen], timeout=TURN_TIMEOUT)
+
+
 def test_approve_deny_and_cancel(portal, model_server, page, screenshot):
     _fetch_turn(model_server, answer="First done.")
     sign_in(page, base_url=portal.base_url, user=portal.users[0])
@@ -57,6 +63,15 @@ def test_approve_deny_and_cancel(portal, model_server, page, screenshot):
     _send(page, "Write at length")
     expect(turns.nth(2)).to_have_attribute("data-status", "running", timeout=TURN_TIMEOUT)
     expect(turns.nth(2).locator(".answer")).to_contain_text("A long answer", timeout=TURN_TIMEOUT)
+    turns.nth(2).locator(".activity-log summary").click()
+    turns.nth(2).locator(".edit summary").click()
+    draft = turns.nth(2).get_by_label("Edit your message")
+    draft.fill("A draft typed while it streams")
+    _wait_for_more_text(page, turns.nth(2).locator(".answer"))
+    expect(turns.nth(2).locator("details.activity-log")).to_have_attribute("open", "")
+    expect(turns.nth(2).locator(".activity-body")).to_be_visible()
+    expect(draft).to_have_value("A draft typed while it streams")
+    expect(draft).to_be_focused()
     turns.nth(2).get_by_role("button", name="Cancel").click()
     expect(turns.nth(2)).to_have_attribute("data-status", "cancelled", timeout=TURN_TIMEOUT)
     expect(turns.nth(2).locator(".answer")).to_contain_text("A long answer")
