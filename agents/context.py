@@ -66,10 +66,10 @@ def agent_messages(*, system: str, message, instruction: str, summary: str, inte
     latest compaction on) and the request; a subagent only its instruction.
     Then the compacted summary, if any, and this turn's tool interactions."""
     messages = [{"role": "system", "content": system}]
-    if message is not None and not summary:
-        messages += _history(message)
     if message is None:
         messages.append({"role": "user", "content": instruction})
+    elif not summary:
+        messages += _history(message)
     if summary:
         messages.append({"role": "user", "content": f"<context_summary>\n{summary}\n</context_summary>"})
     if message is not None:

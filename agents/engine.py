@@ -12,7 +12,6 @@ checkpoints after every step. A tool that needs the user's approval ends
 `turn_execute` with the state saved; a later call continues from it.
 """
 
-import json
 import time
 import uuid
 from collections.abc import Callable
@@ -31,7 +30,7 @@ from .config import AGENTS, CALL_SUBAGENT, LEAD_AGENT, SUBAGENTS, AgentConfig
 from .events import RunEventLog
 from .llm import NATIVE, AgentModels, ModelError
 from .models import RunEvent
-from .tooling import CONFIRM, Tool, ToolContext, ToolResult
+from .tooling import CONFIRM, Tool, ToolContext, ToolResult, tool_error
 from .toolcalls import OPEN_TAG, ToolCall, text_before_calls, toolcalls_from_native, toolcalls_parse
 
 # How much of a tool result the event log keeps for the page; the model gets all of it.
@@ -212,7 +211,7 @@ class Turn:
             frame.notes.append("You have used all your tool calls. Write your final answer now, without calling a tool.")
 
         if call.error:
-            self._tool_report(frame, call, ToolResult(success=False, content=_error(call.name, call.error)))
+            self._tool_report(frame, call, tool_error(tool=call.name, message=call.error))
             return None
         self.log.emit(RunEvent.Type.TOOL_START, agent=frame.agent, data={"tool": call.name, "params": call.params})
         if call.name == CALL_SUBAGENT:
@@ -263,8 +262,7 @@ class Turn:
         model = self.models.for_agent(frame.agent)
         messages = self._messages(frame, config, model)
         if compaction.needed(messages=messages, model=model):
-            self._compact(frame, config, model, messages)
-            messages = self._messages(frame, config, model)
+            messages = self._compact(frame, config, model, messages)
 
         started = time.monotonic()
         parts, reasoning, usage, tool_calls = [], [], None, []
@@ -314,22 +312,26 @@ class Turn:
         _agent_metrics_add(state, agent=frame.agent, model=model.name, reply=reply)
         return reply
 
-    def _compact(self, frame: Frame, config: AgentConfig, model, messages: list[dict]) -> None:
+    def _compact(self, frame: Frame, config: AgentConfig, model, messages: list[dict]) -> list[dict]:
+        """Summarise the agent's older context; returns the messages that replace `messages`."""
         result = compaction.compact(
             model=model, messages=messages, keep=compaction.keep_count(interactions=frame.interactions, model=model)
         )
         frame.summary = result.summary
         frame.interactions = frame.interactions[len(frame.interactions) - result.kept :] if result.kept else []
+        compacted = self._messages(frame, config, model)
         self.log.emit(
             RunEvent.Type.COMPACTION,
             agent=frame.agent,
             data={
                 "summary": result.summary,
                 "tokens_before": result.tokens_before,
-                "tokens_after": compaction.tokens_estimate(self._messages(frame, config, model)),
+                "tokens_after": compaction.tokens_estimate(compacted),
                 "message_id": self.message.pk,
             },
         )
+        return compacted
+
     def _show(self, agent: str, text: str) -> None:
         if text:
             self.log.chunk(agent=agent, content=text)
@@ -361,7 +363,7 @@ class Turn:
         if agent not in SUBAGENTS or not instruction:
             known = ", ".join(SUBAGENTS)
             problem = f"There is no subagent '{agent}'. Available: {known}." if agent not in SUBAGENTS else "The instruction is empty."
-            self._tool_report(frame, call, ToolResult(success=False, content=_error(call.name, problem)))
+            self._tool_report(frame, call, tool_error(tool=call.name, message=problem))
             return
         state.frames.append(Frame(agent=agent, instruction=instruction, call_id=call.id))
         self.log.emit(RunEvent.Type.AGENT_START, agent=agent, data={"instruction": instruction, "from": frame.agent})
@@ -464,7 +466,7 @@ class Turn:
             return
         why = "The user denied this call." if decision == DENY else "Nobody answered the request in time, so it counts as denied."
         message = f"{why} Do not retry it; continue without it or explain what you could not do."
-        self._tool_report(frame, call, ToolResult(success=False, content=_error(call.name, message)))
+        self._tool_report(frame, call, tool_error(tool=call.name, message=message))
 
     # --- the end ------------------------------------------------------------------
 
@@ -487,10 +489,6 @@ class Turn:
 def _needs_permission(tool: Tool, state: TurnState) -> bool:
     permission = settings.TOOL_PERMISSIONS.get(tool.name, tool.permission)
     return permission == CONFIRM and tool.name not in state.allowed
-
-
-def _error(tool: str, message: str) -> str:
-    return f"<error tool={quoteattr(tool)}>{escape(message)}</error>"
 
 
 def _agent_metrics_add(state: TurnState, *, agent: str, model: str, reply: _Reply) -> None:

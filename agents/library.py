@@ -18,17 +18,16 @@ from django.db import connection
 from artifacts.services import artifact_upload_check
 from artifacts.uploads import ConvertedUpload, UploadError, convert_upload
 
-from .models import LibraryDocument
-from .tooling import ToolResult
+from .models import LIBRARY_URL_PREFIX, LibraryDocument
+from .tooling import ToolResult, tool_error
 
-URL_PREFIX = "library://"
 # A question a model or person types has a handful of words; a pasted page
 # would only make the query slow.
 QUERY_MAX_TERMS = 32
 SNIPPET_WORDS = 24
 
 _WORD = re.compile(r"\w+")
-_URL = re.compile(r"library://(\d+)/?")
+_URL = re.compile(re.escape(LIBRARY_URL_PREFIX) + r"(\d+)/?")
 
 # Title matches count more than body matches. Migration 0004 indexes exactly
 # this expression; change both together.
@@ -110,7 +109,7 @@ def _sqlite_search(*, terms: list[str], limit: int) -> list[SearchHit]:
             """,
             [SNIPPET_WORDS, match, limit],
         )
-        return [SearchHit(title=title, url=f"{URL_PREFIX}{pk}", snippet=snippet) for pk, title, snippet in cursor.fetchall()]
+        return [SearchHit(title=title, url=f"{LIBRARY_URL_PREFIX}{pk}", snippet=snippet) for pk, title, snippet in cursor.fetchall()]
 
 
 def _postgres_search(*, terms: list[str], limit: int) -> list[SearchHit]:
@@ -137,10 +136,10 @@ def library_document_fetch(*, url: str) -> ToolResult:
     """A library document for web_fetch, which hands library:// URLs here."""
     match = _URL.fullmatch(url.strip())
     if match is None:
-        return _fetch_error(f"{url} is not a library URL; they look like library://12.")
+        return tool_error(tool="web_fetch", message=f"{url} is not a library URL; they look like {LIBRARY_URL_PREFIX}12.")
     document = LibraryDocument.objects.filter(pk=int(match[1])).first()
     if document is None:
-        return _fetch_error(f"There is no library document {url}; search the library for its current URL.")
+        return tool_error(tool="web_fetch", message=f"There is no library document {url}; search the library for its current URL.")
     return ToolResult(
         success=True,
         content=(
@@ -149,7 +148,3 @@ def library_document_fetch(*, url: str) -> ToolResult:
         ),
         metadata={"url": document.url, "title": document.title},
     )
-
-
-def _fetch_error(message: str) -> ToolResult:
-    return ToolResult(success=False, content=f'<error tool="web_fetch">{escape(message)}</error>')

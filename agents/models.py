@@ -3,6 +3,9 @@ from django.db import models
 
 from conversations.models import Message
 
+# Library documents are read through web_fetch under URLs like library://12.
+LIBRARY_URL_PREFIX = "library://"
+
 
 class Run(models.Model):
     """The execution of one message's turn by the agents."""
@@ -107,4 +110,4 @@ class LibraryDocument(models.Model):
 
     @property
     def url(self) -> str:
-        return f"library://{self.pk}"
+        return f"{LIBRARY_URL_PREFIX}{self.pk}"

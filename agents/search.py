@@ -11,8 +11,9 @@ import httpx
 from django.conf import settings
 
 from .library import SearchHit, library_search
-from .tooling import AUTO, Tool, ToolContext, ToolResult
+from .tooling import AUTO, Tool, ToolContext, ToolResult, tool_error
 
+WEB_SEARCH = "web_search"
 PROVIDERS = ("searxng", "tavily", "local")
 
 
@@ -35,11 +36,11 @@ def web_search(context: ToolContext, *, query: str) -> ToolResult:
     provider = search_provider()
     query = query.strip()
     if not query:
-        return _error("The query is empty; say what to search for.")
+        return tool_error(tool=WEB_SEARCH, message="The query is empty; say what to search for.")
     try:
         hits = _search(provider=provider, query=query, limit=settings.SEARCH_MAX_RESULTS)
     except SearchError as error:
-        return _error(str(error))
+        return tool_error(tool=WEB_SEARCH, message=str(error))
     results = "".join(
         f"<result><title>{escape(hit.title)}</title><url>{escape(hit.url)}</url>"
         f"<snippet>{escape(hit.snippet)}</snippet></result>"
@@ -52,10 +53,6 @@ def web_search(context: ToolContext, *, query: str) -> ToolResult:
         content=f"<search_results provider={quoteattr(provider)} query={quoteattr(query)}>{results}</search_results>",
         metadata={"provider": provider, "results": len(hits)},
     )
-
-
-def _error(message: str) -> ToolResult:
-    return ToolResult(success=False, content=f'<error tool="web_search">{escape(message)}</error>')
 
 
 def _search(*, provider: str, query: str, limit: int) -> list[SearchHit]:
@@ -134,7 +131,7 @@ def _hits(name: str, payload: dict, *, limit: int) -> list[SearchHit]:
 
 
 WEB_SEARCH_TOOL = Tool(
-    name="web_search",
+    name=WEB_SEARCH,
     description=(
         "Search for sources. Returns titles, URLs and snippets; read a result in full with web_fetch "
         "(library:// URLs are documents in the team library)."

@@ -9,6 +9,7 @@ goes into the `tool_complete` event for the page.
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+from xml.sax.saxutils import escape, quoteattr
 
 AUTO = "auto"
 CONFIRM = "confirm"
@@ -19,6 +20,11 @@ class ToolResult:
     success: bool
     content: str
     metadata: dict = field(default_factory=dict)
+
+
+def tool_error(*, tool: str, message: str) -> ToolResult:
+    """A call that failed, said so the model can correct it or tell the user."""
+    return ToolResult(success=False, content=f"<error tool={quoteattr(tool)}>{escape(message)}</error>")
 
 
 @dataclass(frozen=True)

@@ -25,12 +25,15 @@ import pypdf
 import trafilatura
 from django.conf import settings
 
-from .tooling import CONFIRM, Tool, ToolContext, ToolResult
+from .library import library_document_fetch
+from .models import LIBRARY_URL_PREFIX
+from .tooling import CONFIRM, Tool, ToolContext, ToolResult, tool_error
 
 # The engine stores a long result as an artifact for the model to page
 # through; this only bounds that artifact, against a multi-megabyte text file.
 MAX_CHARS = 200_000
 PDF_MAX_PAGES = 100
+WEB_FETCH = "web_fetch"
 _REDIRECTS = {301, 302, 303, 307, 308}
 _METADATA_ADDRESSES = {ipaddress.ip_address("169.254.169.254"), ipaddress.ip_address("fd00:ec2::254")}
 _SHARED = ipaddress.ip_network("100.64.0.0/10")
@@ -122,14 +125,12 @@ class _PinnedTransport(httpx.HTTPTransport):
 
 
 def web_fetch(context: ToolContext, *, url: str) -> ToolResult:
-    if url.strip().lower().startswith("library://"):
-        from agents.library import library_document_fetch
-
+    if url.strip().lower().startswith(LIBRARY_URL_PREFIX):
         return library_document_fetch(url=url)
     try:
         return _fetch(url=url)
     except FetchError as error:
-        return ToolResult(success=False, content=f'<error tool="web_fetch">{escape(str(error))}</error>')
+        return tool_error(tool=WEB_FETCH, message=str(error))
 
 
 def _fetch(*, url: str) -> ToolResult:
@@ -231,7 +232,7 @@ def _pdf_text(body: bytes, *, cut: bool) -> tuple[str, str]:
 
 
 WEB_FETCH_TOOL = Tool(
-    name="web_fetch",
+    name=WEB_FETCH,
     description=(
         "Fetch one public web page, PDF or text file and read it as text (HTML becomes markdown). "
         "Also reads team library documents by their library:// URL. Private and local addresses are refused."

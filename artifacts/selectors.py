@@ -42,9 +42,13 @@ class ArtifactView:
         return text if len(text) <= PREVIEW_LENGTH else text[:PREVIEW_LENGTH] + "…"
 
     @property
+    def is_task_plan(self) -> bool:
+        return self.artifact_id == TASK_PLAN
+
+    @property
     def progress(self) -> Progress | None:
         """How much of the task plan's checklist is ticked."""
-        if self.artifact_id != TASK_PLAN:
+        if not self.is_task_plan:
             return None
         marks = _CHECKBOX.findall(self.content)
         return Progress(done=sum(mark != " " for mark in marks), total=len(marks)) if marks else None
@@ -100,7 +104,7 @@ def artifact_list(*, session: ArtifactSession) -> list[ArtifactView]:
     rows = list(Artifact.objects.filter(session=session).order_by("created_at", "id"))
     views = [_view(row, working.pop(row.artifact_id, None)) for row in rows]
     views += [_working_view(w) for w in working.values()]
-    return sorted(views, key=lambda v: v.artifact_id != TASK_PLAN)
+    return sorted(views, key=lambda v: not v.is_task_plan)
 
 
 def artifact_get(*, session: ArtifactSession, artifact_id: str) -> ArtifactView | None:

@@ -66,21 +66,27 @@ def branch_switch(*, conversation: Conversation, message: Message) -> Message:
     each level. Returns the new active leaf."""
     if message.conversation_id != conversation.pk:
         raise ValidationError("That message belongs to another conversation.")
-    leaf = message
-    while (child := leaf.children.order_by("-created_at", "-id").first()) is not None:
-        leaf = child
-    conversation.active_branch = leaf
+    # The tree's shape in one query, not one query per level of a long branch.
+    newest_reply = {}
+    rows = Message.objects.filter(conversation=conversation).order_by("created_at", "id").values_list("pk", "parent_id")
+    for pk, parent_id in rows:
+        newest_reply[parent_id] = pk
+    leaf_id = message.pk
+    while leaf_id in newest_reply:
+        leaf_id = newest_reply[leaf_id]
     # Looking at another branch is not news: the list keeps its order.
-    Conversation.objects.filter(pk=conversation.pk).update(active_branch=leaf)
-    return leaf
+    Conversation.objects.filter(pk=conversation.pk).update(active_branch=leaf_id)
+    conversation.active_branch_id = leaf_id
+    return conversation.active_branch
 
 
 def conversation_rename(*, conversation: Conversation, title: str) -> Conversation:
     title = " ".join(title.split())
     if not title:
         raise ValidationError("A conversation needs a title.")
-    if len(title) > Conversation._meta.get_field("title").max_length:
-        raise ValidationError(f"A title may have at most {Conversation._meta.get_field('title').max_length} characters.")
+    max_length = Conversation._meta.get_field("title").max_length
+    if len(title) > max_length:
+        raise ValidationError(f"A title may have at most {max_length} characters.")
     conversation.title = title
     conversation.save(update_fields=["title", "updated_at"])
     return conversation

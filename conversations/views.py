@@ -21,9 +21,10 @@ def _conversation_or_404(request, conversation_id):
 
 
 def _page(request, *, conversation=None, error=""):
+    query = request.GET.get("q", "")
     context = {
-        "conversations": selectors.conversation_list(user=request.user, query=request.GET.get("q", "")),
-        "query": request.GET.get("q", ""),
+        "conversations": selectors.conversation_list(user=request.user, query=query),
+        "query": query,
         "conversation": conversation,
         "entries": [],
         "error": error,

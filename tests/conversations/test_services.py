@@ -134,6 +134,20 @@ def test_switching_to_a_branch_shows_its_newest_leaf_without_reordering_the_list
         services.branch_switch(conversation=conversation, message=MessageFactory())
 
 
+def test_switching_on_a_long_branch_takes_the_same_few_queries(user, django_assert_max_num_queries):
+    conversation = ConversationFactory(owner=user)
+    fork = MessageFactory(conversation=conversation)
+    leaf = fork
+    for _ in range(50):
+        leaf = MessageFactory(conversation=conversation, parent=leaf)
+    MessageFactory(conversation=conversation, parent=fork.parent)
+
+    with django_assert_max_num_queries(3):
+        switched = services.branch_switch(conversation=conversation, message=fork)
+
+    assert switched == leaf
+
+
 @pytest.mark.parametrize("title, error", [("   ", "needs a title"), ("x" * 201, "at most 200")])
 def test_rename_refuses_empty_or_oversize_titles(title, error):
     conversation = ConversationFactory(title="Kept")
