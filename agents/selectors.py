@@ -32,6 +32,11 @@ class RunView:
         return self.run_id is not None and self.status in (Run.Status.FAILED, Run.Status.CANCELLED)
 
 
+def run_get(*, user, run_id: int) -> Run | None:
+    """The run with this id if it answers a message of the user's, else None."""
+    return Run.objects.select_related("message__conversation").filter(pk=run_id, message__conversation__owner=user).first()
+
+
 def run_view_apply(view: RunView, event: RunEvent) -> None:
     data = event.data
     match event.type:

@@ -239,10 +239,10 @@ def permission_answer(*, run_id: int, user, request_id: str, decision: str, enqu
     """Record the owner's answer to the run's open permission request and
     enqueue the run to continue (unless the caller runs it itself). A stale or
     repeated answer is refused."""
-    if decision not in (engine.APPROVE, engine.ALWAYS, engine.DENY):
-        raise RunStateError("Answer approve, always or deny.")
     with transaction.atomic():
         run = _run_owned_locked(run_id=run_id, user=user)
+        if decision not in (engine.APPROVE, engine.ALWAYS, engine.DENY):
+            raise RunStateError("Answer approve, always or deny.")
         _pending_decide(run=run, request_id=request_id, decision=decision, enqueue=enqueue)
         if decision == engine.ALWAYS:
             message = run.message

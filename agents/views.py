@@ -1,11 +1,18 @@
 from django.http import Http404, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from conversations import selectors as conversation_selectors
 
 from . import selectors, services
 from .models import Run
+
+
+def _run_or_404(request, run_id) -> Run:
+    run = selectors.run_get(user=request.user, run_id=run_id)
+    if run is None:
+        raise Http404("No such turn.")
+    return run
 
 
 def _message_response(request, run: Run, *, error: str = "", status: int = 200) -> HttpResponse:
@@ -18,12 +25,14 @@ def _message_response(request, run: Run, *, error: str = "", status: int = 200) 
 
 
 def _acting(request, run_id, action):
+    # Whose run it is is settled before anything else, so no answer below,
+    # error or not, can be about another user's turn.
+    run = _run_or_404(request, run_id)
     try:
         run = action()
     except Run.DoesNotExist:
         raise Http404("No such turn.") from None
     except services.RunStateError as exc:
-        run = Run.objects.select_related("message__conversation").get(pk=run_id)
         return _message_response(request, run, error=str(exc), status=409)
     return _message_response(request, run)
 
@@ -54,6 +63,6 @@ def run_retry(request, run_id):
 
 @require_GET
 def run_activity(request, run_id):
-    run = get_object_or_404(Run, pk=run_id, message__conversation__owner=request.user)
+    run = _run_or_404(request, run_id)
     context = {"run": run, "steps": selectors.run_activity(run=run), "metrics": run.metrics}
     return render(request, "agents/activity.html", context)

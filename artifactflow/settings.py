@@ -6,10 +6,13 @@ and worker processes. Every value a deployment may change is an environment
 variable; secrets never come from this file.
 """
 
+import os
 import secrets
+from datetime import timedelta
 from pathlib import Path
 
 import environ
+from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -24,14 +27,22 @@ DATA_DIR.mkdir(parents=True, exist_ok=True)
 
 def _local_secret_key() -> str:
     # Kept in a file so the web process and the workers agree on it (django-q2
-    # signs task payloads with it) and sessions survive a restart.
+    # signs task payloads with it) and sessions survive a restart. Only its
+    # owner may read it.
     path = DATA_DIR / "secret_key"
     try:
-        with open(path, "x") as f:
-            f.write(secrets.token_urlsafe(50))
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
         pass
+    else:
+        with os.fdopen(descriptor, "w") as f:
+            f.write(secrets.token_urlsafe(50))
     return path.read_text().strip()
+
+
+def _secret_key_weak(key: str) -> bool:
+    # The bar Django's deployment check (security.W009) sets.
+    return len(key) < 50 or len(set(key)) < 5 or key.startswith("django-insecure-")
 
 
 SECRET_KEY = env.str("SECRET_KEY", default="")
@@ -41,9 +52,29 @@ if not SECRET_KEY:
             "SECRET_KEY is not set. Set it in the environment (DEBUG=1 generates a local one)."
         )
     SECRET_KEY = _local_secret_key()
+elif not DEBUG and _secret_key_weak(SECRET_KEY):
+    raise ImproperlyConfigured(
+        "SECRET_KEY is too weak for production: use at least 50 random characters, e.g. "
+        "python -c 'import secrets; print(secrets.token_urlsafe(50))'."
+    )
 
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+
+# --- HTTPS ----------------------------------------------------------------------
+
+# Served over HTTPS when every trusted origin is https://: TLS ends at a proxy
+# (nginx) that sets X-Forwarded-Proto, so Django knows a request was secure and
+# redirects plain HTTP instead of looping. Plain HTTP on a trusted network
+# keeps working with http:// origins.
+HTTPS = not DEBUG and bool(CSRF_TRUSTED_ORIGINS) and all(o.startswith("https://") for o in CSRF_TRUSTED_ORIGINS)
+if HTTPS:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = True
+    SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=365 * 24 * 3600)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=True)
+    SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=True)
 
 # --- Database -----------------------------------------------------------------
 
@@ -127,6 +158,8 @@ INSTALLED_APPS = [
     "django_htmx",
     "template_partials",
     "django_q",
+    "axes",
+    "csp",
     "conversations",
     "artifacts",
     "agents",
@@ -136,6 +169,7 @@ if not REDIS_URL:
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -143,9 +177,30 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "artifactflow.middleware.LoginRequiredMiddleware",
+    "artifactflow.middleware.PrivateCacheMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes requires: it turns a locked-out sign-in into its page.
+    "axes.middleware.AxesMiddleware",
 ]
+
+# Scripts, styles and images only from this origin: no inline script or
+# handler, and no remote image that a prompt-injected answer could use to
+# carry conversation text to another host (answers show images as links).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF],
+        "img-src": [SELF, "data:"],
+        "connect-src": [SELF],
+        "font-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [NONE],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    },
+}
 
 ROOT_URLCONF = "artifactflow.urls"
 ASGI_APPLICATION = "artifactflow.asgi.application"
@@ -171,6 +226,21 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+AUTHENTICATION_BACKENDS = [
+    # First, so a locked-out account is refused before its password is checked.
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+# Sign-in throttling (django-axes), on /accounts/login/ and /admin/login/ alike:
+# after this many wrong passwords in a row for one username, or from one
+# address, sign-in is refused until the lockout has passed; each further
+# attempt restarts it. A right password before the limit clears the count.
+AXES_FAILURE_LIMIT = env.int("ARTIFACTFLOW_LOGIN_FAILURE_LIMIT", default=10)
+AXES_COOLOFF_TIME = timedelta(minutes=env.int("ARTIFACTFLOW_LOGIN_LOCKOUT_MINUTES", default=15))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "chat"
 LOGOUT_REDIRECT_URL = "login"
@@ -188,15 +258,13 @@ WHITENOISE_USE_FINDERS = DEBUG
 # Uploaded files are served only through views that check their owner.
 MEDIA_ROOT = DATA_DIR / "media"
 
-SESSION_COOKIE_SECURE = env.bool("SECURE_COOKIES", default=not DEBUG and bool(CSRF_TRUSTED_ORIGINS))
-CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
-
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
-    "loggers": {"django_q": {"level": "WARNING"}},
+    # django-axes logs every failed sign-in; its lockouts are warnings.
+    "loggers": {"django_q": {"level": "WARNING"}, "axes": {"level": "WARNING"}},
 }
 
 # --- Agent turns ----------------------------------------------------------------
@@ -232,7 +300,10 @@ RUN_CHUNK_FLUSH_SECONDS = env.float("ARTIFACTFLOW_CHUNK_FLUSH_SECONDS", default=
 # --- Artifacts ------------------------------------------------------------------
 
 ARTIFACT_UPLOAD_MAX_BYTES = env.int("ARTIFACTFLOW_UPLOAD_MAX_BYTES", default=20 * 1024 * 1024)
-# Django refuses a request body this large before a view sees it.
+# A request body larger than the largest upload and its form is refused before
+# it is read (artifactflow.limits); nginx's client_max_body_size should match.
+REQUEST_BODY_MAX_BYTES = ARTIFACT_UPLOAD_MAX_BYTES + 64 * 1024
+# Django refuses form fields (not files) this large when a view reads them.
 DATA_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 

@@ -1,9 +1,18 @@
 from django.contrib import admin
+from django.contrib.auth import views as auth_views
 from django.urls import include, path
+
+# Registers the <id:…> and <artifact:…> converters the apps' URLconfs use.
+import artifactflow.ids  # noqa: F401
 
 urlpatterns = [
     path("admin/", admin.site.urls),
-    path("accounts/", include("django.contrib.auth.urls")),
+    # No password reset by e-mail: a self-hosted portal often has no mail
+    # server, and an administrator resets passwords in the admin.
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("accounts/password_change/", auth_views.PasswordChangeView.as_view(), name="password_change"),
+    path("accounts/password_change/done/", auth_views.PasswordChangeDoneView.as_view(), name="password_change_done"),
     path("runs/", include("agents.urls")),
     path("", include("conversations.urls")),
 ]

@@ -6,10 +6,13 @@ import difflib
 import re
 from dataclasses import dataclass
 
+from django.conf import settings
+
 from conversations.selectors import conversation_get
 
 from . import live
 from .models import Artifact, ArtifactSession, ArtifactVersion
+from .uploads import upload_too_large_message
 
 TASK_PLAN = "task_plan"
 PREVIEW_LENGTH = 200
@@ -153,4 +156,7 @@ def pane_context(*, session: ArtifactSession, selected: ArtifactView | None = No
         "selected": selected,
         "versions": artifact_versions(artifact=selected.saved) if selected and selected.saved else [],
         "shown_version": version,
+        # The browser refuses a file over the limit before sending it.
+        "upload_max_bytes": settings.ARTIFACT_UPLOAD_MAX_BYTES,
+        "upload_too_large": upload_too_large_message(),
     }

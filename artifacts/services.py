@@ -3,19 +3,19 @@ commit at once (seed 000: an upload is usable the moment it finishes)."""
 
 from django.conf import settings
 from django.core.files.base import ContentFile
+from django.core.validators import ProhibitNullCharactersValidator
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from . import live
 from .models import Artifact, ArtifactSession, ArtifactVersion
-from .uploads import UploadError, artifact_id_from_filename, convert_upload
+from .uploads import UploadError, artifact_id_from_filename, convert_upload, upload_too_large_message
 
 
 def artifact_upload_check(*, size: int) -> None:
     """Refuse a file above the size limit, before anyone reads it into memory."""
-    limit = settings.ARTIFACT_UPLOAD_MAX_BYTES
-    if size > limit:
-        raise UploadError(f"The file is {size / 1e6:.1f} MB; uploads may be at most {limit / 1e6:.0f} MB.")
+    if size > settings.ARTIFACT_UPLOAD_MAX_BYTES:
+        raise UploadError(upload_too_large_message())
 
 
 def artifact_upload(*, session: ArtifactSession, filename: str, data: bytes, content_type: str = "") -> Artifact:
@@ -77,6 +77,7 @@ def artifact_edit(*, artifact: Artifact, content: str, expected_lock_version: in
     edit still becomes the newer version and the other text stays in history."""
     if not artifact.is_text:
         raise ValueError("A binary file cannot be edited as text.")
+    ProhibitNullCharactersValidator()(content)
     with transaction.atomic():
         row = Artifact.objects.select_for_update().get(pk=artifact.pk)
         if row.content == content:

@@ -15,6 +15,8 @@ from typing import Literal
 
 import docx
 import pypdf
+from django.conf import settings
+from django.template.defaultfilters import filesizeformat
 from docx.table import Table
 from docx.text.paragraph import Paragraph
 
@@ -109,6 +111,12 @@ class ConvertedUpload:
     content_type: str
     title: str
     size: int  # bytes uploaded
+
+
+def upload_too_large_message() -> str:
+    """What a user is told of a file over the limit, wherever it is refused
+    (the browser, the request-body cap, the view)."""
+    return f"This file is larger than the upload limit of {filesizeformat(settings.ARTIFACT_UPLOAD_MAX_BYTES)}."
 
 
 def artifact_id_from_filename(filename: str, *, taken: Container[str]) -> str:

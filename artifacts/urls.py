@@ -2,12 +2,13 @@ from django.urls import path
 
 from . import views
 
+# Uploading is a POST to the list itself, so no route word sits beside the
+# artifact ids: an artifact may be called "upload", "diff" or anything else.
 urlpatterns = [
     path("", views.artifact_pane, name="artifact-pane"),
-    path("upload/", views.artifact_upload, name="artifact-upload"),
-    path("<str:artifact_id>/", views.artifact_detail, name="artifact-detail"),
-    path("<str:artifact_id>/diff/", views.artifact_diff, name="artifact-diff"),
-    path("<str:artifact_id>/edit/", views.artifact_edit, name="artifact-edit"),
-    path("<str:artifact_id>/export.docx", views.artifact_export_docx, name="artifact-export-docx"),
-    path("<str:artifact_id>/raw", views.artifact_raw, name="artifact-raw"),
+    path("<artifact:artifact_id>/", views.artifact_detail, name="artifact-detail"),
+    path("<artifact:artifact_id>/diff/", views.artifact_diff, name="artifact-diff"),
+    path("<artifact:artifact_id>/edit/", views.artifact_edit, name="artifact-edit"),
+    path("<artifact:artifact_id>/export.docx", views.artifact_export_docx, name="artifact-export-docx"),
+    path("<artifact:artifact_id>/raw", views.artifact_raw, name="artifact-raw"),
 ]

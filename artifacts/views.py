@@ -1,6 +1,10 @@
+from django.core.exceptions import ValidationError
 from django.http import FileResponse, Http404, HttpResponse
 from django.shortcuts import render
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.utils.http import content_disposition_header
+from django.views.decorators.http import require_GET, require_http_methods
+
+from artifactflow.ids import id_from_text
 
 from . import selectors, services
 from .export import docx_from_markdown
@@ -32,8 +36,7 @@ def _saved_or_404(session, artifact_id):
 
 
 def _version_number(request, name):
-    value = request.GET.get(name, "")
-    return int(value) if value.isdigit() else None
+    return id_from_text(request.GET.get(name, ""))
 
 
 def _pane(request, session, *, selected=None, version=None, status=200, **extra):
@@ -42,9 +45,13 @@ def _pane(request, session, *, selected=None, version=None, status=200, **extra)
     return render(request, template, context, status=status)
 
 
-@require_GET
+@require_http_methods(["GET", "POST"])
 def artifact_pane(request, conversation_id):
-    return _pane(request, _session_or_404(request, conversation_id))
+    """The pane; a POST uploads a file into it."""
+    session = _session_or_404(request, conversation_id)
+    if request.method == "POST":
+        return _upload(request, session)
+    return _pane(request, session)
 
 
 @require_GET
@@ -85,18 +92,19 @@ def artifact_edit(request, conversation_id, artifact_id):
     selected = _artifact_or_404(session, artifact_id)
     if request.method == "GET":
         return _pane(request, session, selected=selected, editing=artifact)
-    lock = request.POST.get("lock_version", "")
-    if not lock.isdigit():
+    lock = id_from_text(request.POST.get("lock_version", ""))
+    if lock is None:
         return _pane(request, session, selected=selected, editing=artifact, edit_error="The form is out of date; reload it.", status=422)
-    _, conflicted = services.artifact_edit(
-        artifact=artifact, content=request.POST.get("content", "").replace("\r\n", "\n"), expected_lock_version=int(lock)
-    )
+    try:
+        _, conflicted = services.artifact_edit(
+            artifact=artifact, content=request.POST.get("content", "").replace("\r\n", "\n"), expected_lock_version=lock
+        )
+    except ValidationError as exc:
+        return _pane(request, session, selected=selected, editing=artifact, edit_error=exc.messages[0], status=422)
     return _pane(request, session, selected=_artifact_or_404(session, artifact_id), saved_conflict=conflicted)
 
 
-@require_POST
-def artifact_upload(request, conversation_id):
-    session = _session_or_404(request, conversation_id)
+def _upload(request, session):
     upload = request.FILES.get("file")
     if upload is None:
         return _pane(request, session, upload_error="Choose a file to upload.", status=422)
@@ -124,7 +132,7 @@ def artifact_export_docx(request, conversation_id, artifact_id):
     content = version.content if version else artifact.content
     data = docx_from_markdown(markdown=content, title=artifact.title)
     response = HttpResponse(data, content_type="application/vnd.openxmlformats-officedocument.wordprocessingml.document")
-    response["Content-Disposition"] = f'attachment; filename="{_download_name(artifact, ".docx")}"'
+    response["Content-Disposition"] = content_disposition_header(True, _download_name(artifact, ".docx"))
     return response
 
 
@@ -142,6 +150,6 @@ def artifact_raw(request, conversation_id, artifact_id):
         )
     extension = ".md" if artifact.content_type == "text/markdown" else ""
     response = HttpResponse(artifact.content, content_type=f"{artifact.content_type}; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="{_download_name(artifact, extension)}"'
+    response["Content-Disposition"] = content_disposition_header(True, _download_name(artifact, extension))
     response["X-Content-Type-Options"] = "nosniff"
     return response

@@ -7,7 +7,8 @@ setup()
 import event_log  # noqa: E402
 import matching  # noqa: E402
 import message_path  # noqa: E402
+import security  # noqa: E402
 
-for benchmark in (message_path, event_log, matching):
+for benchmark in (message_path, event_log, matching, security):
     benchmark.main()
     print()

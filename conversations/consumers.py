@@ -1,5 +1,5 @@
 from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncWebsocketConsumer
+from channels.generic.websocket import AsyncWebsocketConsumer, WebsocketConsumer
 from django.template.loader import render_to_string
 
 from . import selectors
@@ -52,3 +52,10 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         if entry is None:
             return ""
         return render_to_string("conversations/chat.html#message", {"entry": entry, "oob": True})
+
+
+class NotFoundConsumer(WebsocketConsumer):
+    """Refuses a websocket on a path nothing serves."""
+
+    def connect(self):
+        self.close()

@@ -1,7 +1,10 @@
 """Markdown from users and models, rendered to HTML that is safe to show."""
 
+from urllib.parse import urlsplit
+
 import nh3
 from markdown_it import MarkdownIt
+from markdown_it.common.utils import escapeHtml
 from mdit_py_plugins.tasklists import tasklists_plugin
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
@@ -25,6 +28,21 @@ def _code_highlight(code: str, language: str, attrs) -> str:
     return f'<pre class="highlight"><code>{highlight(code, lexer, _formatter)}</code></pre>\n'
 
 
+def _image_as_link(renderer, tokens, idx, options, env) -> str:
+    """An image becomes a link to it: a page never loads an image a model
+    chose, whose address could carry the conversation to another host (the
+    Content-Security-Policy would block it too). The user may click."""
+    token = tokens[idx]
+    alt = renderer.renderInlineAsText(token.children or [], options, env)
+    src = token.attrGet("src") or ""
+    host = urlsplit(src).hostname
+    label = escapeHtml(("Image: " + alt if alt else "Image") + (f" ({host})" if host else ""))
+    # A badge inside a link stays that link's text: links cannot nest.
+    if sum({"link_open": 1, "link_close": -1}.get(t.type, 0) for t in tokens[:idx]) > 0:
+        return label
+    return f'<a class="image-link" href="{escapeHtml(src)}">{label}</a>'
+
+
 # js-default turns raw HTML off and refuses javascript:/data: links; nh3
 # sanitises the output again, so a renderer bug cannot reach the page.
 # The task list plugin draws "- [ ]" / "- [x]" items (task_plan) as checkboxes.
@@ -34,11 +52,13 @@ _md = (
     .enable("strikethrough")
     .use(tasklists_plugin)
 )
+_md.add_render_rule("image", _image_as_link)
 # Raw HTML never gets through markdown-it, so classes and inputs can only come
-# from the highlighter and the task list plugin.
-_tags = nh3.ALLOWED_TAGS | {"input"}
+# from the highlighter, the task list plugin and the image links; no <img>.
+_tags = (nh3.ALLOWED_TAGS | {"input"}) - {"img"}
 _attributes = {
     **nh3.ALLOWED_ATTRIBUTES,
+    "a": {"href", "hreflang", "class"},
     "pre": {"class"},
     "span": {"class"},
     "ul": {"class"},

@@ -7,6 +7,7 @@ from django.db.models import Prefetch, Q, prefetch_related_objects
 
 from agents.models import Run
 from agents.selectors import RunView, run_views
+from artifactflow.ids import id_from_text
 
 from .models import Conversation, Message
 
@@ -15,7 +16,8 @@ def conversation_list(*, user, query: str = ""):
     """The user's conversations, newest first; with a query, those whose title
     or any message or answer contains it."""
     conversations = Conversation.objects.filter(owner=user)
-    query = query.strip()
+    # No text in the database holds a NUL, and Postgres refuses to look for one.
+    query = query.replace("\x00", "").strip()
     if query:
         matching = Message.objects.filter(Q(content__icontains=query) | Q(response__icontains=query))
         conversations = conversations.filter(Q(title__icontains=query) | Q(pk__in=matching.values("conversation_id")))
@@ -28,6 +30,14 @@ def conversation_get(*, user, conversation_id) -> Conversation | None:
         return Conversation.objects.filter(owner=user).get(pk=conversation_id)
     except (Conversation.DoesNotExist, ValidationError, ValueError, TypeError):
         return None
+
+
+def message_get(*, conversation: Conversation, message_id) -> Message | None:
+    """The message of this conversation that `message_id` (text from a form) names, or None."""
+    pk = id_from_text(message_id)
+    if pk is None:
+        return None
+    return Message.objects.filter(conversation=conversation, pk=pk).first()
 
 
 def message_path(*, message_id: int) -> list[Message]:

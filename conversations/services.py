@@ -1,6 +1,7 @@
 """Write-side operations on conversations and their message trees."""
 
 from django.core.exceptions import ValidationError
+from django.core.validators import ProhibitNullCharactersValidator
 from django.db import transaction
 
 from agents.models import Run
@@ -44,6 +45,8 @@ def message_post(
     content = content.strip()
     if not content:
         raise ValidationError("Write a message first.")
+    # Postgres cannot store a NUL character: say so rather than fail.
+    ProhibitNullCharactersValidator()(content)
     if len(content) > MAX_MESSAGE_LENGTH:
         raise ValidationError(f"A message may have at most {MAX_MESSAGE_LENGTH} characters.")
     if parent is ACTIVE_BRANCH:
@@ -84,6 +87,7 @@ def conversation_rename(*, conversation: Conversation, title: str) -> Conversati
     title = " ".join(title.split())
     if not title:
         raise ValidationError("A conversation needs a title.")
+    ProhibitNullCharactersValidator()(title)
     max_length = Conversation._meta.get_field("title").max_length
     if len(title) > max_length:
         raise ValidationError(f"A title may have at most {max_length} characters.")

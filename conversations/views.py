@@ -2,7 +2,7 @@ from urllib.parse import urlencode
 
 from django.core.exceptions import ValidationError
 from django.http import Http404
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect, reswap, retarget
@@ -10,7 +10,13 @@ from django_htmx.http import HttpResponseClientRedirect, reswap, retarget
 from artifacts import selectors as artifact_selectors
 
 from . import selectors, services
-from .models import Message
+
+
+def _message_or_404(conversation, message_id):
+    message = selectors.message_get(conversation=conversation, message_id=message_id)
+    if message is None:
+        raise Http404("No such message.")
+    return message
 
 
 def _conversation_or_404(request, conversation_id):
@@ -71,7 +77,7 @@ def message_create(request, conversation_id):
     if named == "root":
         parent = None
     elif named:
-        parent = get_object_or_404(Message, conversation=conversation, pk=named if named.isdigit() else None)
+        parent = _message_or_404(conversation, named)
     try:
         services.message_post(conversation=conversation, content=request.POST.get("content", ""), parent=parent)
     except ValidationError as exc:
@@ -133,8 +139,7 @@ def conversation_delete(request, conversation_id):
 @require_POST
 def branch_switch(request, conversation_id):
     conversation = _conversation_or_404(request, conversation_id)
-    named = request.POST.get("message", "")
-    message = get_object_or_404(Message, conversation=conversation, pk=named if named.isdigit() else None)
+    message = _message_or_404(conversation, request.POST.get("message", ""))
     services.branch_switch(conversation=conversation, message=message)
     if not request.htmx:
         return redirect(conversation.get_absolute_url())

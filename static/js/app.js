@@ -108,3 +108,35 @@ document.addEventListener("htmx:oobAfterSwap", () => {
   box.setSelectionRange(typing.start, typing.end);
   typing = null;
 });
+
+// After a message is sent the composer empties for the next one.
+document.addEventListener("htmx:afterRequest", (event) => {
+  if (event.detail.elt.id === "composer" && event.detail.successful) event.detail.elt.reset();
+});
+
+// Choosing a version shows it at once.
+document.addEventListener("change", (event) => {
+  if (event.target.id === "version-select") event.target.form.requestSubmit();
+});
+
+// A file over the upload limit is refused before it is sent; one the server
+// refuses anyway (413 from its request-body cap) shows the server's words.
+const uploadError = (text) => {
+  const error = document.getElementById("upload-error");
+  if (!error) return;
+  error.textContent = text;
+  error.hidden = false;
+};
+const isUpload = (element) => element.matches && element.matches("form.artifact-upload");
+document.addEventListener("htmx:beforeRequest", (event) => {
+  if (!isUpload(event.detail.elt)) return;
+  const input = event.detail.elt.querySelector("#artifact-file");
+  const file = input.files[0];
+  if (file && file.size > Number(input.dataset.maxBytes)) {
+    event.preventDefault();
+    uploadError(input.dataset.tooLarge);
+  }
+});
+document.addEventListener("htmx:responseError", (event) => {
+  if (event.detail.xhr.status === 413 && isUpload(event.detail.elt)) uploadError(event.detail.xhr.responseText);
+});

@@ -1,18 +1,30 @@
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
+STRONG_KEY = "k3y-for-tests-0123456789-abcdefghijklmnopqrstuvwxyz-ABCDEFG"
+# What the README asks of a production install behind nginx with TLS.
+PRODUCTION = {
+    "DEBUG": "0",
+    "SECRET_KEY": STRONG_KEY,
+    "ALLOWED_HOSTS": "portal.example.com",
+    "CSRF_TRUSTED_ORIGINS": "https://portal.example.com",
+}
+
+
+def _run(tmp_path, *args, **env):
+    clean = {k: v for k, v in os.environ.items() if k not in {"SECRET_KEY", "DEBUG", "DATABASE_URL", "REDIS_URL"}}
+    clean.update(ARTIFACTFLOW_DATA_DIR=str(tmp_path), DJANGO_SETTINGS_MODULE="artifactflow.settings", **env)
+    return subprocess.run([sys.executable, *args], cwd=ROOT, env=clean, capture_output=True, text=True)
 
 
 def _load_settings(tmp_path, **env):
-    clean = {k: v for k, v in os.environ.items() if k not in {"SECRET_KEY", "DEBUG", "DATABASE_URL", "REDIS_URL"}}
-    clean.update(ARTIFACTFLOW_DATA_DIR=str(tmp_path), DJANGO_SETTINGS_MODULE="artifactflow.settings", **env)
-    return subprocess.run(
-        [sys.executable, "-c", "from django.conf import settings; print(settings.SECRET_KEY)"],
-        cwd=ROOT, env=clean, capture_output=True, text=True,
-    )
+    return _run(tmp_path, "-c", "from django.conf import settings; print(settings.SECRET_KEY)", **env)
 
 
 def test_production_refuses_to_start_without_a_secret_key(tmp_path):
@@ -21,15 +33,52 @@ def test_production_refuses_to_start_without_a_secret_key(tmp_path):
     assert "SECRET_KEY is not set" in result.stderr
 
 
-def test_debug_generates_one_local_key_and_keeps_it(tmp_path):
+@pytest.mark.parametrize("key", ["short", "x" * 60, "django-insecure-" + "abcdefghij" * 5])
+def test_production_refuses_a_weak_secret_key(tmp_path, key):
+    result = _load_settings(tmp_path, SECRET_KEY=key)
+    assert result.returncode != 0
+    assert "SECRET_KEY is too weak for production" in result.stderr
+
+
+def test_debug_generates_one_local_key_only_its_owner_can_read(tmp_path):
     first = _load_settings(tmp_path, DEBUG="1")
     second = _load_settings(tmp_path, DEBUG="1")
     assert first.returncode == 0, first.stderr
     assert len(first.stdout.strip()) > 40
     assert first.stdout == second.stdout
+    assert stat.S_IMODE((tmp_path / "secret_key").stat().st_mode) == 0o600
 
 
 def test_a_server_database_without_redis_is_refused(tmp_path):
-    result = _load_settings(tmp_path, SECRET_KEY="x", DATABASE_URL="postgres://u@127.0.0.1:5432/db")
+    result = _load_settings(tmp_path, SECRET_KEY=STRONG_KEY, DATABASE_URL="postgres://u@127.0.0.1:5432/db")
     assert result.returncode != 0
     assert "REDIS_URL is not set" in result.stderr
+
+
+def test_the_production_settings_pass_djangos_deployment_checks(tmp_path):
+    result = _run(tmp_path, "manage.py", "check", "--deploy", "--fail-level", "WARNING", **PRODUCTION)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "System check identified no issues (0 silenced)." in result.stdout
+
+
+def test_behind_a_tls_proxy_plain_http_is_redirected_and_https_gets_hsts(tmp_path):
+    probe = (
+        "import django; django.setup(); from django.test import Client; c = Client(); "
+        "http = c.get('/accounts/login/', HTTP_HOST='portal.example.com'); "
+        "https = c.get('/accounts/login/', HTTP_HOST='portal.example.com', HTTP_X_FORWARDED_PROTO='https'); "
+        "print(http.status_code, http['Location']); print(https.status_code, https['Strict-Transport-Security']); "
+        "print(https.cookies['csrftoken']['secure'])"
+    )
+    result = _run(tmp_path, "-c", probe, **PRODUCTION)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "301 https://portal.example.com/accounts/login/",
+        "200 max-age=31536000; includeSubDomains; preload",
+        "True",
+    ]
+
+
+def test_plain_http_origins_keep_plain_http_working(tmp_path):
+    probe = "import django; django.setup(); from django.test import Client; print(Client().get('/accounts/login/', HTTP_HOST='wiki.lan').status_code)"
+    result = _run(tmp_path, "-c", probe, **{**PRODUCTION, "ALLOWED_HOSTS": "wiki.lan", "CSRF_TRUSTED_ORIGINS": "http://wiki.lan"})
+    assert result.stdout.strip() == "200", result.stderr

@@ -71,7 +71,7 @@ def test_another_users_artifacts_are_a_404_on_every_url(signed_in, other_user):
         assert signed_in.get(url).status_code == 404, url
     posts = [
         (_url("artifact-edit", theirs, "report"), {"content": "mine now", "lock_version": "2"}),
-        (_url("artifact-upload", theirs), {"file": SimpleUploadedFile("x.md", b"x")}),
+        (_url("artifact-pane", theirs), {"file": SimpleUploadedFile("x.md", b"x")}),
     ]
     for url, data in posts:
         assert signed_in.post(url, data).status_code == 404, url
@@ -150,7 +150,7 @@ def test_an_edit_from_a_stale_form_keeps_both_texts_and_says_so(signed_in, conve
 
 
 def test_an_upload_is_saved_at_once_under_a_safe_unique_name(signed_in, conversation):
-    url = _url("artifact-upload", conversation)
+    url = _url("artifact-pane", conversation)
     signed_in.post(url, {"file": SimpleUploadedFile("../../notes.md", b"# Notes\n")}, **HTMX)
     html = signed_in.post(url, {"file": SimpleUploadedFile("notes.md", b"# Other notes\n")}, **HTMX).content.decode()
 
@@ -166,16 +166,23 @@ def test_an_upload_is_saved_at_once_under_a_safe_unique_name(signed_in, conversa
 def test_an_oversize_upload_is_refused_with_a_clear_error(signed_in, conversation, settings):
     settings.ARTIFACT_UPLOAD_MAX_BYTES = 1000
     response = signed_in.post(
-        _url("artifact-upload", conversation), {"file": SimpleUploadedFile("big.txt", b"x" * 1001)}, **HTMX
+        _url("artifact-pane", conversation), {"file": SimpleUploadedFile("big.txt", b"x" * 1001)}, **HTMX
     )
     assert response.status_code == 422
-    assert "at most" in response.content.decode()
+    assert "This file is larger than the upload limit of 1000\xa0bytes." in response.content.decode()
     assert not Artifact.objects.exists()
+
+
+def test_the_limit_is_stated_as_configured_and_told_to_the_browser(signed_in, conversation):
+    html = signed_in.get(_url("artifact-pane", conversation), **HTMX).content.decode()
+    # 20 MiB, the default, as the README states it: not "21 MB".
+    assert 'data-max-bytes="20971520"' in html
+    assert 'data-too-large="This file is larger than the upload limit of 20.0\xa0MB."' in html
 
 
 def test_a_binary_upload_is_kept_as_a_file(signed_in, conversation):
     png = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64
-    signed_in.post(_url("artifact-upload", conversation), {"file": SimpleUploadedFile("chart.png", png)}, **HTMX)
+    signed_in.post(_url("artifact-pane", conversation), {"file": SimpleUploadedFile("chart.png", png)}, **HTMX)
 
     artifact = Artifact.objects.get(artifact_id="chart.png")
     download = signed_in.get(_url("artifact-raw", conversation, "chart.png"))
@@ -222,3 +229,38 @@ def test_during_a_run_the_pane_shows_work_in_progress_but_exports_only_what_was_
     assert raw == "saved text"
     assert "brand new" in signed_in.get(_url("artifact-detail", conversation, "draft"), **HTMX).content.decode()
     assert signed_in.get(_url("artifact-export-docx", conversation, "draft")).status_code == 404
+
+
+def test_a_non_ascii_name_downloads_under_its_own_name(signed_in, conversation):
+    signed_in.post(_url("artifact-pane", conversation), {"file": SimpleUploadedFile("报告 最终.md", b"# Report\n")}, **HTMX)
+
+    raw = signed_in.get(_url("artifact-raw", conversation, "报告_最终.md"))
+    export = signed_in.get(_url("artifact-export-docx", conversation, "报告_最终.md"))
+
+    # RFC 6266: the UTF-8 name in filename*, percent-encoded.
+    assert raw["Content-Disposition"] == "attachment; filename*=utf-8''%E6%8A%A5%E5%91%8A_%E6%9C%80%E7%BB%88.md"
+    assert export["Content-Disposition"] == "attachment; filename*=utf-8''%E6%8A%A5%E5%91%8A_%E6%9C%80%E7%BB%88.md.docx"
+
+
+@pytest.mark.parametrize("name", ["upload", "diff", "edit", "raw", "export.docx"])
+def test_an_artifact_named_like_a_route_is_still_that_artifact(signed_in, conversation, name):
+    _flushed(conversation, name, f"# {name} notes\n")
+
+    detail = signed_in.get(_url("artifact-detail", conversation, name), **HTMX)
+    raw = signed_in.get(_url("artifact-raw", conversation, name))
+
+    assert detail.status_code == 200 and f"{name} notes" in detail.content.decode()
+    assert raw.content.decode() == f"# {name} notes\n"
+
+
+def test_a_file_uploaded_as_upload_keeps_its_name_and_its_page(signed_in, conversation):
+    url = _url("artifact-pane", conversation)
+    signed_in.post(url, {"file": SimpleUploadedFile("upload", b"\x00raw bytes")}, **HTMX)
+
+    artifact = Artifact.objects.get(session=conversation.artifact_session)
+    detail = signed_in.get(_url("artifact-detail", conversation, "upload"), **HTMX)
+    raw = signed_in.get(_url("artifact-raw", conversation, "upload"))
+
+    assert artifact.artifact_id == "upload"
+    assert detail.status_code == 200 and "<code>upload</code>" in detail.content.decode()
+    assert b"".join(raw.streaming_content) == b"\x00raw bytes"

@@ -1,4 +1,5 @@
 import asyncio
+import uuid
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -55,6 +56,18 @@ async def test_an_anonymous_websocket_is_refused(user):
 async def test_another_users_conversation_is_refused(user, other_user):
     conversation = await _conversation(user)
     assert not await _connects(_communicator(conversation, await _session_cookie(other_user)))
+
+
+@pytest.mark.parametrize(
+    "path", ["/ws/nothing/", "/ws/conversations/not-a-uuid/", f"/ws/conversations/{uuid.uuid4()}/", "/", "/admin/"]
+)
+async def test_a_websocket_nothing_serves_is_refused_cleanly(user, path):
+    headers = [(b"origin", b"http://localhost"), (b"cookie", await _session_cookie(user))]
+    communicator = WebsocketCommunicator(application, path, headers=headers)
+    # A server error would raise here instead of answering.
+    connected, _ = await communicator.connect()
+    await communicator.disconnect()
+    assert not connected
 
 
 async def test_a_foreign_origin_is_refused(user):

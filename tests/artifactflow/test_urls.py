@@ -1,0 +1,345 @@
+"""Every URL of the portal, tried by a signed-in attacker with the owner's ids.
+
+The URLconf is walked (`get_resolver`), so a new pattern is covered without
+editing this file. Each pattern is filled with the owner's ids, missing ids and
+malformed ones (values the URL converter accepts but the database does not),
+and requested with GET and POST, with valid, invalid and missing parameters,
+with and without HTMX. No response may be a 5xx, show the owner's text or
+conversation ids, or change the owner's rows; a URL naming another user's
+object answers exactly as one naming no object at all: 404 (or 405 for the
+wrong method). A parameter name this file cannot fill fails the test rather
+than being skipped.
+"""
+
+import itertools
+import re
+import uuid
+from dataclasses import dataclass, field
+from urllib.parse import quote
+
+import pytest
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.contenttypes.models import ContentType
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.db import transaction
+from django.db.models import Q
+from django.test import Client
+from django.urls import URLResolver, get_resolver, resolve
+from django.urls.exceptions import Resolver404
+
+from agents import services as agent_services
+from agents.models import Run, RunEvent
+from artifacts import services as artifact_services
+from artifacts.manager import ArtifactManager
+from artifacts.models import Artifact, ArtifactSession, ArtifactVersion
+from conversations import services as conversation_services
+from conversations.models import Conversation, Message
+from tests.agents.test_engine import call
+from tests.factories import MessageFactory, RunFactory
+from tests.model_server import Text
+
+pytestmark = pytest.mark.django_db
+
+# In every text of the owner's: no response to the attacker may contain it.
+MARKER = "zq7-owner-secret"
+# Part of the owner's title, which the attacker searches for.
+SEARCHED = "heat pumps"
+
+
+@dataclass(frozen=True)
+class Value:
+    text: str
+    # The id names no object of the attacker's: owner's, missing or malformed.
+    foreign: bool = True
+
+
+@dataclass
+class World:
+    owner: object
+    attacker: object
+    conversation: Conversation
+    own_conversation: Conversation
+    pending_id: str
+    message_id: int
+    lock_version: int
+    values: dict[str, list[Value]]
+    snapshot: list = field(default_factory=list)
+    # The attacker's session cookie: signed in once, every request rolls back.
+    cookie: str = ""
+
+    @property
+    def secrets(self) -> list[str]:
+        return [MARKER, str(self.conversation.pk)]
+
+
+def _owner_rows(owner) -> list:
+    """Everything of the owner's, and anything that points at it."""
+    mine = Q(conversation__owner=owner)
+    querysets = [
+        Conversation.objects.filter(owner=owner),
+        Message.objects.filter(mine | Q(parent__conversation__owner=owner)),
+        Run.objects.filter(message__conversation__owner=owner),
+        RunEvent.objects.filter(run__message__conversation__owner=owner),
+        ArtifactSession.objects.filter(mine),
+        Artifact.objects.filter(session__conversation__owner=owner),
+        ArtifactVersion.objects.filter(artifact__session__conversation__owner=owner),
+        get_user_model().objects.filter(pk=owner.pk),
+    ]
+    return [list(qs.order_by("pk").values()) for qs in querysets]
+
+
+@pytest.fixture
+def world(user, other_user, scripted_model, settings):
+    owner, attacker = user, other_user
+    question = f"How do {SEARCHED} work in winter? {MARKER}"
+    scripted_model.add(Text(f"An answer only the owner may read: {MARKER}. " * 20))
+    conversation = conversation_services.conversation_start(user=owner, content=question, enqueue=False)
+    completed = agent_services.run_execute(run_id=conversation.active_branch.runs.get().pk)
+
+    settings.TOOL_PERMISSIONS = {"create_artifact": "confirm"}
+    scripted_model.add(Text(call("create_artifact", id="draft", content=f"Pending parameters {MARKER}")))
+    waiting_message = conversation_services.message_post(conversation=conversation, content=f"Draft it {MARKER}", enqueue=False)
+    waiting = agent_services.run_execute(run_id=waiting_message.runs.get().pk)
+    waiting.refresh_from_db()
+    assert waiting.status == Run.Status.WAITING_PERMISSION
+
+    failed = RunFactory(
+        message=MessageFactory(conversation=conversation, parent=waiting_message, content=f"Fail {MARKER}"),
+        status=Run.Status.FAILED,
+        error=f"The owner's failure {MARKER}",
+    )
+    running = RunFactory(
+        message=MessageFactory(conversation=conversation, parent=None, content=f"Branch {MARKER}"),
+        status=Run.Status.RUNNING,
+    )
+
+    session = conversation.artifact_session
+    manager = ArtifactManager(session=session)
+    manager.create(artifact_id="report", content=f"# Report\n\n{MARKER} first", title=f"Report {MARKER}")
+    manager.create(artifact_id="task_plan", content=f"- [x] {MARKER}\n- [ ] write")
+    manager.flush_all()
+    manager = ArtifactManager(session=session)
+    manager.rewrite(artifact_id="report", content=f"# Report\n\n{MARKER} second")
+    manager.flush_all()
+    artifact_services.artifact_upload(session=session, filename="chart.png", data=MARKER.encode() + b"\x89PNG")
+    artifact_services.artifact_upload(session=session, filename="报告.md", data=f"# 报告 {MARKER}".encode())
+
+    own_conversation = conversation_services.conversation_start(user=attacker, content="My own question", enqueue=False)
+    run_ids = [completed.pk, waiting.pk, failed.pk, running.pk]
+    missing_run = Run.objects.order_by("-pk").values_list("pk", flat=True).first() + 1000
+    report = Artifact.objects.get(session=session, artifact_id="report")
+    result = World(
+        owner=owner,
+        attacker=attacker,
+        conversation=conversation,
+        own_conversation=own_conversation,
+        pending_id=waiting.checkpoint["turn"]["pending"]["id"],
+        message_id=waiting_message.pk,
+        lock_version=report.lock_version,
+        values={
+            "conversation_id": [
+                Value(str(conversation.pk)),
+                Value(str(uuid.uuid4())),
+                Value(str(own_conversation.pk), foreign=False),
+            ],
+            "run_id": [Value(str(pk)) for pk in run_ids] + [Value(str(missing_run)), Value("9" * 25)],
+            # Artifact ids are scoped by the conversation in the same URL.
+            "artifact_id": [
+                Value(name, foreign=False)
+                for name in ("report", "chart.png", "报告.md", "missing", "nul\x00id")
+            ],
+        },
+    )
+    result.snapshot = _owner_rows(owner)
+    client = Client()
+    client.force_login(attacker)
+    result.cookie = client.cookies[settings.SESSION_COOKIE_NAME].value
+    return result
+
+
+def _parameters(world: World, variant: str, method: str) -> dict:
+    if variant == "missing":
+        return {}
+    if variant == "valid":
+        data = {
+            "request_id": world.pending_id,
+            "decision": "approve",
+            "message": str(world.message_id),
+            "parent": str(world.message_id),
+            "content": "The attacker's text",
+            "title": "The attacker's title",
+            "lock_version": str(world.lock_version),
+            "version": "1",
+            "from": "1",
+            "to": "2",
+            "q": SEARCHED,
+            "current": str(world.conversation.pk),
+            "original": "1",
+        }
+        if method == "post":
+            data["file"] = SimpleUploadedFile("upload", b"The attacker's upload")
+        return data
+    return {
+        "request_id": "\x00",
+        "decision": "bogus",
+        "message": "²",
+        "parent": "9" * 25,
+        "content": "nul\x00",
+        "title": "\x00",
+        "lock_version": "²",
+        "version": "9" * 25,
+        "from": "-1",
+        "to": "²",
+        "q": "\x00",
+        "current": "not-a-uuid",
+        "original": "\x00",
+    }
+
+
+@dataclass(frozen=True)
+class Route:
+    # The pattern's text from the root, e.g. "c/<uuid:conversation_id>/rename/".
+    pattern: str
+    params: tuple[str, ...]
+    callback: object
+
+    @property
+    def is_admin(self) -> bool:
+        return self.pattern.startswith("admin/")
+
+
+def _routes(resolver=None, prefix="", params=()) -> list[Route]:
+    resolver = resolver or get_resolver()
+    found = []
+    for entry in resolver.url_patterns:
+        pattern = entry.pattern
+        names = tuple(getattr(pattern, "converters", None) or pattern.regex.groupindex)
+        text = prefix + str(pattern).lstrip("^").rstrip("$")
+        if isinstance(entry, URLResolver):
+            found += _routes(entry, text, params + names)
+        else:
+            found.append(Route(pattern=text, params=params + names, callback=entry.callback))
+    return found
+
+
+# "<uuid:conversation_id>" in a route, "(?P<app_label>a|b)" in a regex.
+_PARAMETER = re.compile(r"<(?:\w+:)?(\w+)>|\(\?P<(\w+)>[^)]*\)")
+
+
+def _urls(route: Route, values: dict[str, list[Value]]):
+    """(path, foreign) for every way of filling the route that resolves to its view."""
+    for combination in itertools.product(*(values[name] for name in route.params)):
+        chosen = dict(zip(route.params, combination, strict=True))
+        path = "/" + _PARAMETER.sub(lambda m: quote(chosen[m[1] or m[2]].text, safe=""), route.pattern)
+        try:
+            if resolve(path).func is not route.callback:
+                continue
+        except Resolver404:
+            # The URL converter refuses this value; the request never reaches a view.
+            continue
+        yield path, any(value.foreign for value in combination)
+
+
+def _admin_values(world: World, route: Route) -> dict[str, list[Value]]:
+    """Admin URLs name an object of the model their ModelAdmin serves."""
+    model = getattr(getattr(route.callback, "model_admin", None), "model", None)
+    owner_pk = {
+        Conversation: world.conversation.pk,
+        ArtifactSession: world.conversation.pk,
+        Message: world.message_id,
+        Run: Run.objects.filter(message__conversation=world.conversation).first().pk,
+        Artifact: Artifact.objects.filter(session__conversation=world.conversation).first().pk,
+        ArtifactVersion: ArtifactVersion.objects.filter(artifact__session__conversation=world.conversation).first().pk,
+        RunEvent: RunEvent.objects.filter(run__message__conversation=world.conversation).first().pk,
+        get_user_model(): world.owner.pk,
+    }.get(model, 1)
+    return {
+        "object_id": [Value(str(owner_pk))],
+        "app_label": [Value("conversations")],
+        "content_type_id": [Value(str(ContentType.objects.get_for_model(Conversation).pk))],
+        "url": [Value(f"conversations/conversation/{world.conversation.pk}/change/")],
+        "id": [Value(str(world.owner.pk))],
+    }
+
+
+def _body(response) -> str:
+    content = b"".join(response.streaming_content) if response.streaming else response.content
+    return content.decode(errors="replace")
+
+
+# Each parameter variant once, HTMX and not among them.
+VARIANTS = [("valid", True), ("invalid", False), ("valid", False), ("missing", True)]
+
+
+class _Undo(Exception):
+    """Rolls back what one request did, so the next starts from the same rows."""
+
+
+def _probe(world: World, *, method: str, path: str, variant: str, htmx: bool, foreign: bool, admin: bool) -> list[str]:
+    data = _parameters(world, variant, method)
+    label = f"{method.upper()} {path!r} {variant}{' htmx' if htmx else ''}"
+    headers = {"HTTP_HX_REQUEST": "true"} if htmx else {}
+    client = Client()
+    client.cookies[settings.SESSION_COOKIE_NAME] = world.cookie
+    problems = []
+    try:
+        with transaction.atomic():
+            try:
+                response = getattr(client, method)(path, data, **headers)
+            except Exception as exc:  # the test client re-raises what the view raised: a 500
+                problems.append(f"{label}: raised {exc!r}")
+                raise _Undo from None
+            text = _body(response) + "".join(f"{k}: {v}\n" for k, v in response.items())
+            asked = path + repr(data)
+            for secret in world.secrets:
+                if secret in text and quote(secret, safe="") not in asked and secret not in asked:
+                    problems.append(f"{label}: {response.status_code} shows {secret!r}")
+            if response.status_code >= 500:
+                problems.append(f"{label}: {response.status_code}")
+            if admin:
+                # Every admin view sends a user who is not staff to the admin's login (or index).
+                away = response.status_code == 302 and response["Location"].split("?")[0] in ("/admin/login/", "/admin/")
+                if not (away or 'id="login-form"' in text):
+                    problems.append(f"{label}: a non-staff user got {response.status_code} from the admin")
+            elif foreign and response.status_code not in (404, 405):
+                problems.append(f"{label}: {response.status_code}, not 404")
+            if _owner_rows(world.owner) != world.snapshot:
+                problems.append(f"{label}: changed the owner's rows")
+            raise _Undo
+    except _Undo:
+        pass
+    return problems
+
+
+def _walk(world: World, routes: list[Route], *, admin: bool) -> list[str]:
+    problems = []
+    for route in routes:
+        values = {**world.values, **(_admin_values(world, route) if admin else {})}
+        unknown = [name for name in route.params if name not in values]
+        if unknown:
+            problems.append(f"{route.pattern}: no values for {unknown}; add them to the world fixture")
+            continue
+        variants = VARIANTS[:2] if admin else VARIANTS
+        for path, foreign in _urls(route, values):
+            for method, (variant, htmx) in itertools.product(("get", "post"), variants):
+                problems += _probe(world, method=method, path=path, variant=variant, htmx=htmx, foreign=foreign, admin=admin)
+    return problems
+
+
+def _report(problems: list[str]) -> str:
+    return f"{len(problems)} problems:\n" + "\n".join(problems[:60])
+
+
+def test_no_portal_url_gives_another_user_anything(world):
+    routes = [route for route in _routes() if not route.is_admin]
+    assert len(routes) > 10
+    problems = _walk(world, routes, admin=False)
+    assert not problems, _report(problems)
+
+
+def test_no_admin_url_opens_for_a_user_who_is_not_staff(world):
+    routes = [route for route in _routes() if route.is_admin]
+    assert len(routes) > 50
+    problems = _walk(world, routes, admin=True)
+    assert not problems, _report(problems)
