@@ -23,13 +23,27 @@ document.addEventListener("DOMContentLoaded", followNewest);
 // A websocket signal says the conversation's artifacts changed: re-fetch the
 // pane as it is shown. The refresh yields to the user: if they asked the pane
 // for something (opened the editor, a diff, another artifact) while it was on
-// its way, or are editing, it is dropped.
+// its way, or are editing, it is dropped. A refresh that brings nothing new
+// leaves the pane alone, so it never swaps the page under a click for nothing.
 let paneRequests = 0;
 document.addEventListener("htmx:beforeRequest", (event) => {
   if (event.detail.target && event.detail.target.id === "artifact-pane") paneRequests += 1;
 });
+// The pane as markup, without the CSRF tokens that differ in every response.
+const paneMarkup = (pane) => {
+  const copy = pane.cloneNode(true);
+  copy.querySelectorAll("input[name=csrfmiddlewaretoken]").forEach((input) => input.remove());
+  return copy.outerHTML;
+};
+const paneParsed = (html) => {
+  const template = document.createElement("template");
+  template.innerHTML = html.trim();
+  return template.content.firstElementChild;
+};
+// htmx reports an out-of-band swap once for each element it settled: react to
+// the signal element itself, once.
 document.addEventListener("htmx:oobAfterSwap", async (event) => {
-  if (event.detail.target.id !== "artifacts-changed") return;
+  if (event.target.id !== "artifacts-changed") return;
   const pane = document.getElementById("artifact-pane");
   if (!pane || pane.querySelector("form.artifact-edit")) return;
   const url = pane.dataset.refreshUrl;
@@ -39,6 +53,7 @@ document.addEventListener("htmx:oobAfterSwap", async (event) => {
   const html = await response.text();
   const current = document.getElementById("artifact-pane");
   if (!current || paneRequests !== asked || current.dataset.refreshUrl !== url || current.querySelector("form.artifact-edit")) return;
+  if (paneMarkup(paneParsed(html)) === paneMarkup(current)) return;
   htmx.swap(current, html, { swapStyle: "outerHTML" });
 });
 

@@ -90,3 +90,30 @@ def test_upload_edit_compare_and_export(portal, model_server, page, screenshot, 
     pane.dispatch_event("drop", {"dataTransfer": dropped})
     expect(pane.locator(".artifact-list")).to_contain_text("dropped.md")
     expect(pane.locator(".artifact-content h1")).to_have_text("Dropped notes")
+
+
+# Counts the artifact pane elements put into the page from now on.
+COUNT_PANE_SWAPS_JS = """() => {
+  window.paneSwaps = 0;
+  new MutationObserver((records) => {
+    for (const record of records) for (const node of record.addedNodes) if (node.id === "artifact-pane") window.paneSwaps += 1;
+  }).observe(document.querySelector(".layout"), { childList: true });
+}"""
+
+
+def test_a_refresh_that_brings_nothing_new_leaves_the_pane_alone(portal, model_server, page):
+    model_server.add(Text("Ready for your notes."))
+    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    ask(page, question="Keep these notes too")
+    expect(page.locator("article.turn")).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
+    page.evaluate(COUNT_PANE_SWAPS_JS)
+
+    # The upload's answer shows the new artifact; the refresh its change signals brings the same.
+    with page.expect_response(lambda r: r.request.method == "GET" and r.url.endswith("/artifacts/notes.md/")) as refresh:
+        page.set_input_files("#artifact-file", files=[{"name": "notes.md", "mimeType": "text/markdown", "buffer": NOTES}])
+        page.get_by_role("button", name="Upload", exact=True).click()
+    refresh.value.finished()
+    page.wait_for_timeout(300)
+
+    assert page.evaluate("window.paneSwaps") == 1
+    expect(page.locator("#artifact-pane .artifact-content h1")).to_have_text("Field notes")
