@@ -26,7 +26,7 @@ def id_from_text(value) -> int | None:
 class IdConverter:
     """`<id:run_id>`: a row id; anything else is no match, so a 404."""
 
-    regex = "[0-9]{1,19}"
+    regex = _ID.pattern
 
     def to_python(self, value: str) -> int:
         number = id_from_text(value)

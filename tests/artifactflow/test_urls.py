@@ -231,7 +231,7 @@ def _urls(route: Route, values: dict[str, list[Value]]):
     """(path, foreign) for every way of filling the route that resolves to its view."""
     for combination in itertools.product(*(values[name] for name in route.params)):
         chosen = dict(zip(route.params, combination, strict=True))
-        path = "/" + _PARAMETER.sub(lambda m: quote(chosen[m[1] or m[2]].text, safe=""), route.pattern)
+        path = "/" + _PARAMETER.sub(lambda m, chosen=chosen: quote(chosen[m[1] or m[2]].text, safe=""), route.pattern)
         try:
             if resolve(path).func is not route.callback:
                 continue
