@@ -1,7 +1,8 @@
 """What the hardening costs and saves, each against a baseline in the same run:
 an upload far over the limit, read whole by Django (baseline) or refused at its
-headers by the request-body cap; and a signed-in page with and without the
-security middleware (CSP, no-store, sign-in throttling)."""
+headers by the request-body cap; a signed-in page with and without the
+security middleware (CSP, no-store, sign-in throttling); and a long answer
+full of images rendered with images as links or as markdown-it's <img>."""
 
 import asyncio
 import time
@@ -11,12 +12,16 @@ from django.contrib.auth import get_user_model
 from django.test import Client, override_settings
 
 from artifactflow.asgi import application, django_asgi_app
-from conversations import services
+from conversations import markdown, services
 from tests.asgi import http_scope
 
 UPLOAD_BYTES = 50 * 1024 * 1024
 CHUNK = 64 * 1024
 PAGE_REQUESTS = 200
+# About 5,000 tokens of prose, then 400 images in the same paragraph.
+IMAGE_ANSWER = "The heat pump moves heat rather than making it. " * 500 + " ".join(
+    f"![figure {i}](https://example.org/f{i}.png)" for i in range(400)
+)
 SECURITY_MIDDLEWARE = {
     "csp.middleware.CSPMiddleware",
     "artifactflow.middleware.PrivateCacheMiddleware",
@@ -80,3 +85,23 @@ def main():
     print(f"  without the security middleware (baseline): {plain * 1000:6.2f} ms a page")
     print(f"  with CSP, no-store and sign-in throttling:  {hardened * 1000:6.2f} ms a page")
     print(f"  ratio: {hardened / plain:.2f}x")
+
+    images_as_links = _render_best(IMAGE_ANSWER)
+    markdown._md.add_render_rule("image", type(markdown._md.renderer).image)
+    try:
+        images_as_img = _render_best(IMAGE_ANSWER)
+    finally:
+        markdown._md.add_render_rule("image", markdown._image_as_link)
+    print(f"a {len(IMAGE_ANSWER)}-character answer with 400 images (best of 5):")
+    print(f"  images as <img> (baseline, then dropped by nh3): {images_as_img * 1000:6.1f} ms")
+    print(f"  images as links:                                 {images_as_links * 1000:6.1f} ms")
+    print(f"  ratio: {images_as_links / images_as_img:.2f}x")
+
+
+def _render_best(text: str) -> float:
+    timings = []
+    for _ in range(5):
+        started = time.perf_counter()
+        markdown.markdown_render(text)
+        timings.append(time.perf_counter() - started)
+    return min(timings)

@@ -38,9 +38,20 @@ def _image_as_link(renderer, tokens, idx, options, env) -> str:
     host = urlsplit(src).hostname
     label = escapeHtml(("Image: " + alt if alt else "Image") + (f" ({host})" if host else ""))
     # A badge inside a link stays that link's text: links cannot nest.
-    if sum({"link_open": 1, "link_close": -1}.get(t.type, 0) for t in tokens[:idx]) > 0:
+    if env.get("in_link"):
         return label
     return f'<a class="image-link" href="{escapeHtml(src)}">{label}</a>'
+
+
+def _link_marked(inside: bool):
+    """Renders a link's opening or closing tag as usual, noting for the image
+    rule whether what follows is inside a link."""
+
+    def rule(renderer, tokens, idx, options, env) -> str:
+        env["in_link"] = inside
+        return renderer.renderToken(tokens, idx, options, env)
+
+    return rule
 
 
 # js-default turns raw HTML off and refuses javascript:/data: links; nh3
@@ -53,6 +64,8 @@ _md = (
     .use(tasklists_plugin)
 )
 _md.add_render_rule("image", _image_as_link)
+_md.add_render_rule("link_open", _link_marked(True))
+_md.add_render_rule("link_close", _link_marked(False))
 # Raw HTML never gets through markdown-it, so classes and inputs can only come
 # from the highlighter, the task list plugin and the image links; no <img>.
 _tags = (nh3.ALLOWED_TAGS | {"input"}) - {"img"}
