@@ -35,6 +35,9 @@ from .toolcalls import OPEN_TAG, ToolCall, text_before_calls, toolcalls_from_nat
 
 # How much of a tool result the event log keeps for the page; the model gets all of it.
 EVENT_RESULT_CHARS = 2000
+# How much of one tool parameter the event log keeps: the whole of a large
+# create or rewrite is in the llm_complete event that asked for it already.
+EVENT_PARAM_CHARS = 2000
 # How often a streaming model call looks at the cancel flag.
 CANCEL_CHECK_SECONDS = 0.3
 
@@ -213,7 +216,7 @@ class Turn:
         if call.error:
             self._tool_report(frame, call, tool_error(tool=call.name, message=call.error))
             return None
-        self.log.emit(RunEvent.Type.TOOL_START, agent=frame.agent, data={"tool": call.name, "params": call.params})
+        self.log.emit(RunEvent.Type.TOOL_START, agent=frame.agent, data={"tool": call.name, **_event_params(call.params)})
         if call.name == CALL_SUBAGENT:
             self._subagent_start(state, frame, call)
             return None
@@ -444,7 +447,7 @@ class Turn:
         self.log.emit(
             RunEvent.Type.PERMISSION_REQUEST,
             agent=frame.agent,
-            data={k: state.pending[k] for k in ("id", "tool", "params", "expires_at")},
+            data={**{k: state.pending[k] for k in ("id", "tool", "expires_at")}, **_event_params(call.params)},
         )
         return self._outcome("waiting_permission", state)
 
@@ -484,6 +487,15 @@ class Turn:
                 "tool_calls": state.tool_metrics,
             },
         )
+
+
+def _event_params(params: dict) -> dict:
+    """A tool call's params for the event log: a string longer than
+    EVENT_PARAM_CHARS is cut to its start, and `params_truncated` gives its
+    full length by name."""
+    long = {name: len(value) for name, value in params.items() if isinstance(value, str) and len(value) > EVENT_PARAM_CHARS}
+    kept = {name: value[:EVENT_PARAM_CHARS] if name in long else value for name, value in params.items()}
+    return {"params": kept, "params_truncated": long} if long else {"params": kept}
 
 
 def _needs_permission(tool: Tool, state: TurnState) -> bool:

@@ -1,50 +1,17 @@
 """A run's event log: every event is a row, announced to the conversation's
 channel-layer group once the row is committed."""
 
-import asyncio
-import logging
-import threading
 import time
 from collections.abc import Callable
 
-from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from artifactflow import realtime
+
 from .models import Run, RunEvent
-
-logger = logging.getLogger(__name__)
-
-# The channel-layer message type the conversation consumer handles (run_event).
-ANNOUNCE_TYPE = "run.event"
-
-
-class GroupPublisher:
-    """Sends channel-layer messages from synchronous code through one event loop
-    that lives as long as the publisher, so a Redis layer keeps its connection
-    instead of opening one per message."""
-
-    def __init__(self):
-        self._layer = get_channel_layer()
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="group-publisher", daemon=True)
-        self._thread.start()
-
-    def send(self, group: str, message: dict) -> None:
-        future = asyncio.run_coroutine_threadsafe(self._layer.group_send(group, message), self._loop)
-        try:
-            future.result(timeout=10)
-        except Exception:
-            # Announcements are wake-up calls; the event is already in the log,
-            # and the next announcement or a reconnect shows it.
-            logger.warning("Could not announce to %s", group, exc_info=True)
-
-    def close(self) -> None:
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=5)
-        self._loop.close()
 
 
 class RunEventLog:
@@ -55,13 +22,11 @@ class RunEventLog:
         self,
         *,
         run: Run,
-        publisher: GroupPublisher,
         on_event: Callable[[RunEvent], None] | None = None,
         flush_seconds: float | None = None,
     ):
         self.run = run
-        self._group = run.message.conversation.group_name
-        self._publisher = publisher
+        self._conversation_id = run.message.conversation_id
         self._on_event = on_event
         self._flush_seconds = settings.RUN_CHUNK_FLUSH_SECONDS if flush_seconds is None else flush_seconds
         self._seq = run.events.aggregate(last=Max("seq"))["last"] or 0
@@ -94,20 +59,16 @@ class RunEventLog:
             event = RunEvent.objects.create(run=self.run, seq=self._seq + 1, type=type, agent=agent, data=data)
             # Every write is also the heartbeat that shows the worker is alive.
             Run.objects.filter(pk=self.run.pk).update(heartbeat_at=timezone.now())
-            transaction.on_commit(lambda: self._announce(event))
+            realtime.event_send_on_commit(
+                conversation_id=self._conversation_id, type=realtime.RUN_EVENT, run_id=self.run.pk, seq=event.seq
+            )
+            if self._on_event is not None:
+                transaction.on_commit(lambda: self._on_event(event))
         self._seq = event.seq
         self._last_write = time.monotonic()
         return event
 
-    def announce(self, message_type: str) -> None:
+    def artifacts_changed(self) -> None:
         """Wake the conversation's open pages for something that is not an
-        event row (the artifact working set changed)."""
-        self._publisher.send(self._group, {"type": message_type, "run_id": self.run.pk})
-
-    def _announce(self, event: RunEvent) -> None:
-        self._publisher.send(
-            self._group,
-            {"type": ANNOUNCE_TYPE, "run_id": self.run.pk, "seq": event.seq, "event": event.type},
-        )
-        if self._on_event is not None:
-            self._on_event(event)
+        event row: the artifact working set changed."""
+        realtime.event_send_on_commit(conversation_id=self._conversation_id, type=realtime.ARTIFACTS_CHANGED)

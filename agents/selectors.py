@@ -22,6 +22,10 @@ class RunView:
     run_id: int | None = None
     # The open permission request: id, tool, params, expires_at.
     pending: dict | None = None
+    # The last event folded in.
+    seq: int = 0
+    # A finished answer rendered when it was stored (Message.response_html).
+    html: str = ""
 
     @property
     def is_active(self):
@@ -39,6 +43,7 @@ def run_get(*, user, run_id: int) -> Run | None:
 
 def run_view_apply(view: RunView, event: RunEvent) -> None:
     data = event.data
+    view.seq = event.seq
     match event.type:
         case RunEvent.Type.METADATA if data.get("resumed"):
             # The step the dead worker was in is done again from the start.
@@ -106,6 +111,7 @@ def run_views(*, runs: list[Run]) -> dict[int, RunView]:
                 status=run.status,
                 activity="",
                 text=run.message.response,
+                html=run.message.response_html,
                 error=run.error,
                 model=run.model,
                 demo=run.model == "demo",

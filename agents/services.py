@@ -1,7 +1,6 @@
 """Run lifecycle: create and enqueue, claim, execute, finish."""
 
 import logging
-from contextlib import contextmanager
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -11,12 +10,12 @@ from django.db.models import F
 from django.utils import timezone
 from django_q.tasks import async_task
 
-from artifacts.live import ARTIFACTS_CHANGED
 from artifacts.manager import ArtifactManager, FlushReport
+from conversations.markdown import markdown_render
 from conversations.selectors import message_path
 
 from . import engine
-from .events import GroupPublisher, RunEventLog
+from .events import RunEventLog
 from .llm import ModelError, models_from_settings
 from .models import Run, RunEvent
 
@@ -72,8 +71,7 @@ def _run_recover_stale(*, run_id: int) -> Run | None:
             return run
         run.status, run.finished_at, run.error = Run.Status.FAILED, timezone.now(), WORKER_DIED
         run.save(update_fields=["status", "finished_at", "error"])
-    with _event_log(run, None) as log:
-        log.emit(RunEvent.Type.ERROR, data={"message": WORKER_DIED, **_flush_data(FlushReport())})
+    RunEventLog(run=run).emit(RunEvent.Type.ERROR, data={"message": WORKER_DIED, **_flush_data(FlushReport())})
     return run
 
 
@@ -84,15 +82,6 @@ def runs_sweep() -> dict:
     stale = Run.objects.filter(status=Run.Status.RUNNING, heartbeat_at__lt=cutoff).values_list("pk", flat=True)
     recovered = sum(1 for run_id in list(stale) if _run_recover_stale(run_id=run_id) is not None)
     return {"recovered": recovered, "expired": permissions_expire()}
-
-
-@contextmanager
-def _event_log(run: Run, on_event):
-    publisher = GroupPublisher()
-    try:
-        yield RunEventLog(run=run, publisher=publisher, on_event=on_event)
-    finally:
-        publisher.close()
 
 
 def run_execute(*, run_id: int, on_event=None) -> Run | None:
@@ -106,46 +95,46 @@ def run_execute(*, run_id: int, on_event=None) -> Run | None:
         _run_recover_stale(run_id=run_id)
         return None
 
-    with _event_log(run, on_event) as log:
-        artifacts = ArtifactManager(
-            session=run.message.conversation.artifact_session,
-            run_id=run.pk,
-            on_change=lambda: log.announce(ARTIFACTS_CHANGED),
-        )
-        try:
-            models = models_from_settings()
-            if run.checkpoint:
-                state = engine.TurnState.from_checkpoint(run.checkpoint["turn"])
-                artifacts.restore(run.checkpoint.get("artifacts", []))
-                if run.attempts > 1:
-                    log.emit(RunEvent.Type.METADATA, data={"run_id": run.pk, "model": models.default.name, "resumed": True})
-            else:
-                state = _run_start(run=run, model=models.default, log=log)
-            outcome = engine.turn_execute(
-                run=run,
-                models=models,
-                log=log,
-                artifacts=artifacts,
-                state=state,
-                is_cancelled=lambda: Run.objects.filter(pk=run.pk, cancel_requested=True).exists(),
-                checkpoint=lambda state: _run_checkpoint(run=run, state=state, artifacts=artifacts),
-            )
-        except (ModelError, ImproperlyConfigured) as exc:
-            _run_fail(run=run, log=log, error=str(exc), flush=artifacts.flush_all())
-        except Exception:
-            logger.exception("Run %s failed", run.pk)
-            _run_fail(
-                run=run,
-                log=log,
-                error="An internal error stopped this turn. It has been logged.",
-                flush=artifacts.flush_all(),
-            )
+    log = RunEventLog(run=run, on_event=on_event)
+    artifacts = ArtifactManager(
+        session=run.message.conversation.artifact_session,
+        run_id=run.pk,
+        on_change=log.artifacts_changed,
+    )
+    try:
+        models = models_from_settings()
+        if run.checkpoint:
+            state = engine.TurnState.from_checkpoint(run.checkpoint["turn"])
+            artifacts.restore(run.checkpoint.get("artifacts", []))
+            if run.attempts > 1:
+                log.emit(RunEvent.Type.METADATA, data={"run_id": run.pk, "model": models.default.name, "resumed": True})
         else:
-            # Whatever way the loop ended, the turn's artifacts are saved first;
-            # the checkpoint then no longer carries them.
-            flush = artifacts.flush_all()
-            _run_checkpoint(run=run, state=state, artifacts=artifacts)
-            _run_finish(run=run, log=log, outcome=outcome, flush=flush)
+            state = _run_start(run=run, model=models.default, log=log)
+        outcome = engine.turn_execute(
+            run=run,
+            models=models,
+            log=log,
+            artifacts=artifacts,
+            state=state,
+            is_cancelled=lambda: Run.objects.filter(pk=run.pk, cancel_requested=True).exists(),
+            checkpoint=lambda state: _run_checkpoint(run=run, state=state, artifacts=artifacts),
+        )
+    except (ModelError, ImproperlyConfigured) as exc:
+        _run_fail(run=run, log=log, error=str(exc), flush=artifacts.flush_all())
+    except Exception:
+        logger.exception("Run %s failed", run.pk)
+        _run_fail(
+            run=run,
+            log=log,
+            error="An internal error stopped this turn. It has been logged.",
+            flush=artifacts.flush_all(),
+        )
+    else:
+        # Whatever way the loop ended, the turn's artifacts are saved first;
+        # the checkpoint then no longer carries them.
+        flush = artifacts.flush_all()
+        _run_checkpoint(run=run, state=state, artifacts=artifacts)
+        _run_finish(run=run, log=log, outcome=outcome, flush=flush)
     return run
 
 
@@ -195,7 +184,8 @@ def _run_finish(*, run: Run, log: RunEventLog, outcome: engine.TurnOutcome, flus
                 logger.error("Run %s paused with unsaved artifacts: %s", run.pk, flush.failed)
             return
         run.message.response = outcome.response
-        run.message.save(update_fields=["response"])
+        run.message.response_html = markdown_render(outcome.response)
+        run.message.save(update_fields=["response", "response_html"])
         run.finished_at = now
         if outcome.status == "cancelled":
             run.status = Run.Status.CANCELLED
@@ -294,8 +284,7 @@ def run_cancel(*, run_id: int, user) -> Run:
             return run
         run.status, run.finished_at = Run.Status.CANCELLED, timezone.now()
         run.save(update_fields=["cancel_requested", "status", "finished_at"])
-    with _event_log(run, None) as log:
-        log.emit(RunEvent.Type.ERROR, data={"message": CANCELLED, "cancelled": True, **_flush_data(FlushReport())})
+    RunEventLog(run=run).emit(RunEvent.Type.ERROR, data={"message": CANCELLED, "cancelled": True, **_flush_data(FlushReport())})
     return run
 
 

@@ -111,7 +111,11 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL]},
+            # redis-py 8 times a socket read out after 5 s by default, and
+            # channels_redis blocks 5 s waiting for a message, so every idle
+            # websocket died with "Timeout reading from …" (channels_redis#422).
+            # A read may block up to 5 s here; a dead Redis still shows in 15.
+            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 15, "socket_connect_timeout": 5}]},
         }
     }
     CACHES = {
@@ -123,13 +127,14 @@ if REDIS_URL:
     }
 elif USING_SQLITE:
     # Carries events from a worker process to the web process through the same
-    # SQLite file; each web process polls it about every 100 ms. Messages are
-    # only wake-up calls: the consumer reads the event log, so a dropped one
-    # is healed by the next.
+    # SQLite file; each web process polls it every 50 ms (a read of an indexed,
+    # nearly empty table), which keeps a token's way to the page short. Messages
+    # are only wake-up calls: the consumer reads the event log, so a dropped
+    # one is healed by the next.
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_lite.layers.core.SQLiteChannelLayer",
-            "CONFIG": {"database": "default", "capacity": 500},
+            "CONFIG": {"database": "default", "capacity": 500, "polling_interval": 0.05},
         }
     }
     CACHES = {
@@ -171,6 +176,9 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # Pages only: WhiteNoise above answers static files with its own compressed copies, and
+    # websockets never pass here. BREACH: Django masks the CSRF token anew in every response.
+    "django.middleware.gzip.GZipMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -295,7 +303,14 @@ Q_CLUSTER = {
 RUN_HEARTBEAT_STALE = env.int("ARTIFACTFLOW_HEARTBEAT_STALE", default=120)
 
 # Streamed tokens are written to the event log in batches no more often than this.
-RUN_CHUNK_FLUSH_SECONDS = env.float("ARTIFACTFLOW_CHUNK_FLUSH_SECONDS", default=0.15)
+RUN_CHUNK_FLUSH_SECONDS = env.float("ARTIFACTFLOW_CHUNK_FLUSH_SECONDS", default=0.05)
+
+# A page is pushed what changed at most this often (conversations.consumers);
+# faster changes are coalesced into one push.
+WEBSOCKET_PUSH_INTERVAL = 0.05
+# Threads a web process gives its websockets' database work, each with its own
+# database connection.
+WEBSOCKET_THREADS = 8
 
 # --- Artifacts ------------------------------------------------------------------
 

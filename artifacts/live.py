@@ -1,16 +1,11 @@
 """Working copies of running turns' artifacts, shared through the cache so
 that every web process can show what a worker has not flushed yet."""
 
-from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
 from django.conf import settings
 from django.core.cache import cache
 
 from agents.models import Run
-from conversations.models import conversation_group
-
-# The channel-layer message type the conversation consumer handles (artifacts_changed).
-ARTIFACTS_CHANGED = "artifacts.changed"
+from artifactflow import realtime
 
 
 def _key(*, session_id, run_id) -> str:
@@ -51,5 +46,5 @@ def live_get(*, session_id) -> dict[str, dict]:
 
 
 def live_announce(*, session_id) -> None:
-    """Tell the conversation's open pages that its artifacts changed (from a web request)."""
-    async_to_sync(get_channel_layer().group_send)(conversation_group(session_id), {"type": ARTIFACTS_CHANGED})
+    """Tell the conversation's open pages that its artifacts changed, once committed."""
+    realtime.event_send_on_commit(conversation_id=session_id, type=realtime.ARTIFACTS_CHANGED)

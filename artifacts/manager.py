@@ -5,6 +5,11 @@ working set; `flush_all` writes each changed artifact once when the engine loop
 ends, so a turn that edits `task_plan` ten times leaves one version row. While
 the turn runs, the working copies are published to the shared cache, where any
 web process overlays them on the database (see `artifacts.selectors`).
+
+The run's checkpoint holds the working copies too, since the cache may be gone
+when a run resumes after its worker died; it stores each one as the saved
+version it started from (or the text a create or rewrite gave it) and the
+splices made since, so that a small edit of a large artifact checkpoints small.
 """
 
 import logging
@@ -45,6 +50,12 @@ class WorkingArtifact:
     update_type: str = ""
     changes: list = field(default_factory=list)
     dirty: bool = False
+    # What a checkpoint stores instead of `content`, which is the saved version
+    # `base_version` (or else `base_content`) with the [start, end, text]
+    # splices of `edits` applied in order.
+    base_version: int | None = None
+    base_content: str | None = None
+    edits: list = field(default_factory=list)
 
     @classmethod
     def from_row(cls, row: Artifact) -> "WorkingArtifact":
@@ -56,11 +67,19 @@ class WorkingArtifact:
             source=row.source,
             version=row.current_version,
             base_lock_version=row.lock_version,
+            base_version=row.current_version,
         )
 
     @property
     def is_new(self):
         return self.base_lock_version is None
+
+    def rewrite(self, content: str) -> None:
+        self.content = self.base_content = content
+        self.base_version, self.edits = None, []
+
+    def checkpoint_entry(self) -> dict:
+        return {key: value for key, value in asdict(self).items() if key not in ("content", "dirty")}
 
     def snapshot(self) -> dict:
         return {
@@ -74,10 +93,15 @@ class WorkingArtifact:
 
 
 @dataclass
-class UpdateOutcome:
+class Change:
+    """What one create, update or rewrite did, in characters."""
+
     artifact: WorkingArtifact
-    layer: str
-    similarity: float
+    removed: int
+    added: int
+    # For an update: the matching layer that found old_str, and how closely.
+    layer: str = "exact"
+    similarity: float = 1.0
 
 
 @dataclass
@@ -96,7 +120,7 @@ class ArtifactManager:
 
     # --- operations ------------------------------------------------------------
 
-    def create(self, *, artifact_id: str, content: str, title: str = "", content_type: str = "text/markdown") -> WorkingArtifact:
+    def create(self, *, artifact_id: str, content: str, title: str = "", content_type: str = "text/markdown") -> Change:
         if not ARTIFACT_ID.match(artifact_id or ""):
             raise ArtifactError(
                 "An artifact id is 1-200 letters, digits, '_', '-' or '.', starting with a letter or digit."
@@ -114,32 +138,38 @@ class ArtifactManager:
             version=1,
             base_lock_version=None,
             update_type="create",
+            base_content=content,
         )
         self._working[artifact_id] = working
         self._changed(working)
-        return working
+        return Change(artifact=working, removed=0, added=len(content))
 
-    def update(self, *, artifact_id: str, old_str: str, new_str: str) -> UpdateOutcome:
+    def update(self, *, artifact_id: str, old_str: str, new_str: str) -> Change:
         working = self._require(artifact_id)
         result = compute_update(working.content, old_str, new_str)
         if not result.ok:
             raise ArtifactError(result.error)
+        start, end = result.span
         working.content = result.new_content
+        working.edits.append([start, end, new_str])
         working.changes.append([old_str, new_str])
         if not working.is_new:
             working.update_type = "update_fuzzy" if result.layer == "fuzzy" else "update"
         working.version += 1
         self._changed(working)
-        return UpdateOutcome(artifact=working, layer=result.layer, similarity=result.similarity)
+        return Change(
+            artifact=working, removed=end - start, added=len(new_str), layer=result.layer, similarity=result.similarity
+        )
 
-    def rewrite(self, *, artifact_id: str, content: str) -> WorkingArtifact:
+    def rewrite(self, *, artifact_id: str, content: str) -> Change:
         working = self._require(artifact_id)
-        working.content = content
+        removed = len(working.content)
+        working.rewrite(content)
         if not working.is_new:
             working.update_type = "rewrite"
         working.version += 1
         self._changed(working)
-        return working
+        return Change(artifact=working, removed=removed, added=len(content))
 
     def read(self, *, artifact_id: str, version: int | None = None) -> dict:
         """The working copy, or a flushed version from the database."""
@@ -169,14 +199,32 @@ class ArtifactManager:
 
     def working_state(self) -> list[dict]:
         """The unsaved changes, for a run's checkpoint: a run resumed after its
-        worker died continues with them (see `restore`)."""
-        return [asdict(w) for w in self._working.values() if w.dirty]
+        worker died continues with them (see `restore`). Each is a base and
+        splices, not the working copy itself."""
+        return [w.checkpoint_entry() for w in self._working.values() if w.dirty]
 
     def restore(self, entries: list[dict]) -> None:
         for entry in entries:
-            self._working[entry["artifact_id"]] = WorkingArtifact(**entry)
+            if "content" in entry:
+                # The earlier format, whole working copies: a run that was
+                # paused or whose worker died across the upgrade.
+                working = WorkingArtifact(**entry, base_content=entry["content"])
+            else:
+                working = WorkingArtifact(**entry, content=self._replayed(entry), dirty=True)
+            self._working[working.artifact_id] = working
         if entries:
             live.live_put(session_id=self.session.pk, run_id=self.run_id, artifacts=self.working_set())
+
+    def _replayed(self, entry: dict) -> str:
+        text = entry["base_content"]
+        if text is None:
+            # Version rows never change, whatever was written since.
+            text = ArtifactVersion.objects.values_list("content", flat=True).get(
+                artifact__session=self.session, artifact__artifact_id=entry["artifact_id"], version=entry["base_version"]
+            )
+        for start, end, inserted in entry["edits"]:
+            text = text[:start] + inserted + text[end:]
+        return text
 
     def working_set(self) -> list[dict]:
         """What changed this turn, for the live view."""
@@ -275,6 +323,7 @@ class ArtifactManager:
             )
         working.base_lock_version = row.lock_version
         working.changes = []
+        working.base_version, working.base_content, working.edits = working.version, None, []
         return conflicted
 
     # --- internals ---------------------------------------------------------------
@@ -288,6 +337,10 @@ class ArtifactManager:
         if not row.is_text:
             raise ArtifactError(f"Artifact '{artifact_id}' is a binary file ({row.content_type}); it cannot be read or edited as text.")
         working = WorkingArtifact.from_row(row)
+        if not ArtifactVersion.objects.filter(artifact=row, version=row.current_version, content=row.content).exists():
+            # Changed without a new version (in the admin): no version row
+            # holds this text, so the checkpoint must hold it.
+            working.base_version, working.base_content = None, working.content
         self._working[artifact_id] = working
         return working
 

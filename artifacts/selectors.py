@@ -119,7 +119,9 @@ def artifact_get(*, session: ArtifactSession, artifact_id: str) -> ArtifactView 
 
 
 def artifact_versions(*, artifact: Artifact) -> list[ArtifactVersion]:
-    return list(artifact.versions.order_by("-version").only("version", "update_type", "created_at"))
+    # The related manager hands each row its artifact by reading the row's
+    # artifact_id: deferred, that read is a query per version.
+    return list(artifact.versions.order_by("-version").only("artifact", "version", "update_type", "created_at"))
 
 
 def artifact_version_get(*, artifact: Artifact, version: int) -> ArtifactVersion | None:

@@ -39,7 +39,7 @@ def artifact_upload(*, session: ArtifactSession, filename: str, data: bytes, con
                 ArtifactVersion.objects.create(
                     artifact=artifact, version=1, content=converted.content, update_type="upload"
                 )
-                transaction.on_commit(lambda: live.live_announce(session_id=session.pk))
+                live.live_announce(session_id=session.pk)
             return artifact
         except IntegrityError:
             # Another upload took the same id between our read and our insert.
@@ -90,5 +90,5 @@ def artifact_edit(*, artifact: Artifact, content: str, expected_lock_version: in
             update_type="user_edit",
             conflict_writer="user" if conflicted else "",
         )
-        transaction.on_commit(lambda: live.live_announce(session_id=row.session_id))
+        live.live_announce(session_id=row.session_id)
     return row, conflicted

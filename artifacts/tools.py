@@ -1,13 +1,14 @@
 """The artifact tools agents call, for the engine to register. Each returns a
-compact XML result the model reads (seed 000) and, for the page, a snapshot
-of the artifact it changed."""
+compact XML result the model reads (seed 000) and, for the event log, what it
+changed: the artifact's id and version and how many characters went and came.
+The text itself is in the live cache and, once the turn ends, the database."""
 
 from collections.abc import Callable
 from xml.sax.saxutils import escape, quoteattr
 
 from agents.tooling import Tool, ToolContext, ToolResult
 
-from .manager import ArtifactError, ArtifactManager
+from .manager import ArtifactError, ArtifactManager, Change
 
 
 def _error(tool: str, artifact_id: str, message: str) -> ToolResult:
@@ -17,43 +18,53 @@ def _error(tool: str, artifact_id: str, message: str) -> ToolResult:
     )
 
 
-def _changed(working, message: str, **attrs) -> ToolResult:
+def _changed(change: Change, message: str, **attrs) -> ToolResult:
+    working = change.artifact
     extra = "".join(f" {key}={quoteattr(str(value))}" for key, value in attrs.items())
     return ToolResult(
         success=True,
         content=f'<artifact version="{working.version}"{extra}><id>{escape(working.artifact_id)}</id>{escape(message)}</artifact>',
-        metadata={"artifact_snapshot": working.snapshot()},
+        metadata={
+            "artifact_change": {
+                "artifact_id": working.artifact_id,
+                "title": working.title,
+                "version": working.version,
+                "length": len(working.content),
+                "removed": change.removed,
+                "added": change.added,
+            }
+        },
     )
 
 
 def create_artifact(manager: ArtifactManager, *, id: str, content: str, title: str = "", content_type: str = "text/markdown") -> ToolResult:
     try:
-        working = manager.create(artifact_id=id, content=content, title=title, content_type=content_type)
+        change = manager.create(artifact_id=id, content=content, title=title, content_type=content_type)
     except ArtifactError as exc:
         return _error("create_artifact", id, str(exc))
-    return _changed(working, "Created.")
+    return _changed(change, "Created.")
 
 
 def update_artifact(manager: ArtifactManager, *, id: str, old_str: str, new_str: str) -> ToolResult:
     try:
-        outcome = manager.update(artifact_id=id, old_str=old_str, new_str=new_str)
+        change = manager.update(artifact_id=id, old_str=old_str, new_str=new_str)
     except ArtifactError as exc:
         return _error("update_artifact", id, str(exc))
     how = {
         "exact": "",
         "normalized": " old_str matched after normalising quotes, dashes and spaces.",
-        "fuzzy": f" old_str matched approximately ({outcome.similarity:.0%} similar); read the artifact before relying on its exact text.",
-    }[outcome.layer]
+        "fuzzy": f" old_str matched approximately ({change.similarity:.0%} similar); read the artifact before relying on its exact text.",
+    }[change.layer]
     message = "Updated." + how
-    return _changed(outcome.artifact, message, layer=outcome.layer, similarity=f"{outcome.similarity:.2f}")
+    return _changed(change, message, layer=change.layer, similarity=f"{change.similarity:.2f}")
 
 
 def rewrite_artifact(manager: ArtifactManager, *, id: str, content: str) -> ToolResult:
     try:
-        working = manager.rewrite(artifact_id=id, content=content)
+        change = manager.rewrite(artifact_id=id, content=content)
     except ArtifactError as exc:
         return _error("rewrite_artifact", id, str(exc))
-    return _changed(working, "Rewritten.")
+    return _changed(change, "Rewritten.")
 
 
 def read_artifact(manager: ArtifactManager, *, id: str, version: int | None = None) -> ToolResult:

@@ -1,5 +1,7 @@
 """Markdown from users and models, rendered to HTML that is safe to show."""
 
+import re
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import nh3
@@ -90,3 +92,50 @@ def markdown_render(text: str) -> str:
         set_tag_attribute_values=_forced,
         link_rel="noopener noreferrer nofollow",
     )
+
+
+# An opening or closing code fence: up to three spaces, then ``` or ~~~ or longer.
+_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
+
+
+@dataclass
+class BlockSplitter:
+    """Where the finished blocks of streamed markdown end: after the last blank
+    line outside a fenced code block. Each line is scanned once, however often
+    the text grows. Blocks rendered one by one can differ slightly from the
+    whole text rendered at once (a loose list becomes several); the snapshot at
+    the end of the run is rendered whole."""
+
+    done: int = 0
+    _scanned: int = 0
+    _fence: str = ""
+
+    def advance(self, text: str) -> int:
+        """The length of the finished blocks of `text`, which extends the text seen before."""
+        while (end := text.find("\n", self._scanned)) >= 0:
+            line = text[self._scanned : end]
+            self._scanned = end + 1
+            fence = _FENCE.match(line)
+            if self._fence:
+                closes = fence and fence[1][0] == self._fence[0] and len(fence[1]) >= len(self._fence)
+                if closes and not line[fence.end() :].strip():
+                    self._fence = ""
+            elif fence:
+                self._fence = fence[1]
+            elif not line.strip():
+                self.done = self._scanned
+        return self.done
+
+
+@dataclass(frozen=True)
+class LiveAnswer:
+    """An unfinished answer as the page shows it: finished blocks as HTML, the
+    block being written as plain text."""
+
+    html: str
+    tail: str
+
+
+def live_answer(text: str) -> LiveAnswer:
+    done = BlockSplitter().advance(text)
+    return LiveAnswer(html=markdown_render(text[:done]), tail=text[done:])

@@ -4,10 +4,7 @@ from django.conf import settings
 from django.db import models
 from django.urls import reverse
 
-
-def conversation_group(conversation_id) -> str:
-    """The channel-layer group a conversation's open pages listen on."""
-    return f"conversation-{conversation_id}"
+from artifactflow.realtime import conversation_group
 
 
 class Conversation(models.Model):
@@ -51,6 +48,9 @@ class Message(models.Model):
     )
     content = models.TextField()
     response = models.TextField(blank=True)
+    # The response rendered once, when it is stored (conversations.markdown),
+    # so a page view never renders a finished answer again.
+    response_html = models.TextField(blank=True, editable=False)
     metadata = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 

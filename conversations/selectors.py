@@ -1,6 +1,9 @@
 """Read-side queries for conversations. Every query is scoped to a user."""
 
+import uuid
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from functools import cached_property
 
 from django.core.exceptions import ValidationError
 from django.db.models import Prefetch, Q, prefetch_related_objects
@@ -9,19 +12,58 @@ from agents.models import Run
 from agents.selectors import RunView, run_views
 from artifactflow.ids import id_from_text
 
+from . import search
+from .markdown import live_answer, markdown_render
 from .models import Conversation, Message
 
+PAGE_SIZE = 50
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
-def conversation_list(*, user, query: str = ""):
-    """The user's conversations, newest first; with a query, those whose title
-    or any message or answer contains it."""
-    conversations = Conversation.objects.filter(owner=user)
+
+@dataclass(frozen=True)
+class ConversationPage:
+    """One page of the conversation list (or of search results) and the cursor
+    of the next page, "" after the last."""
+
+    items: list[Conversation]
+    next_cursor: str = ""
+
+    def __iter__(self):
+        return iter(self.items)
+
+
+def conversation_list(*, user, query: str = "", before: str = "", limit: int = PAGE_SIZE) -> ConversationPage:
+    """A page of the user's conversations, newest first, from the cursor
+    `before` on (the first page without one); with a query, only those whose
+    title, questions, answers or artifacts contain its words."""
     # No text in the database holds a NUL, and Postgres refuses to look for one.
     query = query.replace("\x00", "").strip()
+    position = _cursor_position(before)
+    # One more than a page says whether another page follows.
     if query:
-        matching = Message.objects.filter(Q(content__icontains=query) | Q(response__icontains=query))
-        conversations = conversations.filter(Q(title__icontains=query) | Q(pk__in=matching.values("conversation_id")))
-    return conversations.order_by("-updated_at")
+        items = search.conversation_search(user=user, query=query, before=position, limit=limit + 1)
+    else:
+        items = list(search.conversations_before(user=user, before=position)[: limit + 1])
+    if len(items) <= limit:
+        return ConversationPage(items=items)
+    items = items[:limit]
+    return ConversationPage(items=items, next_cursor=_cursor(items[-1]))
+
+
+def _cursor(conversation: Conversation) -> str:
+    # Whole microseconds, so the position survives the round trip exactly.
+    micros = (conversation.updated_at - _EPOCH) // timedelta(microseconds=1)
+    return f"{micros}_{conversation.pk.hex}"
+
+
+def _cursor_position(cursor: str) -> tuple[datetime, uuid.UUID] | None:
+    """The (updated_at, id) a cursor names; None (the first page) for one that
+    is missing or malformed."""
+    micros, _, pk = cursor.partition("_")
+    try:
+        return _EPOCH + timedelta(microseconds=int(micros)), uuid.UUID(hex=pk)
+    except (ValueError, OverflowError):
+        return None
 
 
 def conversation_get(*, user, conversation_id) -> Conversation | None:
@@ -71,6 +113,13 @@ class ThreadEntry:
     # The ids of the message and its siblings (same parent), oldest first.
     siblings: list[int] = field(default_factory=list)
 
+    @cached_property
+    def answer(self):
+        """The answer as HTML, or for a run still writing it, as finished blocks and the block being written."""
+        if self.view.is_active:
+            return live_answer(self.view.text)
+        return self.view.html or markdown_render(self.view.text)
+
     @property
     def position(self) -> int:
         return self.siblings.index(self.message.pk) + 1
@@ -96,7 +145,9 @@ def thread_entries(*, messages: list[Message]) -> list[ThreadEntry]:
         ThreadEntry(
             message=m,
             # A message without a run (imported, or made by hand) shows its stored response.
-            view=views[latest[m.pk].pk] if latest[m.pk] else RunView(status="", activity="", text=m.response),
+            view=views[latest[m.pk].pk]
+            if latest[m.pk]
+            else RunView(status="", activity="", text=m.response, html=m.response_html),
             siblings=siblings[m.parent_id],
         )
         for m in messages
@@ -130,3 +181,11 @@ def thread_entry_for_run(*, conversation: Conversation, run_id: int) -> ThreadEn
     if message is None:
         return None
     return thread_entries(messages=[message])[0]
+
+
+def thread_entry_for_message(*, conversation: Conversation, message_id: int, view: RunView) -> ThreadEntry | None:
+    """The message shown with a view its caller folded already."""
+    message = Message.objects.filter(conversation=conversation, pk=message_id).first()
+    if message is None:
+        return None
+    return ThreadEntry(message=message, view=view, siblings=_siblings([message])[message.parent_id])

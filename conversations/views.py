@@ -1,3 +1,4 @@
+import uuid
 from urllib.parse import urlencode
 
 from django.core.exceptions import ValidationError
@@ -26,15 +27,37 @@ def _conversation_or_404(request, conversation_id):
     return conversation
 
 
-def _page(request, *, conversation=None, error=""):
+def _list_context(request, *, conversation) -> dict:
+    """The sidebar's list as the request asks for it: a search (`q`), a page
+    (`before`), and where its "Load more" leads with and without HTMX."""
     query = request.GET.get("q", "")
+    before = request.GET.get("before", "")
+    page = selectors.conversation_list(user=request.user, query=query, before=before)
+    # One reverse for the whole list: a reverse for each row cost as much as the rest of the row.
+    placeholder = uuid.UUID(int=0)
+    url = reverse("conversation-detail", args=[placeholder])
+    for item in page:
+        item.url = url.replace(str(placeholder), str(item.pk))
     context = {
-        "conversations": selectors.conversation_list(user=request.user, query=query),
+        "conversations": page,
         "query": query,
         "conversation": conversation,
-        "entries": [],
-        "error": error,
+        "current_id": conversation.pk if conversation else None,
+        "continued": bool(before),
     }
+    if page.next_cursor:
+        params = {"q": query} if query else {}
+        params["before"] = page.next_cursor
+        here = conversation.get_absolute_url() if conversation else reverse("chat")
+        context["more_href"] = f"{here}?{urlencode(params)}"
+        if conversation is not None:
+            params["current"] = conversation.pk
+        context["more_url"] = f"{reverse('conversation-search')}?{urlencode(params)}"
+    return context
+
+
+def _page(request, *, conversation=None, error=""):
+    context = {**_list_context(request, conversation=conversation), "entries": [], "error": error}
     if conversation is not None:
         context["entries"] = selectors.thread_for_conversation(conversation=conversation)
         context.update(artifact_selectors.pane_context(session=conversation.artifact_session))
@@ -90,16 +113,17 @@ def message_create(request, conversation_id):
 
 @require_GET
 def conversation_search(request):
+    """The list for the search box, or with `before` the next page of it for
+    "Load more" to put in its own place."""
     query = request.GET.get("q", "")
+    before = request.GET.get("before", "")
     if not request.htmx:
-        return redirect(f"{reverse('chat')}?{urlencode({'q': query})}" if query else reverse("chat"))
-    current = selectors.conversation_get(user=request.user, conversation_id=request.GET.get("current"))
-    context = {
-        "conversations": selectors.conversation_list(user=request.user, query=query),
-        "conversation": current,
-        "query": query,
-    }
-    return render(request, "conversations/chat.html#conversation_items", context)
+        params = {name: value for name, value in (("q", query), ("before", before)) if value}
+        return redirect(f"{reverse('chat')}?{urlencode(params)}" if params else reverse("chat"))
+    current_id = request.GET.get("current")
+    current = selectors.conversation_get(user=request.user, conversation_id=current_id) if current_id else None
+    partial = "conversation_page" if before else "conversation_items"
+    return render(request, f"conversations/chat.html#{partial}", _list_context(request, conversation=current))
 
 
 @require_POST
@@ -118,7 +142,7 @@ def conversation_rename(request, conversation_id):
         "head_error": error,
         # A new title shows in the list too.
         "oob_list": not error,
-        "conversations": selectors.conversation_list(user=request.user),
+        **_list_context(request, conversation=conversation),
     }
     return render(request, "conversations/chat.html#conversation_head", context, status=422 if error else 200)
 

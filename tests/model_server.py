@@ -58,6 +58,8 @@ class ScriptedModelServer:
     model: str = "scripted-model"
     script: deque = field(default_factory=deque)
     requests: list = field(default_factory=list)
+    # (time.monotonic(), piece) for every piece of streamed text, as it is sent.
+    sent: list = field(default_factory=list)
 
     def add(self, *replies) -> None:
         self.script.extend(replies)
@@ -123,6 +125,7 @@ def _handler_for(server: ScriptedModelServer):
                 if reply.delay:
                     time.sleep(reply.delay)
                 self._event(_chunk(server.model, {"content": piece}))
+                server.sent.append((time.monotonic(), piece))
             self._event(_chunk(server.model, {}, finish_reason="stop"))
             if include_usage and reply.usage:
                 prompt = sum(len(str(m.get("content", ""))) for m in body.get("messages", [])) // 4

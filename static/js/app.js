@@ -20,6 +20,16 @@ document.addEventListener("htmx:afterSwap", followNewest);
 document.addEventListener("htmx:oobAfterSwap", followNewest);
 document.addEventListener("DOMContentLoaded", followNewest);
 
+// On every (re)connect, tell the server which turns this page shows as still
+// running: any that ended meanwhile is sent in its final form.
+const RUNNING = ["queued", "running", "waiting_permission"];
+document.addEventListener("htmx:wsOpen", (event) => {
+  const running = [...document.querySelectorAll("article.turn[data-run]")]
+    .filter((turn) => RUNNING.includes(turn.dataset.status))
+    .map((turn) => Number(turn.dataset.run));
+  event.detail.socketWrapper.send(JSON.stringify({ running }));
+});
+
 // A websocket signal says the conversation's artifacts changed: re-fetch the
 // pane as it is shown. The refresh yields to the user: if they asked the pane
 // for something (opened the editor, a diff, another artifact) while it was on

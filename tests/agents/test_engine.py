@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 
 from agents import config, services
-from agents.engine import _ProseFilter
+from agents.engine import EVENT_PARAM_CHARS, _ProseFilter
 from agents.models import Run, RunEvent
 from artifacts.models import Artifact, ArtifactVersion
 from conversations import services as conversation_services
@@ -253,6 +253,39 @@ def test_always_allow_holds_for_the_rest_of_the_branch_only(user, scripted_model
     assert follow_up.runs.get().status == Run.Status.COMPLETED
     assert new_root.runs.get().status == Run.Status.WAITING_PERMISSION
     assert sorted(Artifact.objects.values_list("artifact_id", flat=True)) == ["a", "b"]
+
+
+LONG_REPORT = "# Report\n\n" + "A finding, with its evidence and its caveats. " * 5000
+
+
+def test_a_large_create_is_logged_whole_once_and_only_previewed_after(user, scripted_model):
+    scripted_model.add(Text(call("create_artifact", id="report", content=LONG_REPORT), chunk_size=50_000), Text("Written."))
+
+    run = _run(user)
+
+    assert Artifact.objects.get(artifact_id="report").content == LONG_REPORT
+    [asked] = [e for e in _events(run, RunEvent.Type.LLM_COMPLETE) if "<tool_call>" in e.data["content"]]
+    [start] = _events(run, RunEvent.Type.TOOL_START)
+    [complete] = _events(run, RunEvent.Type.TOOL_COMPLETE)
+    assert LONG_REPORT in asked.data["content"]
+    assert start.data["params"] == {"id": "report", "content": LONG_REPORT[:EVENT_PARAM_CHARS]}
+    assert start.data["params_truncated"] == {"content": len(LONG_REPORT)}
+    assert complete.data["artifact_change"] == {
+        "artifact_id": "report", "title": "report", "version": 1, "length": len(LONG_REPORT), "removed": 0, "added": len(LONG_REPORT),
+    }
+    assert len(str(complete.data)) < 1000
+
+
+def test_a_large_call_waiting_for_permission_is_previewed_and_runs_whole(user, scripted_model, confirm_create):
+    scripted_model.add(Text(call("create_artifact", id="report", content=LONG_REPORT), chunk_size=50_000), Text("Written."))
+    run = _run(user)
+    [request] = _events(run, RunEvent.Type.PERMISSION_REQUEST)
+
+    assert request.data["params"]["content"] == LONG_REPORT[:EVENT_PARAM_CHARS]
+    assert request.data["params_truncated"] == {"content": len(LONG_REPORT)}
+    run = _approve(run, user)
+    assert run.status == Run.Status.COMPLETED
+    assert Artifact.objects.get(artifact_id="report").content == LONG_REPORT
 
 
 def test_an_unanswered_request_expires_as_denied(user, scripted_model, confirm_create, settings):

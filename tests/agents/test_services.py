@@ -1,18 +1,23 @@
+import json
 import threading
 import time
 from datetime import timedelta
 
 import pytest
-from django.db import connections
+from django.core.cache import cache
+from django.db import connection, connections
 from django.utils import timezone
 
 from agents import services
 from agents.selectors import run_views
 from agents.models import Run, RunEvent
 from agents.tasks import run_turn
+from artifacts import selectors as artifact_selectors
+from artifacts.manager import ArtifactManager
 from artifacts.models import Artifact
 from conversations import services as conversation_services
 from tests.agents.test_engine import call
+from tests.artifacts.test_manager import LARGE
 from tests.model_server import Drop, Status, Text
 
 pytestmark = pytest.mark.django_db
@@ -316,3 +321,142 @@ def test_a_failed_turn_can_be_tried_again_once_by_its_owner(user, other_user):
         services.run_retry(run_id=run.pk, user=user)
     with pytest.raises(services.RunStateError, match="failed or cancelled"):
         services.run_retry(run_id=retried.pk, user=user)
+
+
+# --- a large artifact edited in small steps -----------------------------------------
+
+
+def _report_saved(conversation):
+    manager = ArtifactManager(session=conversation.artifact_session)
+    manager.create(artifact_id="report", content=LARGE)
+    manager.flush_all()
+
+
+def _tick(n):
+    return Text(call("update_artifact", id="report", old_str=f"- [ ] item {n}:", new_str=f"- [x] item {n}:"))
+
+
+def _ticked(*numbers):
+    text = LARGE
+    for n in numbers:
+        text = text.replace(f"- [ ] item {n}:", f"- [x] item {n}:")
+    return text
+
+
+def _killed_in_step(step):
+    """An on_event that kills the worker when the step's model call is logged:
+    the steps before it are checkpointed, its tool has not run."""
+    completions = []
+
+    def on_event(event):
+        completions.extend([event] if event.type == RunEvent.Type.LLM_COMPLETE else [])
+        if len(completions) == step:
+            raise _WorkerKilled
+
+    return on_event
+
+
+def _json_size(value) -> int:
+    # psycopg passes a JSONField as a Jsonb wrapper, SQLite as text.
+    value = getattr(value, "obj", value)
+    return len((value if isinstance(value, str) else json.dumps(value, default=str)).encode())
+
+
+class _Written:
+    """Counts the bytes sent to the database in event rows and checkpoints."""
+
+    def __init__(self):
+        self.events = self.checkpoints = 0
+
+    def __call__(self, execute, sql, params, many, context):
+        size = sum(_json_size(param) for param in params or ())
+        if sql.startswith('INSERT INTO "agents_runevent"'):
+            self.events += size
+        elif sql.startswith('UPDATE "agents_run"') and '"checkpoint"' in sql:
+            self.checkpoints += size
+        return execute(sql, params, many, context)
+
+
+def test_ten_small_edits_of_a_200_kb_artifact_write_a_few_kb_of_events_and_checkpoints(user, scripted_model):
+    message, run = _turn(user, "Tick the first ten items")
+    _report_saved(message.conversation)
+    scripted_model.add(*(_tick(n) for n in range(10)), Text("Ticked ten."))
+    written = _Written()
+
+    with connection.execute_wrapper(written):
+        services.run_execute(run_id=run.pk)
+
+    run.refresh_from_db()
+    report = Artifact.objects.get(artifact_id="report")
+    assert run.status == Run.Status.COMPLETED
+    assert (report.content, report.current_version) == (_ticked(*range(10)), 11)
+    # A dozen checkpoints (mostly the model's context) and three dozen events,
+    # together less than half of one copy of the text: a copy in every
+    # checkpoint and every tool_complete came to 4.6 MB.
+    assert len(LARGE) > 200_000 and written.checkpoints + written.events < 100_000
+    assert written.checkpoints > 10_000 and written.events > 5_000  # measured, not missed
+    changes = [e.data["artifact_change"] for e in run.events.filter(type=RunEvent.Type.TOOL_COMPLETE).order_by("seq")]
+    assert changes[-1] == {"artifact_id": "report", "title": "report", "version": 11, "length": len(LARGE), "removed": 13, "added": 13}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_killed_after_five_edits_resumes_with_them_though_the_cache_is_gone(user, scripted_model, settings):
+    message, run = _turn(user, "Tick the first ten items")
+    _report_saved(message.conversation)
+    # The sixth step's model call is lost with the worker and asked again.
+    scripted_model.add(*(_tick(n) for n in range(6)), *(_tick(n) for n in range(5, 10)), Text("Ticked ten."))
+    with pytest.raises(_WorkerKilled):
+        services.run_execute(run_id=run.pk, on_event=_killed_in_step(6))
+    run.refresh_from_db()
+    assert Artifact.objects.get(artifact_id="report").content == LARGE
+    assert len(json.dumps(run.checkpoint)) < 10_000
+    cache.clear()  # a restart may lose the cache: the checkpoint must not need it
+    _stale(run, settings)
+    services.runs_sweep()
+    shown_on_resume = []
+
+    def look_at_the_pane(event):
+        if event.type == RunEvent.Type.METADATA:
+            view = artifact_selectors.artifact_get(session=message.conversation.artifact_session, artifact_id="report")
+            shown_on_resume.append((view.live, view.content, view.version))
+
+    services.run_execute(run_id=run.pk, on_event=look_at_the_pane)
+
+    assert shown_on_resume == [(True, _ticked(*range(5)), 6)]
+    run.refresh_from_db()
+    report = Artifact.objects.get(artifact_id="report")
+    assert (run.status, run.attempts, run.message.response) == (Run.Status.COMPLETED, 2, "Ticked ten.")
+    assert list(report.versions.values_list("version", flat=True)) == [1, 11]
+    assert report.content == _ticked(*range(10))
+    assert report.versions.get(version=11).changes == [[f"- [ ] item {n}:", f"- [x] item {n}:"] for n in range(10)]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_checkpoint_written_before_the_upgrade_still_resumes(user, scripted_model, settings):
+    message, run = _turn(user, "Tick the first three items")
+    _report_saved(message.conversation)
+    scripted_model.add(_tick(0), _tick(1), _tick(2), _tick(2), Text("Ticked three."))
+    with pytest.raises(_WorkerKilled):
+        services.run_execute(run_id=run.pk, on_event=_killed_in_step(3))
+    run.refresh_from_db()
+    # What checkpoints held before they held splices: each working copy whole.
+    whole_copies = [
+        {
+            "artifact_id": "report", "content_type": "text/markdown", "title": "report", "content": _ticked(0, 1),
+            "source": "agent", "version": 3, "base_lock_version": Artifact.objects.get(artifact_id="report").lock_version,
+            "update_type": "update", "changes": [["- [ ] item 0:", "- [x] item 0:"], ["- [ ] item 1:", "- [x] item 1:"]],
+            "dirty": True,
+        }
+    ]
+    Run.objects.filter(pk=run.pk).update(checkpoint={**run.checkpoint, "artifacts": whole_copies})
+    cache.clear()
+    _stale(run, settings)
+    services.runs_sweep()
+
+    services.run_execute(run_id=run.pk)
+
+    run.refresh_from_db()
+    report = Artifact.objects.get(artifact_id="report")
+    assert (run.status, run.message.response) == (Run.Status.COMPLETED, "Ticked three.")
+    assert (report.content, report.current_version) == (_ticked(0, 1, 2), 4)
+    assert len(report.versions.get(version=4).changes) == 3

@@ -1,9 +1,15 @@
+import asyncio
+import time
+
 import pytest
+from asgiref.sync import sync_to_async
+from channels.testing import WebsocketCommunicator
 from django.test import Client
 from django.urls import reverse
 
 from agents import services
 from agents.models import Run
+from artifactflow.asgi import application
 from conversations import services as conversation_services
 from tests.agents.test_engine import call
 from tests.model_server import Text
@@ -88,3 +94,38 @@ def test_the_activity_of_a_turn_with_its_metrics_for_its_owner_only(client, user
     assert "<caption>Model use</caption>" in page and "lead_agent" in page and "2 tool calls" in page
     detail = client.get(reverse("conversation-detail", args=[conversation.pk])).content.decode()
     assert f'hx-get="{url}"' in detail
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_cancel_through_the_asgi_app_answers_at_once_and_leaves_other_requests_working(
+    async_client, user, settings
+):
+    # The web process announces through the realtime module's own loop: the
+    # request neither waits for the channel layer nor binds a loop to its thread.
+    conversation = await sync_to_async(conversation_services.conversation_start)(user=user, content="Stop", enqueue=False)
+    run = await sync_to_async(conversation.active_branch.runs.get)()
+    await async_client.aforce_login(user)
+    cookie = f"{settings.SESSION_COOKIE_NAME}={async_client.cookies[settings.SESSION_COOKIE_NAME].value}"
+    watcher = WebsocketCommunicator(
+        application,
+        f"/ws/conversations/{conversation.pk}/",
+        headers=[(b"origin", b"http://localhost"), (b"cookie", cookie.encode())],
+    )
+    assert (await watcher.connect())[0]
+    while "artifacts-changed" not in await watcher.receive_from(timeout=5):
+        pass
+    started = time.monotonic()
+    response = await asyncio.wait_for(
+        async_client.post(reverse("run-cancel", args=[run.pk]), headers={"HX-Request": "true"}), timeout=5
+    )
+    elapsed = time.monotonic() - started
+    pages = [await async_client.get(reverse("conversation-detail", args=[conversation.pk])) for _ in range(3)]
+    assert response.status_code == 200 and 'data-status="cancelled"' in response.content.decode()
+    assert elapsed < 2, f"the cancel took {elapsed:.1f} s"
+    assert [page.status_code for page in pages] == [200, 200, 200]
+    # The open page is told, through the channel layer, once the cancel committed.
+    pushed = await watcher.receive_from(timeout=5)
+    await watcher.disconnect()
+    assert f'id="message-{conversation.active_branch_id}"' in pushed and 'data-status="cancelled"' in pushed
+    await sync_to_async(run.refresh_from_db)()
+    assert run.status == Run.Status.CANCELLED

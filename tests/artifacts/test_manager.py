@@ -1,4 +1,7 @@
+import json
+
 import pytest
+from django.core.cache import cache
 from django.db import OperationalError, connection
 
 from agents.models import Run
@@ -226,3 +229,131 @@ def test_changes_are_announced(session):
     manager.create(artifact_id="a", content="x")
     manager.flush_all()
     assert seen == ["changed", "changed"]
+
+
+# --- checkpoints ------------------------------------------------------------------
+
+# About 200 KB, every line distinct so that each edit matches one place.
+LARGE = "".join(f"- [ ] item {n}: {'words ' * 30}\n" for n in range(1100))
+
+
+def _tick(manager, *numbers, artifact_id="report"):
+    for n in numbers:
+        manager.update(artifact_id=artifact_id, old_str=f"- [ ] item {n}:", new_str=f"- [x] item {n}:")
+
+
+def _ticked(text, *numbers):
+    for n in numbers:
+        text = text.replace(f"- [ ] item {n}:", f"- [x] item {n}:")
+    return text
+
+
+def _through_a_checkpoint(manager, session):
+    """A manager of a resumed run: the working state went through the
+    checkpoint's JSON, and the cache is empty."""
+    state = json.loads(json.dumps(manager.working_state()))
+    cache.clear()
+    resumed = ArtifactManager(session=session)
+    resumed.restore(state)
+    return resumed, state
+
+
+def test_small_edits_of_a_large_artifact_checkpoint_small_and_restore_whole(session):
+    seed = ArtifactManager(session=session)
+    seed.create(artifact_id="report", content=LARGE)
+    seed.flush_all()
+    manager = ArtifactManager(session=session)
+    _tick(manager, *range(10))
+
+    resumed, state = _through_a_checkpoint(manager, session)
+
+    assert len(LARGE) > 200_000 and len(json.dumps(state)) < 2_000
+    assert resumed.read(artifact_id="report") == manager.read(artifact_id="report")
+    assert resumed.read(artifact_id="report")["content"] == _ticked(LARGE, *range(10))
+    _tick(resumed, 10)
+    resumed.flush_all()
+    artifact, versions = _saved(session, "report")
+    assert [v for v, _ in versions] == [1, 12] and artifact.content == _ticked(LARGE, *range(11))
+    assert artifact.versions.get(version=12).changes == [[f"- [ ] item {n}:", f"- [x] item {n}:"] for n in range(11)]
+
+
+def test_a_created_or_rewritten_artifact_checkpoints_its_text_once_and_the_edits_after_it(session):
+    seed = ArtifactManager(session=session)
+    seed.create(artifact_id="saved", content="old text")
+    seed.flush_all()
+    manager = ArtifactManager(session=session)
+    manager.create(artifact_id="report", content=LARGE)
+    manager.rewrite(artifact_id="saved", content=LARGE)
+    _tick(manager, 1, 2)
+    _tick(manager, 3, artifact_id="saved")
+
+    resumed, state = _through_a_checkpoint(manager, session)
+
+    whole = len(json.dumps(LARGE))
+    assert whole * 2 < len(json.dumps(state)) < whole * 2 + 1_000
+    assert resumed.read(artifact_id="report")["content"] == _ticked(LARGE, 1, 2)
+    assert resumed.read(artifact_id="saved")["content"] == _ticked(LARGE, 3)
+    resumed.flush_all()
+    assert _saved(session, "report")[1] == [(3, _ticked(LARGE, 1, 2))]
+    assert _saved(session, "saved")[1] == [(1, "old text"), (3, _ticked(LARGE, 3))]
+
+
+def test_a_user_edit_while_the_worker_was_dead_is_kept_beside_the_restored_work(session):
+    seed = ArtifactManager(session=session)
+    seed.create(artifact_id="report", content=LARGE)
+    seed.flush_all()
+    manager = ArtifactManager(session=session)
+    _tick(manager, 1)
+    state = manager.working_state()
+    artifact = Artifact.objects.get(artifact_id="report")
+    services.artifact_edit(artifact=artifact, content="the user's text", expected_lock_version=artifact.lock_version)
+
+    resumed = ArtifactManager(session=session)
+    resumed.restore(state)
+    report = resumed.flush_all()
+
+    assert report.conflicts == ["report"]
+    assert _saved(session, "report")[1] == [(1, LARGE), (2, "the user's text"), (3, _ticked(LARGE, 1))]
+
+
+def test_a_text_changed_without_a_version_is_checkpointed_whole(session):
+    seed = ArtifactManager(session=session)
+    seed.create(artifact_id="report", content=LARGE)
+    seed.flush_all()
+    Artifact.objects.filter(artifact_id="report").update(content="- [ ] item 1: fixed in the admin\n")
+    manager = ArtifactManager(session=session)
+    _tick(manager, 1)
+
+    resumed, _ = _through_a_checkpoint(manager, session)
+
+    assert resumed.read(artifact_id="report")["content"] == "- [x] item 1: fixed in the admin\n"
+
+
+def test_a_checkpoint_of_whole_working_copies_still_restores(session):
+    """The format before splices: a run paused or killed during an upgrade."""
+    seed = ArtifactManager(session=session)
+    seed.create(artifact_id="report", content="- [ ] item 1: a\n")
+    seed.flush_all()
+    lock_version = Artifact.objects.get(artifact_id="report").lock_version
+    old_format = [
+        {
+            "artifact_id": "report", "content_type": "text/markdown", "title": "report",
+            "content": "- [x] item 1: a\n", "source": "agent", "version": 2, "base_lock_version": lock_version,
+            "update_type": "update", "changes": [["- [ ] item 1:", "- [x] item 1:"]], "dirty": True,
+        },
+        {
+            "artifact_id": "notes", "content_type": "text/markdown", "title": "Notes",
+            "content": "- [ ] item 2: b\n", "source": "agent", "version": 1, "base_lock_version": None,
+            "update_type": "create", "changes": [], "dirty": True,
+        },
+    ]
+
+    resumed = ArtifactManager(session=session)
+    resumed.restore(old_format)
+    _tick(resumed, 2, artifact_id="notes")
+    again, _ = _through_a_checkpoint(resumed, session)
+    again.flush_all()
+
+    assert _saved(session, "report")[1] == [(1, "- [ ] item 1: a\n"), (2, "- [x] item 1: a\n")]
+    assert _saved(session, "notes")[1] == [(2, "- [x] item 2: b\n")]
+    assert Artifact.objects.get(artifact_id="notes").title == "Notes"

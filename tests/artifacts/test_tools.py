@@ -12,11 +12,26 @@ def manager():
     return ArtifactManager(session=ConversationFactory().artifact_session)
 
 
-def test_create_answers_in_compact_xml_with_a_snapshot_for_the_page(manager):
+def test_create_answers_in_compact_xml_and_tells_the_page_what_changed(manager):
     result = create_artifact(manager, id="task_plan", content="- [ ] a", title="Plan")
     assert result.success
     assert result.content == '<artifact version="1"><id>task_plan</id>Created.</artifact>'
-    assert result.metadata["artifact_snapshot"]["content"] == "- [ ] a"
+    assert result.metadata == {
+        "artifact_change": {"artifact_id": "task_plan", "title": "Plan", "version": 1, "length": 7, "removed": 0, "added": 7}
+    }
+
+
+def test_an_edit_of_a_large_artifact_reports_its_size_not_its_text(manager):
+    create_artifact(manager, id="report", content="x" * 200_000 + "\nend of draft\n")
+    updated = update_artifact(manager, id="report", old_str="end of draft", new_str="end")
+    rewritten = rewrite_artifact(manager, id="report", content="short")
+
+    assert updated.metadata["artifact_change"] == {
+        "artifact_id": "report", "title": "report", "version": 2, "length": 200_005, "removed": 12, "added": 3,
+    }
+    assert rewritten.metadata["artifact_change"] == {
+        "artifact_id": "report", "title": "report", "version": 3, "length": 5, "removed": 200_005, "added": 5,
+    }
 
 
 def test_create_of_an_existing_id_is_an_error_the_model_can_act_on(manager):

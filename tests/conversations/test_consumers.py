@@ -1,16 +1,24 @@
 import asyncio
+import json
 import uuid
 
+import lxml.html
 import pytest
 from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.conf import settings
 from django.db import connections
 from django.test import Client
 
 from agents import services as agent_services
+from agents.models import Run, RunEvent
+from artifactflow import realtime
 from artifactflow.asgi import application
 from conversations import services
+from conversations.markdown import BlockSplitter, markdown_render
+from tests.answers import long_answer
+from tests.factories import ConversationFactory, MessageFactory, RunFactory
 from tests.model_server import Text
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -76,39 +84,210 @@ async def test_a_foreign_origin_is_refused(user):
     assert not await _connects(communicator)
 
 
-async def test_the_owner_gets_the_thread_on_connect(user):
-    conversation = await _conversation(user, "Where is my thread?")
+class Page:
+    """The part of a page a conversation's websocket updates, with the
+    out-of-band swaps the htmx websocket extension performs."""
+
+    def __init__(self):
+        self.root = lxml.html.fragment_fromstring("<main></main>")
+
+    def apply(self, html: str) -> None:
+        for fragment in lxml.html.fragments_fromstring(html):
+            if isinstance(fragment, str):
+                continue
+            swap = fragment.attrib.pop("hx-swap-oob")
+            found = self.root.get_element_by_id(fragment.get("id"), None)
+            if found is None:
+                assert swap == "true", f"{swap} into a missing #{fragment.get('id')}"
+                self.root.append(fragment)
+            elif swap == "true":
+                found.getparent().replace(found, fragment)
+            elif swap == "innerHTML":
+                for child in list(found):
+                    found.remove(child)
+                found.text = fragment.text
+                found.extend(list(fragment))
+            else:
+                assert swap == "beforeend", swap
+                children = list(found)
+                if children:
+                    children[-1].tail = (children[-1].tail or "") + (fragment.text or "")
+                else:
+                    found.text = (found.text or "") + (fragment.text or "")
+                found.extend(list(fragment))
+
+    def find(self, element_id: str):
+        return self.root.get_element_by_id(element_id, None)
+
+
+def _words(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _text_of(html: str) -> str:
+    return _words(lxml.html.fragment_fromstring(html, create_parent="div").text_content()) if html else ""
+
+
+async def _received(communicator, *, until, timeout=10.0) -> list[str]:
+    messages = []
+    while not messages or not until(messages[-1]):
+        messages.append(await communicator.receive_from(timeout=timeout))
+    return messages
+
+
+async def _connected(conversation, user):
     communicator = _communicator(conversation, await _session_cookie(user))
     connected, _ = await communicator.connect()
     assert connected
-    html = await communicator.receive_from(timeout=5)
-    nudge = await communicator.receive_from(timeout=5)
+    return communicator
+
+
+@sync_to_async
+def _finished_conversation(user):
+    conversation = ConversationFactory(owner=user)
+    message = MessageFactory(conversation=conversation, content="Done already?", response="It **is** done.")
+    message.response_html = markdown_render(message.response)
+    message.save()
+    run = RunFactory(message=message, status=Run.Status.COMPLETED)
+    conversation.active_branch = message
+    conversation.save()
+    return conversation, message, run
+
+
+async def test_connect_sends_what_is_still_running_not_the_thread(user):
+    conversation, done_message, _ = await _finished_conversation(user)
+    queued = await sync_to_async(services.message_post)(
+        conversation=conversation, content="Still waiting?", enqueue=False
+    )
+    communicator = await _connected(conversation, user)
+    messages = await _received(communicator, until=lambda html: "artifacts-changed" in html)
     await communicator.disconnect()
-    assert 'id="thread" class="thread" hx-swap-oob="true"' in html
-    assert 'id="artifacts-changed" hx-swap-oob="true"' in nudge
-    assert "Where is my thread?" in html
+    assert any(f'id="message-{queued.pk}"' in html and 'data-status="queued"' in html for html in messages)
+    assert not any(f"message-{done_message.pk}" in html or 'id="thread"' in html for html in messages)
 
 
-async def test_a_turn_streams_message_snapshots_to_the_page(user, scripted_model, settings):
-    settings.RUN_CHUNK_FLUSH_SECONDS = 0.0
-    answer = "Streaming works end to end."
-    scripted_model.add(Text(answer, chunk_size=5, delay=0.02))
+async def test_a_run_the_page_shows_as_running_but_that_ended_is_sent_in_its_final_form(user):
+    conversation, message, run = await _finished_conversation(user)
+    communicator = await _connected(conversation, user)
+    assert "artifacts-changed" in await communicator.receive_from(timeout=5)
+    await communicator.send_to(text_data=json.dumps({"running": [run.pk]}))
+    html = await communicator.receive_from(timeout=5)
+    await communicator.disconnect()
+    assert f'id="message-{message.pk}"' in html and 'data-status="completed"' in html
+    assert "It <strong>is</strong> done." in html
+
+
+async def test_runs_of_another_conversation_named_by_a_page_are_ignored(user, other_user):
+    conversation = await _conversation(user)
+    _, foreign_message, foreign_run = await _finished_conversation(other_user)
+    communicator = await _connected(conversation, user)
+    await _received(communicator, until=lambda html: "artifacts-changed" in html)
+    await communicator.send_to(text_data=json.dumps({"running": [foreign_run.pk, "x", None]}))
+    await communicator.send_to(text_data="not json")
+    received = []
+    while not await communicator.receive_nothing(timeout=0.5):
+        received.append(await communicator.receive_from())
+    await communicator.disconnect()
+    assert not any("Done already" in html or f"message-{foreign_message.pk}" in html for html in received)
+
+
+async def test_a_long_answer_streams_as_appended_text_and_ends_rendered_whole(user, scripted_model, settings):
+    settings.RUN_CHUNK_FLUSH_SECONDS = 0.02
+    answer = long_answer(tokens=1500)
+    scripted_model.add(Text(answer, chunk_size=40, delay=0.01))
     conversation = await _conversation(user)
     message = conversation.active_branch
-    communicator = _communicator(conversation, await _session_cookie(user))
-    await communicator.connect()
-    await communicator.receive_from(timeout=5)  # the thread on connect
-    await communicator.receive_from(timeout=5)  # and a nudge to refresh the artifact pane
-
+    communicator = await _connected(conversation, user)
+    page = Page()
+    for html in await _received(communicator, until=lambda html: "artifacts-changed" in html):
+        page.apply(html) if "artifacts-changed" not in html else None
     run = await sync_to_async(message.runs.get)()
-    # A plain thread, as in a worker process: the channel layer takes its own
-    # thread-sensitive executor to publish.
-    await asyncio.to_thread(_execute_in_thread, run.pk)
+    worker = asyncio.create_task(asyncio.to_thread(_execute_in_thread, run.pk))
 
-    snapshots = []
-    while not snapshots or 'data-status="completed"' not in snapshots[-1]:
-        snapshots.append(await communicator.receive_from(timeout=10))
+    # After every push the page shows the answer so far: finished blocks as
+    # HTML, then the block being written as text, nothing lost or repeated.
+    boundaries, splitter = {0: ""}, BlockSplitter()
+    for end in range(1, len(answer) + 1):
+        if answer[end - 1] == "\n" and splitter.advance(answer[:end]) == end:
+            boundaries[end] = _text_of(markdown_render(answer[:end]))
+    pushes, checked = [], 0
+    while 'data-status="completed"' not in (pushes[-1] if pushes else ""):
+        html = await communicator.receive_from(timeout=10)
+        pushes.append(html)
+        if "artifacts-changed" in html:
+            continue
+        page.apply(html)
+        blocks, tail = page.find(f"blocks-{message.pk}"), page.find(f"tail-{message.pk}")
+        if blocks is None or not (tail.text or len(blocks)):
+            continue
+        shown_blocks = _words(blocks.text_content())
+        starts = [end for end, text in boundaries.items() if text == shown_blocks]
+        assert starts, "the rendered blocks are not a prefix of the answer"
+        assert any(answer[start:].startswith(tail.text or "") for start in starts)
+        checked += 1
+    await worker
     await communicator.disconnect()
-    assert all(f'id="message-{message.pk}"' in html and 'hx-swap-oob="true"' in html for html in snapshots)
-    assert any('data-status="running"' in html for html in snapshots)
-    assert answer in snapshots[-1]
+
+    stored = await sync_to_async(lambda: type(message).objects.get(pk=message.pk).response_html)()
+    final = page.find(f"message-{message.pk}")
+    assert (
+        final.find_class("answer")[0].text_content().strip()
+        == lxml.html.fragment_fromstring(stored, create_parent="div").text_content().strip()
+    )
+    assert checked > 10
+    snapshots = [html for html in pushes if f'<article id="message-{message.pk}"' in html]
+    assert len(snapshots) <= 4, "whole-message snapshots only when the frame changes and at the end"
+    assert sum(len(html.encode()) for html in pushes) <= 4 * len(stored.encode())
+
+
+async def test_lost_wake_ups_are_healed_by_the_next(user):
+    conversation = await _conversation(user)
+    message = conversation.active_branch
+    run = await sync_to_async(message.runs.get)()
+    communicator = await _connected(conversation, user)
+    page = Page()
+    for html in await _received(communicator, until=lambda html: "artifacts-changed" in html):
+        page.apply(html) if "artifacts-changed" not in html else None
+
+    @sync_to_async
+    def write(seq, type, **data):
+        RunEvent.objects.create(run=run, seq=seq, type=type, agent="lead_agent", data=data)
+        Run.objects.filter(pk=run.pk).update(status=Run.Status.RUNNING)
+
+    # Events land in the log but only the last is announced.
+    await write(1, RunEvent.Type.METADATA, model="m")
+    await write(2, RunEvent.Type.AGENT_START)
+    await write(3, RunEvent.Type.LLM_CHUNK, content="First paragraph.\n\nSecond ")
+    await write(4, RunEvent.Type.LLM_CHUNK, content="one, still going")
+    await get_channel_layer().group_send(
+        conversation.group_name, {"type": realtime.RUN_EVENT, "run_id": run.pk, "seq": 4}
+    )
+    html = await communicator.receive_from(timeout=5)
+    page.apply(html)
+    await write(5, RunEvent.Type.LLM_CHUNK, content=" and on.")
+    await get_channel_layer().group_send(
+        conversation.group_name, {"type": realtime.RUN_EVENT, "run_id": run.pk, "seq": 5}
+    )
+    tail_push = await communicator.receive_from(timeout=5)
+    page.apply(tail_push)
+    await communicator.disconnect()
+    assert _words(page.find(f"blocks-{message.pk}").text_content()) == "First paragraph."
+    assert page.find(f"tail-{message.pk}").text == "Second one, still going and on."
+    assert "First paragraph" not in tail_push and len(tail_push) < 200
+
+
+async def test_an_idle_websocket_outlives_the_layer_read_timeout_and_receives_a_turn(user, scripted_model, settings):
+    # channels_redis blocks 5 s reading; redis-py 8 timed such reads out at 5 s
+    # and closed every idle websocket (channels_redis#422).
+    settings.RUN_CHUNK_FLUSH_SECONDS = 0.0
+    scripted_model.add(Text("Still here after the idle spell.", chunk_size=6))
+    conversation = await _conversation(user)
+    message = conversation.active_branch
+    communicator = await _connected(conversation, user)
+    await _received(communicator, until=lambda html: "artifacts-changed" in html)
+    assert await communicator.receive_nothing(timeout=12)
+    run = await sync_to_async(message.runs.get)()
+    await asyncio.to_thread(_execute_in_thread, run.pk)
+    pushes = await _received(communicator, until=lambda html: 'data-status="completed"' in html)
+    await communicator.disconnect()
+    assert "Still here after the idle spell." in pushes[-1]

@@ -1,7 +1,11 @@
-import pytest
+from datetime import timedelta
 
-from conversations import selectors
+import pytest
+from django.utils import timezone
+
 from agents.models import Run
+from conversations import selectors
+from conversations.models import Conversation
 from tests.factories import ConversationFactory, MessageFactory, RunFactory
 
 pytestmark = pytest.mark.django_db
@@ -86,3 +90,41 @@ def test_search_finds_titles_questions_and_answers_of_my_conversations_only(user
 
     assert found == {by_title, by_answer}
     assert theirs not in found
+
+
+def _conversations(user, count: int, *, tied: int = 0) -> list:
+    """`count` conversations a second apart, newest first; the newest `tied` share one moment."""
+    now = timezone.now()
+    conversations = Conversation.objects.bulk_create(Conversation(owner=user, title=f"c{i}") for i in range(count))
+    for i, conversation in enumerate(conversations):
+        conversation.updated_at = now if i < tied else now - timedelta(seconds=i)
+    Conversation.objects.bulk_update(conversations, ["updated_at"])
+    return conversations
+
+
+def test_the_list_pages_newest_first_without_repeats_or_gaps_when_times_tie(user, other_user):
+    _conversations(user, 120, tied=70)
+    _conversations(other_user, 60)
+
+    pages = [selectors.conversation_list(user=user)]
+    while pages[-1].next_cursor:
+        pages.append(selectors.conversation_list(user=user, before=pages[-1].next_cursor))
+
+    assert [len(page.items) for page in pages] == [50, 50, 20]
+    newest_first = Conversation.objects.filter(owner=user).order_by("-updated_at", "-id")
+    assert [c.pk for page in pages for c in page] == [c.pk for c in newest_first]
+
+
+def test_a_page_is_one_query_for_only_what_the_list_shows(user, django_assert_num_queries):
+    _conversations(user, 1000)
+    cursor = selectors.conversation_list(user=user).next_cursor
+    with django_assert_num_queries(1):
+        page = selectors.conversation_list(user=user, before=cursor)
+    assert len(page.items) == selectors.PAGE_SIZE and page.next_cursor
+    assert {"metadata", "active_branch_id", "created_at"} <= page.items[0].get_deferred_fields()
+
+
+@pytest.mark.parametrize("cursor", ["", "nonsense", "12_not-a-uuid", "9" * 40 + "_" + "0" * 32, "1_" + "g" * 32])
+def test_a_malformed_cursor_gives_the_first_page(user, cursor):
+    newest = _conversations(user, 3)[0]
+    assert selectors.conversation_list(user=user, before=cursor).items[0] == newest

@@ -1,7 +1,15 @@
+import gzip
+import re
+from datetime import timedelta
+from html import unescape
+
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
 from agents.models import Run
+from artifacts.models import ArtifactSession
+from conversations import selectors
 from conversations.models import Conversation
 from tests.factories import ConversationFactory, MessageFactory, RunFactory
 
@@ -259,3 +267,103 @@ def test_a_failed_turn_offers_retry_which_queues_a_new_run(signed_in, user):
     response = signed_in.post(reverse("run-retry", args=[run.pk]), **HTMX)
     assert response.status_code == 200 and 'data-status="queued"' in response.content.decode()
     assert message.runs.count() == 2
+
+
+def _conversations(user, count: int) -> list[Conversation]:
+    """`count` conversations a second apart, newest first."""
+    now = timezone.now()
+    conversations = Conversation.objects.bulk_create(Conversation(owner=user, title=f"c{i}") for i in range(count))
+    ArtifactSession.objects.bulk_create(ArtifactSession(conversation=c) for c in conversations)
+    for i, conversation in enumerate(conversations):
+        conversation.updated_at = now - timedelta(seconds=i)
+    Conversation.objects.bulk_update(conversations, ["updated_at"])
+    return conversations
+
+
+_ITEM = re.compile(r'<li><a href="/c/([0-9a-f-]+)/"')
+_MORE = re.compile(r'<li class="more"><a href="([^"]+)" hx-get="([^"]+)" hx-target="closest li" hx-swap="outerHTML">Load more</a></li>')
+
+
+def _items(html: str) -> list[str]:
+    return _ITEM.findall(html)
+
+
+def _more(html: str) -> tuple[str, str] | None:
+    """The no-JS and the HTMX URL of the list's "Load more"."""
+    found = _MORE.search(html)
+    return (unescape(found[1]), unescape(found[2])) if found else None
+
+
+@pytest.mark.parametrize("count", [10, 1000])
+def test_the_chat_page_and_a_list_page_take_the_same_few_queries_however_many_conversations(
+    signed_in, user, count, django_assert_max_num_queries
+):
+    conversations = _conversations(user, count)
+    conversation = ConversationFactory(owner=user)
+    before = selectors.conversation_list(user=user, limit=5).next_cursor
+    # the session, the user, the list's page
+    with django_assert_max_num_queries(3):
+        chat = signed_in.get(reverse("chat")).content.decode()
+    with django_assert_max_num_queries(3):
+        more = signed_in.get(reverse("conversation-search"), {"before": before}, **HTMX).content.decode()
+    # and the conversation, its thread and its artifact pane
+    with django_assert_max_num_queries(3 + 5):
+        signed_in.get(conversation.get_absolute_url())
+    assert len(_items(chat)) == min(count + 1, 50) and str(conversations[0].pk) in chat
+    assert len(_items(more)) == min(count + 1 - 5, 50)
+
+
+def test_load_more_appends_the_next_page_in_place_of_itself_until_the_last(signed_in, user):
+    conversations = _conversations(user, 120)
+
+    first = signed_in.get(reverse("chat")).content.decode()
+    second = signed_in.get(_more(first)[1], **HTMX).content.decode()
+    third = signed_in.get(_more(second)[1], **HTMX).content.decode()
+
+    assert "<ul" not in second and "<nav" not in second
+    assert [len(_items(page)) for page in (first, second, third)] == [50, 50, 20]
+    assert _items(first) + _items(second) + _items(third) == [str(c.pk) for c in conversations]
+    assert _more(third) is None and "No conversations yet" not in third
+
+
+def test_without_javascript_load_more_is_a_link_to_the_page_with_the_next_list_page(signed_in, user):
+    conversations = _conversations(user, 60)
+    open_conversation = conversations[55]
+
+    page = signed_in.get(open_conversation.get_absolute_url()).content.decode()
+    href, htmx_url = _more(page)
+    assert href.startswith(open_conversation.get_absolute_url() + "?before=")
+    assert 'aria-current="page"' not in page  # it is on the next page
+    assert f"current={open_conversation.pk}" in htmx_url
+
+    next_page = signed_in.get(href).content.decode()
+    assert '<nav id="conversation-list"' in next_page and _more(next_page) is None
+    assert _items(next_page) == [str(c.pk) for c in conversations[50:]]
+    assert f'<a href="/c/{open_conversation.pk}/" aria-current="page">' in next_page
+    fragment = signed_in.get(htmx_url, **HTMX).content.decode()
+    assert f'<a href="/c/{open_conversation.pk}/" aria-current="page">' in fragment
+
+
+def test_search_results_load_more_with_the_query(signed_in, user):
+    _conversations(user, 10)
+    for i in range(55):
+        ConversationFactory(owner=user, title=f"Postgres {i}")
+
+    first = signed_in.get(reverse("conversation-search"), {"q": "postgres"}, **HTMX).content.decode()
+    href, htmx_url = _more(first)
+    rest = signed_in.get(htmx_url, **HTMX).content.decode()
+
+    assert "q=postgres" in href and "q=postgres" in htmx_url
+    assert len(_items(first)) == 50 and len(_items(rest)) == 5 and "<mark>Postgres</mark>" in rest
+    without_js = signed_in.get(reverse("conversation-search"), {"q": "postgres", "before": "x"})
+    assert without_js.url == reverse("chat") + "?q=postgres&before=x"
+
+
+def test_pages_are_gzipped_for_a_browser_that_accepts_it(signed_in, user):
+    _conversations(user, 60)
+
+    response = signed_in.get(reverse("chat"), HTTP_ACCEPT_ENCODING="gzip, deflate, br")
+
+    assert response["Content-Encoding"] == "gzip" and "Accept-Encoding" in response["Vary"]
+    assert len(_items(gzip.decompress(response.content).decode())) == 50
+    assert "Content-Encoding" not in signed_in.get(reverse("chat"))

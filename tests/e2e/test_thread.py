@@ -124,7 +124,9 @@ def test_search_rename_and_delete_conversations(portal, model_server, page):
     items = page.locator("#conversation-items li")
     page.get_by_label("Search conversations").fill("aardvark")
     expect(items).to_have_count(1)
-    expect(items).to_have_text("Aardvark habitats")
+    # The title, then where the search matched.
+    expect(items).to_contain_text("Aardvark habitats")
+    expect(items.locator("mark")).to_have_text("Aardvark")
     page.get_by_label("Search conversations").fill("")
     expect(items).to_have_count(2)
 

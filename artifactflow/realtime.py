@@ -1,0 +1,84 @@
+"""How workers and web requests tell a conversation's open pages that something
+changed: the group a conversation's websockets listen on, the message types
+their consumer handles, and one way to send, after the commit it describes.
+
+Messages are wake-up calls. The database is the truth: a consumer reads what
+changed from it, so a message lost on the way is healed by the next one or by
+a reconnect, and sending never blocks or fails its caller.
+"""
+
+import asyncio
+import contextvars
+import logging
+import threading
+
+from channels.layers import channel_layers
+from django.db import transaction
+
+logger = logging.getLogger(__name__)
+
+# A run wrote event rows (fields: run_id, seq). Handled by ConversationConsumer.run_event.
+RUN_EVENT = "run.event"
+# The conversation's artifacts or their working copies changed. Handled by
+# ConversationConsumer.artifacts_changed.
+ARTIFACTS_CHANGED = "artifacts.changed"
+
+# Sends still on their way; beyond this a stalled layer drops new wake-ups
+# rather than queueing without bound.
+MAX_PENDING = 1000
+
+
+def conversation_group(conversation_id) -> str:
+    return f"conversation-{conversation_id}"
+
+
+def event_send_on_commit(*, conversation_id, type: str, **fields) -> None:
+    """Announce `type` to the conversation's pages once the current transaction
+    commits (at once outside a transaction); a rollback announces nothing."""
+    group, message = conversation_group(conversation_id), {"type": type, **fields}
+    transaction.on_commit(lambda: _publisher().send(group, message))
+
+
+class _Publisher:
+    """One event loop thread per process with a channel layer of its own, so a
+    Redis layer keeps its connection across messages, a web request hands its
+    message over without waiting, and no loop is bound to any request's thread."""
+
+    def __init__(self):
+        self._loop = asyncio.new_event_loop()
+        self._layer = channel_layers.make_backend("default")
+        self._pending = 0
+        self._lock = threading.Lock()
+        threading.Thread(target=self._loop.run_forever, name="realtime-publisher", daemon=True).start()
+
+    def send(self, group: str, message: dict) -> None:
+        with self._lock:
+            if self._pending >= MAX_PENDING:
+                logger.warning("Dropped a wake-up for %s: %s sends are still pending", group, self._pending)
+                return
+            self._pending += 1
+        # In a context of its own: one copied from a web request would carry
+        # asgiref's executor for that request's thread, which is gone by the
+        # time the layer's database calls run ("CurrentThreadExecutor already quit").
+        self._loop.call_soon_threadsafe(self._start, group, message, context=contextvars.Context())
+
+    def _start(self, group: str, message: dict) -> None:
+        self._loop.create_task(self._layer.group_send(group, message)).add_done_callback(self._sent)
+
+    def _sent(self, task: asyncio.Task) -> None:
+        with self._lock:
+            self._pending -= 1
+        if not task.cancelled() and task.exception() is not None:
+            logger.warning("Could not announce a change", exc_info=task.exception())
+
+
+_instance: _Publisher | None = None
+_instance_lock = threading.Lock()
+
+
+def _publisher() -> _Publisher:
+    global _instance
+    with _instance_lock:
+        if _instance is None:
+            _instance = _Publisher()
+        return _instance

@@ -1,0 +1,113 @@
+"""What an open page is sent while a run streams: only what is new.
+
+A websocket connection keeps a `RunStream` for each run it shows. A push folds
+only the events after the last one the stream saw, then sends:
+
+- the text appended since the last push: the markdown blocks it finished,
+  rendered once and appended, and the unfinished block as plain text;
+- the status line, when it changed;
+- a snapshot of the whole message when anything else changed (status, a
+  permission question, an error) or the text was replaced rather than extended
+  (a tool call, a retry), and once more when the run ends, rendered from the
+  stored answer.
+
+Bytes and work per push are proportional to what is new, not to the answer so
+far, so a 5,000-token answer costs about what its HTML weighs.
+"""
+
+from dataclasses import dataclass, field
+
+from django.template.loader import render_to_string
+
+from agents.models import Run, RunEvent
+from agents.selectors import RunView, run_view_apply
+
+from . import selectors
+from .markdown import BlockSplitter, live_answer, markdown_render
+from .models import Conversation
+
+
+def _frame(view: RunView) -> tuple:
+    """Everything a message shows besides its text and status line: a change
+    here re-renders the message."""
+    return (view.status, view.pending and view.pending.get("id"), view.error, view.demo, view.model)
+
+
+@dataclass
+class RunStream:
+    """One connection's view of one run: what the page was last sent."""
+
+    run_id: int
+    message_id: int
+    view: RunView
+    shown: str = ""
+    activity: str = ""
+    frame: tuple = ()
+    splitter: BlockSplitter = field(default_factory=BlockSplitter)
+
+    def show(self, view: RunView) -> None:
+        """Record that the page now shows this whole message."""
+        self.view, self.shown, self.activity, self.frame = view, view.text, view.activity, _frame(view)
+        self.splitter = BlockSplitter()
+        self.splitter.advance(view.text)
+
+
+def stream_open(*, conversation: Conversation, run_id: int) -> tuple[RunStream | None, str]:
+    """A snapshot of the run's message, and a stream to follow it with while
+    the run is active (None once it has ended, or if it is not this conversation's)."""
+    entry = selectors.thread_entry_for_run(conversation=conversation, run_id=run_id)
+    if entry is None:
+        return None, ""
+    html = _message_html(entry)
+    if not entry.view.is_active:
+        return None, html
+    stream = RunStream(run_id=run_id, message_id=entry.message.pk, view=entry.view)
+    stream.show(entry.view)
+    return stream, html
+
+
+def stream_advance(*, conversation: Conversation, stream: RunStream) -> tuple[RunStream | None, str]:
+    """What is new for this page since the stream's last push, as HTML to send,
+    and the stream to continue with (None once the run has ended)."""
+    status = Run.objects.filter(pk=stream.run_id).values_list("status", flat=True).first()
+    if status not in Run.ACTIVE_STATUSES:
+        # The end (or a deleted run): the stored answer, rendered once.
+        return stream_open(conversation=conversation, run_id=stream.run_id)
+    view = stream.view
+    for event in RunEvent.objects.filter(run_id=stream.run_id, seq__gt=view.seq).order_by("seq"):
+        run_view_apply(view, event)
+    # The run row is the authority on status; events only fill in progress.
+    view.status = status
+    if _frame(view) != stream.frame:
+        entry = selectors.thread_entry_for_message(conversation=conversation, message_id=stream.message_id, view=view)
+        stream.show(view)
+        return stream, _message_html(entry)
+    parts = []
+    if not view.text.startswith(stream.shown):
+        parts.append(_render("answer", message_id=stream.message_id, answer=live_answer(view.text), oob=True))
+        stream.show(view)
+    elif len(view.text) > len(stream.shown):
+        parts.append(_appended(stream, view.text))
+    if view.activity != stream.activity:
+        stream.activity = view.activity
+        parts.append(_render("activity", message_id=stream.message_id, view=view, oob=True))
+    return stream, "".join(parts)
+
+
+def _appended(stream: RunStream, text: str) -> str:
+    done_before = stream.splitter.done
+    done = stream.splitter.advance(text)
+    new_text = text[len(stream.shown) :]
+    stream.shown = text
+    if done == done_before:
+        return _render("answer_more", message_id=stream.message_id, tail=new_text)
+    blocks = markdown_render(text[done_before:done])
+    return _render("answer_more", message_id=stream.message_id, blocks=blocks, tail=text[done:])
+
+
+def _message_html(entry: selectors.ThreadEntry) -> str:
+    return render_to_string("conversations/chat.html#message", {"entry": entry, "oob": True})
+
+
+def _render(partial: str, **context) -> str:
+    return render_to_string(f"conversations/chat.html#{partial}", context)
