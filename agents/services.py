@@ -71,7 +71,8 @@ def _run_recover_stale(*, run_id: int) -> Run | None:
             return run
         run.status, run.finished_at, run.error = Run.Status.FAILED, timezone.now(), WORKER_DIED
         run.save(update_fields=["status", "finished_at", "error"])
-    RunEventLog(run=run).emit(RunEvent.Type.ERROR, data={"message": WORKER_DIED, **_flush_data(FlushReport())})
+    log = RunEventLog(run=run)
+    log.emit(RunEvent.Type.ERROR, data={"message": WORKER_DIED, **_flush_data(FlushReport())})
     return run
 
 
@@ -284,7 +285,8 @@ def run_cancel(*, run_id: int, user) -> Run:
             return run
         run.status, run.finished_at = Run.Status.CANCELLED, timezone.now()
         run.save(update_fields=["cancel_requested", "status", "finished_at"])
-    RunEventLog(run=run).emit(RunEvent.Type.ERROR, data={"message": CANCELLED, "cancelled": True, **_flush_data(FlushReport())})
+    log = RunEventLog(run=run)
+    log.emit(RunEvent.Type.ERROR, data={"message": CANCELLED, "cancelled": True, **_flush_data(FlushReport())})
     return run
 
 

@@ -33,7 +33,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
     """Pushes a conversation's live runs to its open page as HTML fragments that
     HTMX swaps in by id: a snapshot of each running message on connect, then
     only what is new (conversations.streaming), at most one push per
-    PUSH_INTERVAL, and a last snapshot when a run ends. Wake-ups from the
+    WEBSOCKET_PUSH_INTERVAL, and a last snapshot when a run ends. Wake-ups from the
     channel layer only say which run changed; what changed is read from the
     event log after the last event this connection saw, so a lost wake-up is
     healed by the next."""
@@ -58,7 +58,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         await self.accept()
         # The page shows everything else already; what is still running may
         # have moved on while it loaded or was disconnected.
-        html = await _in_thread(self._advance)(await _in_thread(self._active_run_ids)())
+        html = await _in_thread(self._advance_active)()
         if html:
             await self.send(text_data=html)
         await self.artifacts_changed({})
@@ -112,23 +112,19 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         finally:
             self.pusher = None
 
-    def _active_run_ids(self) -> list[int]:
-        return list(
-            Run.objects.filter(message__conversation=self.conversation, status__in=Run.ACTIVE_STATUSES).values_list(
-                "pk", flat=True
-            )
-        )
+    def _advance_active(self) -> str:
+        runs = Run.objects.filter(message__conversation=self.conversation, status__in=Run.ACTIVE_STATUSES)
+        return self._advance(runs.values_list("pk", flat=True))
 
     def _advance(self, run_ids) -> str:
         parts = []
         for run_id in sorted(run_ids):
-            if run_id in self.streams and self.streams[run_id] is None:
-                continue
-            stream = self.streams.get(run_id)
-            if stream is None:
+            if run_id not in self.streams:
                 stream, html = stream_open(conversation=self.conversation, run_id=run_id)
+            elif self.streams[run_id] is None:
+                continue
             else:
-                stream, html = stream_advance(conversation=self.conversation, stream=stream)
+                stream, html = stream_advance(conversation=self.conversation, stream=self.streams[run_id])
             self.streams[run_id] = stream
             parts.append(html)
         return "".join(parts)

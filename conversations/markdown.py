@@ -130,12 +130,15 @@ class BlockSplitter:
 @dataclass(frozen=True)
 class LiveAnswer:
     """An unfinished answer as the page shows it: finished blocks as HTML, the
-    block being written as plain text."""
+    block being written as plain text, and the splitter that told them apart,
+    to go on from as the text grows."""
 
     html: str
     tail: str
+    splitter: BlockSplitter
 
 
 def live_answer(text: str) -> LiveAnswer:
-    done = BlockSplitter().advance(text)
-    return LiveAnswer(html=markdown_render(text[:done]), tail=text[done:])
+    splitter = BlockSplitter()
+    done = splitter.advance(text)
+    return LiveAnswer(html=markdown_render(text[:done]), tail=text[done:], splitter=splitter)

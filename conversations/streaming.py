@@ -23,7 +23,7 @@ from agents.models import Run, RunEvent
 from agents.selectors import RunView, run_view_apply
 
 from . import selectors
-from .markdown import BlockSplitter, live_answer, markdown_render
+from .markdown import BlockSplitter, LiveAnswer, live_answer, markdown_render
 from .models import Conversation
 
 
@@ -45,11 +45,10 @@ class RunStream:
     frame: tuple = ()
     splitter: BlockSplitter = field(default_factory=BlockSplitter)
 
-    def show(self, view: RunView) -> None:
-        """Record that the page now shows this whole message."""
+    def show(self, view: RunView, answer: LiveAnswer) -> None:
+        """Record that the page now shows this whole message, its answer as `answer`."""
         self.view, self.shown, self.activity, self.frame = view, view.text, view.activity, _frame(view)
-        self.splitter = BlockSplitter()
-        self.splitter.advance(view.text)
+        self.splitter = answer.splitter
 
 
 def stream_open(*, conversation: Conversation, run_id: int) -> tuple[RunStream | None, str]:
@@ -62,7 +61,7 @@ def stream_open(*, conversation: Conversation, run_id: int) -> tuple[RunStream |
     if not entry.view.is_active:
         return None, html
     stream = RunStream(run_id=run_id, message_id=entry.message.pk, view=entry.view)
-    stream.show(entry.view)
+    stream.show(entry.view, entry.answer)
     return stream, html
 
 
@@ -80,12 +79,14 @@ def stream_advance(*, conversation: Conversation, stream: RunStream) -> tuple[Ru
     view.status = status
     if _frame(view) != stream.frame:
         entry = selectors.thread_entry_for_message(conversation=conversation, message_id=stream.message_id, view=view)
-        stream.show(view)
-        return stream, _message_html(entry)
+        html = _message_html(entry)
+        stream.show(view, entry.answer)
+        return stream, html
     parts = []
     if not view.text.startswith(stream.shown):
-        parts.append(_render("answer", message_id=stream.message_id, answer=live_answer(view.text), oob=True))
-        stream.show(view)
+        answer = live_answer(view.text)
+        parts.append(_render("answer", message_id=stream.message_id, answer=answer, oob=True))
+        stream.show(view, answer)
     elif len(view.text) > len(stream.shown):
         parts.append(_appended(stream, view.text))
     if view.activity != stream.activity:

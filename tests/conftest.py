@@ -60,3 +60,10 @@ def user(db):
 @pytest.fixture
 def other_user(db):
     return UserFactory()
+
+
+@pytest.fixture
+def signed_in(client, user):
+    """The test client, signed in as `user`."""
+    client.force_login(user)
+    return client

@@ -16,12 +16,6 @@ pytestmark = pytest.mark.django_db
 HTMX = {"HTTP_HX_REQUEST": "true"}
 
 
-@pytest.fixture
-def signed_in(client, user):
-    client.force_login(user)
-    return client
-
-
 def _with_versions(conversation, artifact_id, count):
     artifact = Artifact.objects.create(
         session=conversation.artifact_session, artifact_id=artifact_id, content=f"text v{count}", current_version=count

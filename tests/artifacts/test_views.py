@@ -34,12 +34,6 @@ def conversation(user):
     return ConversationFactory(owner=user)
 
 
-@pytest.fixture
-def signed_in(client, user):
-    client.force_login(user)
-    return client
-
-
 def _flushed(conversation, artifact_id, *contents, content_type="text/markdown"):
     """An artifact saved once per content, as successive turns would."""
     for i, content in enumerate(contents):

@@ -18,12 +18,6 @@ pytestmark = pytest.mark.django_db
 HTMX = {"HTTP_HX_REQUEST": "true"}
 
 
-@pytest.fixture
-def signed_in(client, user):
-    client.force_login(user)
-    return client
-
-
 def _urls(conversation):
     return [
         ("get", reverse("conversation-detail", args=[conversation.pk])),
