@@ -276,6 +276,39 @@ async def test_lost_wake_ups_are_healed_by_the_next(user):
     assert "First paragraph" not in tail_push and len(tail_push) < 200
 
 
+async def test_a_turn_resumed_after_its_worker_died_replaces_the_text_it_had_shown(user):
+    conversation = await _conversation(user)
+    message = conversation.active_branch
+    run = await sync_to_async(message.runs.get)()
+    communicator = await _connected(conversation, user)
+    page = Page()
+    for html in await _received(communicator, until=lambda html: "artifacts-changed" in html):
+        page.apply(html) if "artifacts-changed" not in html else None
+
+    @sync_to_async
+    def write(seq, type, **data):
+        RunEvent.objects.create(run=run, seq=seq, type=type, agent="lead_agent", data=data)
+        Run.objects.filter(pk=run.pk).update(status=Run.Status.RUNNING)
+
+    async def push(seq):
+        await get_channel_layer().group_send(
+            conversation.group_name, {"type": realtime.RUN_EVENT, "run_id": run.pk, "seq": seq}
+        )
+        page.apply(await communicator.receive_from(timeout=5))
+
+    await write(1, RunEvent.Type.METADATA, model="m")
+    await write(2, RunEvent.Type.AGENT_START)
+    await write(3, RunEvent.Type.LLM_CHUNK, content="Half an answer from the first worker.\n\nAnd ")
+    await push(3)
+    # The worker died; the next one starts the step again from the beginning.
+    await write(4, RunEvent.Type.METADATA, model="m", resumed=True)
+    await write(5, RunEvent.Type.LLM_CHUNK, content="A fresh start.")
+    await push(5)
+    await communicator.disconnect()
+    answer = page.find(f"answer-{message.pk}")
+    assert _words(answer.text_content()) == "A fresh start."
+
+
 async def test_an_idle_websocket_outlives_the_layer_read_timeout_and_receives_a_turn(user, scripted_model, settings):
     # channels_redis blocks 5 s reading; redis-py 8 timed such reads out at 5 s
     # and closed every idle websocket (channels_redis#422).
