@@ -17,11 +17,11 @@ class RunEventInline(admin.TabularInline):
 
 @admin.register(Run)
 class RunAdmin(admin.ModelAdmin):
-    list_display = ("id", "status", "model", "message", "attempts", "created_at", "finished_at")
+    list_display = ("id", "status", "model", "message", "attempts", "worker_deaths", "created_at", "finished_at")
     list_filter = ("status", "model", "created_at")
     search_fields = ("id", "message__content", "message__conversation__title", "error")
     raw_id_fields = ("message",)
-    readonly_fields = ("created_at", "started_at", "finished_at", "heartbeat_at")
+    readonly_fields = ("created_at", "started_at", "finished_at", "heartbeat_at", "worker")
     list_select_related = ("message",)
     date_hierarchy = "created_at"
     inlines = [RunEventInline]

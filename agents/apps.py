@@ -1,5 +1,10 @@
+import logging
+
 from django.apps import AppConfig
+from django.db import connections
 from django.db.models.signals import post_migrate
+
+logger = logging.getLogger(__name__)
 
 SWEEP_SCHEDULE = "artifactflow-runs-sweep"
 
@@ -15,8 +20,28 @@ def _sweep_schedule(sender, **kwargs):
     )
 
 
+def _sweep_on_worker_start(sender, **kwargs):
+    # A worker process starting after a crash or a restart heals at once the
+    # runs its host's dead processes held, rather than after the stale limit.
+    from .services import runs_sweep
+
+    try:
+        swept = runs_sweep()
+        if swept["recovered"]:
+            logger.warning("Recovered %s runs whose worker had died", swept["recovered"])
+    except Exception:
+        # The schedule sweeps again within a minute; a worker must start regardless.
+        logger.exception("The start-up sweep failed")
+    finally:
+        # The worker's tasks start on connections of their own.
+        connections.close_all()
+
+
 class AgentsConfig(AppConfig):
     name = "agents"
 
     def ready(self):
+        from django_q.signals import post_spawn
+
         post_migrate.connect(_sweep_schedule, sender=self, dispatch_uid="agents-sweep-schedule")
+        post_spawn.connect(_sweep_on_worker_start, dispatch_uid="agents-sweep-on-worker-start")

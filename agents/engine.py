@@ -92,6 +92,9 @@ class TurnState:
     agent_metrics: dict = field(default_factory=dict)
     tool_metrics: list[dict] = field(default_factory=list)
     started_at: str = ""
+    # The lead's answer once the turn is complete: a worker that dies while
+    # saving it hands it on in the checkpoint instead of asking the model again.
+    response: str = ""
 
     def to_checkpoint(self) -> dict:
         return asdict(self)
@@ -168,6 +171,8 @@ class Turn:
         self.deadline = time.monotonic() + settings.RUN_TIME_LIMIT
 
     def execute(self, state: TurnState) -> TurnOutcome:
+        if state.phase == Phase.COMPLETED:
+            return self._outcome("completed", state, response=state.response)
         try:
             if state.steps == 0 and state.pending is None:
                 self.log.emit(RunEvent.Type.AGENT_START, agent=LEAD_AGENT, data={"instruction": state.frames[0].instruction})
@@ -203,7 +208,7 @@ class Turn:
             # Past its rounds the agent was told to answer; what it wrote
             # before another call is all the answer there is.
             response = text_before_calls(reply.content) if calls else reply.content
-            return self._agent_finish(state, frame, response)
+            return self._agent_finish(state, frame, response, out_of_rounds=bool(calls))
 
         call = calls[0]
         frame.rounds += 1
@@ -343,20 +348,35 @@ class Turn:
 
     # --- agents ------------------------------------------------------------------
 
-    def _agent_finish(self, state: TurnState, frame: Frame, response: str) -> TurnOutcome | None:
+    def _agent_finish(self, state: TurnState, frame: Frame, response: str, *, out_of_rounds: bool = False) -> TurnOutcome | None:
+        """`out_of_rounds`: the agent still only called tools after its last
+        round; an empty response then says so, rather than "empty answer"."""
         self.log.emit(RunEvent.Type.AGENT_COMPLETE, agent=frame.agent, data={"response": response})
+        rounds = AGENTS[frame.agent].max_tool_rounds
         if len(state.frames) == 1:
+            if not response and out_of_rounds:
+                raise ModelError(
+                    f"The lead agent used all its {rounds} tool calls without writing an answer; "
+                    "any artifacts it wrote are kept. Ask again, perhaps with a narrower question."
+                )
             if not response:
                 raise ModelError("The model returned an empty answer.")
-            state.phase = Phase.COMPLETED
+            state.phase, state.response = Phase.COMPLETED, response
             return self._outcome("completed", state, response=response)
         state.frames.pop()
         lead = state.frames[-1]
+        if response:
+            report = response
+        elif out_of_rounds:
+            report = (
+                f"(no report: {frame.agent} used all its {rounds} tool calls without writing one. "
+                "Give it a narrower instruction, or go on without it.)"
+            )
+        else:
+            report = "(no answer)"
         result = ToolResult(
             success=bool(response),
-            content=(
-                f"<subagent_result agent={quoteattr(frame.agent)}>\n{escape(response or '(no answer)')}\n</subagent_result>"
-            ),
+            content=f"<subagent_result agent={quoteattr(frame.agent)}>\n{escape(report)}\n</subagent_result>",
         )
         self._tool_report(lead, ToolCall(name=CALL_SUBAGENT, id=frame.call_id), result)
         return None

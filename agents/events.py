@@ -1,16 +1,18 @@
 """A run's event log: every event is a row, announced to the conversation's
-channel-layer group once the row is committed."""
+channel-layer group once the row is committed. A worker's writes are fenced
+by its lease and retried while the database is briefly away."""
 
 import time
 from collections.abc import Callable
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Max
-from django.utils import timezone
 
 from artifactflow import realtime
+from artifactflow.db import transient_retry
 
+from .lease import Lease
 from .models import Run, RunEvent
 
 
@@ -22,10 +24,14 @@ class RunEventLog:
         self,
         *,
         run: Run,
+        lease: Lease | None = None,
         on_event: Callable[[RunEvent], None] | None = None,
         flush_seconds: float | None = None,
     ):
+        """`lease`: the worker's claim, checked with every write. Without one
+        (the sweep, a cancel) the caller has ended the run or holds its row."""
         self.run = run
+        self._lease = lease
         self._conversation_id = run.message.conversation_id
         self._on_event = on_event
         self._flush_seconds = settings.RUN_CHUNK_FLUSH_SECONDS if flush_seconds is None else flush_seconds
@@ -55,18 +61,35 @@ class RunEventLog:
             self._write(RunEvent.Type.LLM_CHUNK, self._chunk_agent, {"content": content})
 
     def _write(self, type: str, agent: str, data: dict) -> RunEvent:
-        with transaction.atomic():
-            event = RunEvent.objects.create(run=self.run, seq=self._seq + 1, type=type, agent=agent, data=data)
-            # Every write is also the heartbeat that shows the worker is alive.
-            Run.objects.filter(pk=self.run.pk).update(heartbeat_at=timezone.now())
-            realtime.event_send_on_commit(
-                conversation_id=self._conversation_id, type=realtime.RUN_EVENT, run_id=self.run.pk, seq=event.seq
-            )
-            if self._on_event is not None:
-                transaction.on_commit(lambda: self._on_event(event))
+        seq = self._seq + 1
+        event = transient_retry(lambda: self._insert(seq, type, agent, data), what=f"event {seq} of run {self.run.pk}")
         self._seq = event.seq
         self._last_write = time.monotonic()
         return event
+
+    def _insert(self, seq: int, type: str, agent: str, data: dict) -> RunEvent:
+        try:
+            with transaction.atomic():
+                if self._lease is not None:
+                    self._lease.hold()
+                event = RunEvent.objects.create(run=self.run, seq=seq, type=type, agent=agent, data=data)
+                self._announce_on_commit(event)
+                return event
+        except IntegrityError:
+            # A retry of a write whose commit went through though the
+            # connection broke before it said so: the row is there already.
+            event = RunEvent.objects.filter(run=self.run, seq=seq, type=type).first()
+            if event is None:
+                raise
+            self._announce_on_commit(event)
+            return event
+
+    def _announce_on_commit(self, event: RunEvent) -> None:
+        realtime.event_send_on_commit(
+            conversation_id=self._conversation_id, type=realtime.RUN_EVENT, run_id=self.run.pk, seq=event.seq
+        )
+        if self._on_event is not None:
+            transaction.on_commit(lambda: self._on_event(event))
 
     def artifacts_changed(self) -> None:
         """Wake the conversation's open pages for something that is not an

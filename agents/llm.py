@@ -92,12 +92,14 @@ class OpenAIChatModel:
             time.sleep(min(0.5 * 2 ** (attempt - 1), 8))
 
     def _stream_once(self, request: dict) -> Iterator[Delta]:
-        received = False
+        received = finished = False
         calls: dict[int, dict] = {}
         try:
             stream = self._client.chat.completions.create(**request)
             with stream:
                 for chunk in stream:
+                    # "stop", "length", "tool_calls"…: any reason means the model ended the answer itself.
+                    finished = finished or any(choice.finish_reason for choice in chunk.choices or [])
                     for delta in _deltas(chunk, calls):
                         received = True
                         yield delta
@@ -112,6 +114,13 @@ class OpenAIChatModel:
             if not received:
                 raise ModelError(f"The connection to the model service failed: {_brief(exc.message)}") from exc
             raise _BrokenStream(exc.message) from exc
+        if not finished:
+            # The SDK stops quietly when the response body ends, with or without
+            # `data: [DONE]`: a proxy or server that closes the stream cleanly
+            # mid-answer would pass the partial text (or half-sent tool calls)
+            # off as the whole answer. Without a finish reason it is a broken
+            # stream, asked again like one that was cut.
+            raise _BrokenStream("the stream ended before the answer was finished")
         if calls:
             yield Delta(tool_calls=[calls[i] for i in sorted(calls)])
 

@@ -23,7 +23,14 @@ class Run(models.Model):
     message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="runs")
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
     model = models.CharField(max_length=200, blank=True)
+    # Counts claims by a worker. It is also the fencing token: a worker writes
+    # only while the run is running under the claim it made (agents.lease).
     attempts = models.PositiveIntegerField(default=0)
+    # Times the run's worker was found dead; a claim after a permission answer is not one.
+    worker_deaths = models.PositiveIntegerField(default=0)
+    # The process executing the run ("host:pid"), so a worker starting on that
+    # host can tell at once that the process is gone.
+    worker = models.CharField(max_length=200, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     error = models.TextField(blank=True)
     # The engine's state after its last step (agents.engine.TurnState): what a

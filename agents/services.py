@@ -5,27 +5,32 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 from django_q.tasks import async_task
 
+from artifactflow.db import TRANSIENT_ERRORS, transient_retry
 from artifacts.manager import ArtifactManager, FlushReport
 from conversations.markdown import markdown_render
 from conversations.selectors import message_path
 
 from . import engine
 from .events import RunEventLog
+from .lease import HOST, Heartbeat, Lease, LeaseLost, worker_gone, worker_name
 from .llm import ModelError, models_from_settings
 from .models import Run, RunEvent
+from .selectors import RunView, run_view_apply
 
 logger = logging.getLogger(__name__)
 
 TASK = "agents.tasks.run_turn"
 WORKER_DIED = "The worker running this turn stopped twice. Ask again to retry."
-# A run is started once and, if its worker dies, resumed once.
-RUN_MAX_ATTEMPTS = 2
+# A run whose worker dies is resumed once from its checkpoint; a second death
+# fails it. Claims after a permission answer are not deaths.
+WORKER_DEATHS_RESUMED = 1
 CANCELLED = "Cancelled."
+INTERNAL_ERROR = "An internal error stopped this turn. It has been logged."
 # Message metadata key: tools the user always allows on the branch through it.
 ALLOWED_TOOLS = "allowed_tools"
 
@@ -39,76 +44,113 @@ def run_create(*, message, enqueue: bool = True) -> Run:
 
 
 def run_claim(*, run_id: int) -> Run | None:
-    """Take a queued run for this worker. Returns None when it is not queued any
-    more (a second delivery of the same task, or a run already finished)."""
+    """Take a queued run for this worker under a new attempt number (its
+    lease). Returns None when it is not queued any more (a second delivery of
+    the same task, or a run already finished)."""
     now = timezone.now()
     claimed = Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(
-        status=Run.Status.RUNNING, attempts=F("attempts") + 1, started_at=now, heartbeat_at=now
+        status=Run.Status.RUNNING,
+        attempts=F("attempts") + 1,
+        started_at=now,
+        heartbeat_at=now,
+        worker=worker_name(),
     )
     if not claimed:
         return None
     return Run.objects.select_related("message__conversation").get(pk=run_id)
 
 
-def _run_recover_stale(*, run_id: int) -> Run | None:
-    """A running run whose worker stopped sending heartbeats is queued again to
-    continue from its last checkpoint — once; after that it fails with a
-    visible reason. Returns the run when it was recovered either way."""
+def _worker_dead(run: Run) -> bool:
     cutoff = timezone.now() - timedelta(seconds=settings.RUN_HEARTBEAT_STALE)
+    return run.heartbeat_at is None or run.heartbeat_at < cutoff or worker_gone(run.worker)
+
+
+def _run_recover_dead(*, run_id: int) -> Run | None:
+    """A running run whose worker died is queued again to continue from its
+    last checkpoint — once; the second death fails it, its artifacts saved and
+    the answer the page showed kept. Returns the run when it was recovered
+    either way."""
     with transaction.atomic():
         run = (
             Run.objects.select_for_update()
             .select_related("message__conversation")
-            .filter(pk=run_id, status=Run.Status.RUNNING, heartbeat_at__lt=cutoff)
+            .filter(pk=run_id, status=Run.Status.RUNNING)
             .first()
         )
-        if run is None:
+        if run is None or not _worker_dead(run):
             return None
-        if run.attempts < RUN_MAX_ATTEMPTS:
-            run.status = Run.Status.QUEUED
-            run.save(update_fields=["status"])
-            transaction.on_commit(lambda: async_task(TASK, run.pk, task_name=f"run-{run.pk}-recover"))
+        run.worker_deaths += 1
+        log = RunEventLog(run=run)
+        if run.worker_deaths > WORKER_DEATHS_RESUMED:
+            _run_end_unheld(run=run, log=log, status=Run.Status.FAILED, error=WORKER_DIED)
             return run
-        run.status, run.finished_at, run.error = Run.Status.FAILED, timezone.now(), WORKER_DIED
-        run.save(update_fields=["status", "finished_at", "error"])
-    log = RunEventLog(run=run)
-    log.emit(RunEvent.Type.ERROR, data={"message": WORKER_DIED, **_flush_data(FlushReport())})
+        run.status, run.worker = Run.Status.QUEUED, ""
+        run.save(update_fields=["status", "worker", "worker_deaths"])
+        # The step the dead worker was in is done again; the page says so now.
+        log.emit(RunEvent.Type.METADATA, data={"run_id": run.pk, "model": run.model, "resumed": True})
+        transaction.on_commit(lambda: async_task(TASK, run.pk, task_name=f"run-{run.pk}-recover"))
     return run
 
 
-def runs_sweep() -> dict:
-    """The periodic check (a django-q2 schedule): recover runs whose worker
-    died and expire unanswered permission requests."""
+def runs_recover() -> int:
+    """Recover every running run whose worker died: its heartbeat is stale, or
+    it was a process of this host that is gone (known at once, which is what a
+    worker starting after a crash or a restart checks)."""
     cutoff = timezone.now() - timedelta(seconds=settings.RUN_HEARTBEAT_STALE)
-    stale = Run.objects.filter(status=Run.Status.RUNNING, heartbeat_at__lt=cutoff).values_list("pk", flat=True)
-    recovered = sum(1 for run_id in list(stale) if _run_recover_stale(run_id=run_id) is not None)
-    return {"recovered": recovered, "expired": permissions_expire()}
+    running = Run.objects.filter(status=Run.Status.RUNNING)
+    dead = set(running.filter(heartbeat_at__lt=cutoff).values_list("pk", flat=True))
+    local = running.filter(worker__startswith=f"{HOST}:").values_list("pk", "worker")
+    dead.update(pk for pk, worker in local if worker_gone(worker))
+    return sum(1 for run_id in sorted(dead) if _run_recover_dead(run_id=run_id) is not None)
+
+
+def runs_sweep() -> dict:
+    """The periodic check (a django-q2 schedule, and each worker as it starts):
+    recover runs whose worker died and expire unanswered permission requests."""
+    return {"recovered": runs_recover(), "expired": permissions_expire()}
 
 
 def run_execute(*, run_id: int, on_event=None) -> Run | None:
     """Execute a run's turn from where it stands until it completes, waits for
     the user's permission, is cancelled or fails with an `error` event that says
-    why. Returns the run, or None when there was nothing to do."""
+    why. Returns the run, or None when there was nothing to do or this worker
+    lost the run to another."""
     run = run_claim(run_id=run_id)
     if run is None:
         # A redelivered task: its run is done, or its worker died (then it is
         # queued again, with a task of its own).
-        _run_recover_stale(run_id=run_id)
+        _run_recover_dead(run_id=run_id)
         return None
 
-    log = RunEventLog(run=run, on_event=on_event)
+    lease = Lease(run_id=run.pk, attempt=run.attempts)
+    log = RunEventLog(run=run, lease=lease, on_event=on_event)
     artifacts = ArtifactManager(
         session=run.message.conversation.artifact_session,
         run_id=run.pk,
         on_change=log.artifacts_changed,
+        fence=lease.hold,
     )
+    with Heartbeat(lease) as heartbeat:
+        try:
+            _run_drive(run=run, lease=lease, log=log, artifacts=artifacts, heartbeat=heartbeat)
+        except LeaseLost:
+            logger.warning("Run %s is held by another worker now; this one stops without writing", run.pk, exc_info=True)
+            return None
+        except TRANSIENT_ERRORS:
+            # The database stayed away past DB_RETRY_SECONDS, so nothing more
+            # can be written. With its heartbeat stopped the run is resumed
+            # from its last checkpoint by the sweep once the database is back.
+            logger.exception("Run %s lost its database; left to the recovery sweep", run.pk)
+            return None
+    return run
+
+
+def _run_drive(*, run: Run, lease: Lease, log: RunEventLog, artifacts: ArtifactManager, heartbeat: Heartbeat) -> None:
     try:
         models = models_from_settings()
         if run.checkpoint:
             state = engine.TurnState.from_checkpoint(run.checkpoint["turn"])
             artifacts.restore(run.checkpoint.get("artifacts", []))
-            if run.attempts > 1:
-                log.emit(RunEvent.Type.METADATA, data={"run_id": run.pk, "model": models.default.name, "resumed": True})
         else:
             state = _run_start(run=run, model=models.default, log=log)
         outcome = engine.turn_execute(
@@ -117,26 +159,35 @@ def run_execute(*, run_id: int, on_event=None) -> Run | None:
             log=log,
             artifacts=artifacts,
             state=state,
-            is_cancelled=lambda: Run.objects.filter(pk=run.pk, cancel_requested=True).exists(),
-            checkpoint=lambda state: _run_checkpoint(run=run, state=state, artifacts=artifacts),
+            is_cancelled=lambda: _run_interrupted(run=run, heartbeat=heartbeat),
+            checkpoint=lambda state: _run_checkpoint(run=run, lease=lease, state=state, artifacts=artifacts),
         )
+    except (LeaseLost, *TRANSIENT_ERRORS):
+        raise
     except (ModelError, ImproperlyConfigured) as exc:
-        _run_fail(run=run, log=log, error=str(exc), flush=artifacts.flush_all())
+        _run_fail(run=run, lease=lease, log=log, error=str(exc), flush=artifacts.flush_all())
     except Exception:
         logger.exception("Run %s failed", run.pk)
-        _run_fail(
-            run=run,
-            log=log,
-            error="An internal error stopped this turn. It has been logged.",
-            flush=artifacts.flush_all(),
-        )
+        _run_fail(run=run, lease=lease, log=log, error=INTERNAL_ERROR, flush=artifacts.flush_all())
     else:
         # Whatever way the loop ended, the turn's artifacts are saved first;
         # the checkpoint then no longer carries them.
         flush = artifacts.flush_all()
-        _run_checkpoint(run=run, state=state, artifacts=artifacts)
-        _run_finish(run=run, log=log, outcome=outcome, flush=flush)
-    return run
+        _run_checkpoint(run=run, lease=lease, state=state, artifacts=artifacts)
+        _run_finish(run=run, lease=lease, log=log, outcome=outcome, flush=flush)
+
+
+def _run_interrupted(*, run: Run, heartbeat: Heartbeat) -> bool:
+    """The engine's check between steps and while streaming: True when the
+    user cancelled; LeaseLost when the run is not this worker's any more."""
+    if heartbeat.lost:
+        raise LeaseLost(f"run {run.pk} was taken over")
+    try:
+        return Run.objects.filter(pk=run.pk, cancel_requested=True).exists()
+    except TRANSIENT_ERRORS:
+        # Not knowing is not cancelled: the next write waits for the database.
+        connection.close()
+        return False
 
 
 def _run_start(*, run: Run, model, log: RunEventLog) -> engine.TurnState:
@@ -155,9 +206,16 @@ def _run_start(*, run: Run, model, log: RunEventLog) -> engine.TurnState:
     return engine.turn_state_new(message=run.message, allowed=branch_allowed_tools(message=run.message))
 
 
-def _run_checkpoint(*, run: Run, state: engine.TurnState, artifacts: ArtifactManager) -> None:
+def _run_checkpoint(*, run: Run, lease: Lease, state: engine.TurnState, artifacts: ArtifactManager) -> None:
     run.checkpoint = {"turn": state.to_checkpoint(), "artifacts": artifacts.working_state()}
-    Run.objects.filter(pk=run.pk).update(checkpoint=run.checkpoint, heartbeat_at=timezone.now())
+
+    def write():
+        with transaction.atomic():
+            lease.hold(checkpoint=run.checkpoint)
+
+    transient_retry(write, what=f"the checkpoint of run {run.pk}")
+    # Working copies the live cache missed while it was down reach the pane now.
+    artifacts.live_republish()
 
 
 def branch_allowed_tools(*, message) -> list[str]:
@@ -172,44 +230,82 @@ def _flush_data(flush: FlushReport) -> dict:
     return {"artifacts": {"flushed": flush.flushed, "conflicts": flush.conflicts, "failed": flush.failed}}
 
 
-def _run_finish(*, run: Run, log: RunEventLog, outcome: engine.TurnOutcome, flush: FlushReport) -> None:
-    now = timezone.now()
-    with transaction.atomic():
-        run.metrics = outcome.metrics
-        if outcome.status == "waiting_permission":
-            # No worker waits for a human: the task ends here and an answer
-            # enqueues the run again (permission_answer).
-            run.status = Run.Status.WAITING_PERMISSION
-            run.save(update_fields=["status", "metrics"])
-            if flush.failed:
-                logger.error("Run %s paused with unsaved artifacts: %s", run.pk, flush.failed)
-            return
-        run.message.response = outcome.response
-        run.message.response_html = markdown_render(outcome.response)
-        run.message.save(update_fields=["response", "response_html"])
-        run.finished_at = now
-        if outcome.status == "cancelled":
-            run.status = Run.Status.CANCELLED
+def _run_finish(*, run: Run, lease: Lease, log: RunEventLog, outcome: engine.TurnOutcome, flush: FlushReport) -> None:
+    def write():
+        # The terminal event is written first: it is the last write the lease allows.
+        with transaction.atomic():
+            lease.hold()
+            run.metrics = outcome.metrics
+            if outcome.status == "waiting_permission":
+                # No worker waits for a human: the task ends here and an answer
+                # enqueues the run again (permission_answer).
+                run.status = Run.Status.WAITING_PERMISSION
+                run.save(update_fields=["status", "metrics"])
+                return
+            _answer_keep(message=run.message, text=outcome.response)
+            if outcome.status == "cancelled":
+                log.emit(RunEvent.Type.ERROR, data={"message": CANCELLED, "cancelled": True, **_flush_data(flush)})
+                run.status = Run.Status.CANCELLED
+            else:
+                log.emit(
+                    RunEvent.Type.COMPLETE,
+                    data={
+                        "response": outcome.response,
+                        "duration_ms": outcome.metrics.get("total_duration_ms"),
+                        **_flush_data(flush),
+                    },
+                )
+                run.status = Run.Status.COMPLETED
+            run.finished_at = timezone.now()
             run.save(update_fields=["status", "finished_at", "metrics"])
-            log.emit(RunEvent.Type.ERROR, data={"message": CANCELLED, "cancelled": True, **_flush_data(flush)})
-            return
-        run.status = Run.Status.COMPLETED
-        run.save(update_fields=["status", "finished_at", "metrics"])
-        log.emit(
-            RunEvent.Type.COMPLETE,
-            data={
-                "response": outcome.response,
-                "duration_ms": outcome.metrics.get("total_duration_ms"),
-                **_flush_data(flush),
-            },
-        )
+
+    if outcome.status == "waiting_permission" and flush.failed:
+        logger.error("Run %s paused with unsaved artifacts: %s", run.pk, flush.failed)
+    transient_retry(write, what=f"the end of run {run.pk}")
 
 
-def _run_fail(*, run: Run, log: RunEventLog, error: str, flush: FlushReport) -> None:
-    with transaction.atomic():
-        run.status, run.finished_at, run.error = Run.Status.FAILED, timezone.now(), error
-        run.save(update_fields=["status", "finished_at", "error"])
+def _run_fail(*, run: Run, lease: Lease, log: RunEventLog, error: str, flush: FlushReport) -> None:
+    def write():
+        with transaction.atomic():
+            lease.hold()
+            _answer_keep(message=run.message, text=_answer_shown(run=run))
+            log.emit(RunEvent.Type.ERROR, data={"message": error, **_flush_data(flush)})
+            run.status, run.finished_at, run.error = Run.Status.FAILED, timezone.now(), error
+            run.save(update_fields=["status", "finished_at", "error"])
+
+    transient_retry(write, what=f"the failure of run {run.pk}")
+
+
+def _run_end_unheld(*, run: Run, log: RunEventLog, status: str, error: str = "") -> None:
+    """End a run no worker holds (queued, waiting for permission, or its worker
+    dead), inside the caller's transaction: the artifacts its checkpoint
+    carries are saved, and the answer the page showed is kept."""
+    artifacts = ArtifactManager(session=run.message.conversation.artifact_session, run_id=run.pk, on_change=log.artifacts_changed)
+    artifacts.restore((run.checkpoint or {}).get("artifacts", []))
+    flush = artifacts.flush_all()
+    if run.checkpoint:
+        run.checkpoint = {**run.checkpoint, "artifacts": artifacts.working_state()}
+    _answer_keep(message=run.message, text=_answer_shown(run=run))
+    run.status, run.finished_at, run.error = status, timezone.now(), error
+    run.save(update_fields=["status", "finished_at", "error", "checkpoint", "worker_deaths"])
+    if status == Run.Status.CANCELLED:
+        log.emit(RunEvent.Type.ERROR, data={"message": CANCELLED, "cancelled": True, **_flush_data(flush)})
+    else:
         log.emit(RunEvent.Type.ERROR, data={"message": error, **_flush_data(flush)})
+
+
+def _answer_shown(*, run: Run) -> str:
+    """The answer text the run's page shows now, folded from its event log."""
+    view = RunView()
+    for event in run.events.order_by("seq"):
+        run_view_apply(view, event)
+    return view.text.strip()
+
+
+def _answer_keep(*, message, text: str) -> None:
+    message.response = text
+    message.response_html = markdown_render(text)
+    message.save(update_fields=["response", "response_html"])
 
 
 # --- what the user does to a run ----------------------------------------------------
@@ -273,20 +369,17 @@ def permissions_expire() -> int:
 
 
 def run_cancel(*, run_id: int, user) -> Run:
-    """Cancel the owner's run. A queued or waiting run ends at once; a running
-    one is flagged and its worker stops at the next check."""
+    """Cancel the owner's run. A queued or waiting run ends at once, keeping
+    what its checkpoint carries; a running one is flagged and its worker stops
+    at the next check."""
     with transaction.atomic():
         run = _run_owned_locked(run_id=run_id, user=user)
         if not run.is_active:
             raise RunStateError("This turn has already ended.")
         run.cancel_requested = True
-        if run.status == Run.Status.RUNNING:
-            run.save(update_fields=["cancel_requested"])
-            return run
-        run.status, run.finished_at = Run.Status.CANCELLED, timezone.now()
-        run.save(update_fields=["cancel_requested", "status", "finished_at"])
-    log = RunEventLog(run=run)
-    log.emit(RunEvent.Type.ERROR, data={"message": CANCELLED, "cancelled": True, **_flush_data(FlushReport())})
+        run.save(update_fields=["cancel_requested"])
+        if run.status != Run.Status.RUNNING:
+            _run_end_unheld(run=run, log=RunEventLog(run=run), status=Run.Status.CANCELLED)
     return run
 
 

@@ -11,6 +11,7 @@ import asyncio
 import contextvars
 import logging
 import threading
+import time
 
 from channels.layers import channel_layers
 from django.db import transaction
@@ -36,7 +37,9 @@ def event_send_on_commit(*, conversation_id, type: str, **fields) -> None:
     """Announce `type` to the conversation's pages once the current transaction
     commits (at once outside a transaction); a rollback announces nothing."""
     group, message = conversation_group(conversation_id), {"type": type, **fields}
-    transaction.on_commit(lambda: _publisher().send(group, message))
+    # Robust: the commit this announces has happened, whatever befalls the
+    # announcement, and its caller goes on.
+    transaction.on_commit(lambda: _publisher().send(group, message), robust=True)
 
 
 class _Publisher:
@@ -49,7 +52,11 @@ class _Publisher:
         self._layer = channel_layers.make_backend("default")
         self._pending = 0
         self._lock = threading.Lock()
-        threading.Thread(target=self._loop.run_forever, name="realtime-publisher", daemon=True).start()
+        # Whether the last send failed: a layer that is down (Redis gone) is
+        # logged when it goes and when it comes back, not at every wake-up.
+        self._failing = False
+        self._thread = threading.Thread(target=self._loop.run_forever, name="realtime-publisher", daemon=True)
+        self._thread.start()
 
     def send(self, group: str, message: dict) -> None:
         with self._lock:
@@ -62,14 +69,31 @@ class _Publisher:
         # time the layer's database calls run ("CurrentThreadExecutor already quit").
         self._loop.call_soon_threadsafe(self._start, group, message, context=contextvars.Context())
 
+    def close(self, *, timeout: float = 5.0) -> None:
+        """Stop once the sends under way are done, or after `timeout`."""
+        deadline = time.monotonic() + timeout
+        while self._pending and time.monotonic() < deadline:
+            time.sleep(0.01)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout)
+        if not self._thread.is_alive():
+            # A Redis layer closes its connections with the loop.
+            self._loop.close()
+
     def _start(self, group: str, message: dict) -> None:
         self._loop.create_task(self._layer.group_send(group, message)).add_done_callback(self._sent)
 
     def _sent(self, task: asyncio.Task) -> None:
         with self._lock:
             self._pending -= 1
-        if not task.cancelled() and task.exception() is not None:
-            logger.warning("Could not announce a change", exc_info=task.exception())
+        if task.cancelled():
+            return
+        error = task.exception()
+        if error is not None and not self._failing:
+            logger.warning("Could not announce a change; pages poll until the channel layer is back", exc_info=error)
+        elif error is None and self._failing:
+            logger.warning("The channel layer is back; changes are announced again")
+        self._failing = error is not None
 
 
 _instance: _Publisher | None = None
@@ -82,3 +106,13 @@ def _publisher() -> _Publisher:
         if _instance is None:
             _instance = _Publisher()
         return _instance
+
+
+def publisher_reset() -> None:
+    """Stop this process's publisher: the next send starts one on the channel
+    layer settings of the moment (for tests that point the layer elsewhere)."""
+    global _instance
+    with _instance_lock:
+        publisher, _instance = _instance, None
+    if publisher is not None:
+        publisher.close()

@@ -91,7 +91,7 @@ if USING_SQLITE:
     # locked" when it upgrades from read to write.
     DATABASES["default"]["OPTIONS"] = {
         "transaction_mode": "IMMEDIATE",
-        "timeout": 20,
+        "timeout": env.float("ARTIFACTFLOW_SQLITE_BUSY_TIMEOUT", default=20.0),
         "init_command": (
             "PRAGMA journal_mode=WAL;"
             "PRAGMA synchronous=NORMAL;"
@@ -272,7 +272,7 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
     # django-axes logs every failed sign-in; its lockouts are warnings.
-    "loggers": {"django_q": {"level": "WARNING"}, "axes": {"level": "WARNING"}},
+    "loggers": {"django-q": {"level": "WARNING"}, "axes": {"level": "WARNING"}},
 }
 
 # --- Agent turns ----------------------------------------------------------------
@@ -299,8 +299,14 @@ Q_CLUSTER = {
     "poll": 0.2,
 }
 
-# A running turn whose heartbeat is older than this is taken for dead.
+# A running turn whose heartbeat is older than this is taken for dead. A
+# worker beats from a thread of its own every quarter of it, whatever the
+# model is doing (a model may think for minutes before its first token).
 RUN_HEARTBEAT_STALE = env.int("ARTIFACTFLOW_HEARTBEAT_STALE", default=120)
+
+# How long a worker keeps retrying a write while the database is unreachable
+# (artifactflow.db) before the turn fails or is left to the recovery sweep.
+DB_RETRY_SECONDS = env.float("ARTIFACTFLOW_DB_RETRY_SECONDS", default=30.0)
 
 # Streamed tokens are written to the event log in batches no more often than this.
 RUN_CHUNK_FLUSH_SECONDS = env.float("ARTIFACTFLOW_CHUNK_FLUSH_SECONDS", default=0.05)

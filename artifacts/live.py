@@ -1,5 +1,12 @@
 """Working copies of running turns' artifacts, shared through the cache so
-that every web process can show what a worker has not flushed yet."""
+that every web process can show what a worker has not flushed yet.
+
+The cache is best-effort: the database stays the truth. While the cache is
+down (Redis gone) a turn's tools go on, pages show the saved versions, and
+the worker publishes its working copies again once it is back
+(`ArtifactManager.live_republish`)."""
+
+import logging
 
 from django.conf import settings
 from django.core.cache import cache
@@ -7,29 +14,63 @@ from django.core.cache import cache
 from agents.models import Run
 from artifactflow import realtime
 
+logger = logging.getLogger(__name__)
+
+# Whether the last cache call failed, so that an outage is logged when it
+# starts and when it ends rather than at every call. Per process, unlocked:
+# two threads racing here at worst log a line twice.
+_cache_down = False
+
 
 def _key(*, session_id, run_id) -> str:
     return f"artifacts-live:{session_id}:{run_id}"
 
 
-def live_put(*, session_id, run_id: int | None, artifacts: list[dict]) -> None:
+def _cache_call(call, *args, **kwargs) -> tuple[bool, object]:
+    """(True, what `call` returned), or (False, None) when the cache failed."""
+    global _cache_down
+    try:
+        result = call(*args, **kwargs)
+    # Any exception, not a list of Redis's: what a cache backend raises depends
+    # on the backend (redis-py's errors, OSError from the file cache, whatever a
+    # later backend has), and none of them may break a turn's step or a page
+    # over a preview the database makes up for.
+    except Exception:
+        if not _cache_down:
+            logger.warning("The live artifact cache failed; pages show saved versions until it is back", exc_info=True)
+        _cache_down = True
+        return False, None
+    if _cache_down:
+        logger.warning("The live artifact cache is back")
+        _cache_down = False
+    return True, result
+
+
+def live_put(*, session_id, run_id: int | None, artifacts: list[dict]) -> bool:
+    """Publish a run's working copies. False when the cache failed: the caller
+    publishes them again later (pages meanwhile show the saved versions)."""
     if run_id is None:
-        return
-    cache.set(
+        return True
+    ok, _ = _cache_call(
+        cache.set,
         _key(session_id=session_id, run_id=run_id),
         {a["artifact_id"]: a for a in artifacts},
         timeout=settings.RUN_TIME_LIMIT + 300,
     )
+    return ok
 
 
 def live_clear(*, session_id, run_id: int | None) -> None:
+    # A key left behind by a failure does no harm: `live_get` ignores the
+    # entries of runs that are not active, and the key expires.
     if run_id is not None:
-        cache.delete(_key(session_id=session_id, run_id=run_id))
+        _cache_call(cache.delete, _key(session_id=session_id, run_id=run_id))
 
 
 def live_get(*, session_id) -> dict[str, dict]:
     """The unflushed working copies of the session's active runs, by artifact id.
-    A run that ended (or whose worker died) contributes nothing, whatever the cache holds."""
+    A run that ended (or whose worker died) contributes nothing, whatever the cache holds.
+    Nothing while the cache is down."""
     run_ids = sorted(
         Run.objects.filter(message__conversation_id=session_id, status__in=Run.ACTIVE_STATUSES).values_list(
             "pk", flat=True
@@ -38,7 +79,9 @@ def live_get(*, session_id) -> dict[str, dict]:
     if not run_ids:
         return {}
     keys = [_key(session_id=session_id, run_id=run_id) for run_id in run_ids]
-    entries = cache.get_many(keys)
+    ok, entries = _cache_call(cache.get_many, keys)
+    if not ok:
+        return {}
     merged = {}
     for key in keys:
         merged.update(entries.get(key, {}))

@@ -14,12 +14,14 @@ splices made since, so that a small edit of a large artifact checkpoints small.
 
 import logging
 import re
-import time
+import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
-from django.db import DatabaseError, InterfaceError, OperationalError, transaction
+from django.db import DatabaseError, transaction
 from django.utils import timezone
+
+from artifactflow.db import transient_retry
 
 from . import live
 from .matching import compute_update
@@ -29,7 +31,6 @@ from .services import artifact_version_save
 logger = logging.getLogger(__name__)
 
 ARTIFACT_ID = re.compile(r"^\w[\w\-.]{0,199}$")
-FLUSH_ATTEMPTS = 3
 
 
 class ArtifactError(Exception):
@@ -112,11 +113,25 @@ class FlushReport:
 
 
 class ArtifactManager:
-    def __init__(self, *, session: ArtifactSession, run_id: int | None = None, on_change: Callable[[], None] | None = None):
+    def __init__(
+        self,
+        *,
+        session: ArtifactSession,
+        run_id: int | None = None,
+        on_change: Callable[[], None] | None = None,
+        fence: Callable[[], None] | None = None,
+    ):
+        """`fence` is called first in every flush transaction; it raises to
+        stop a worker that no longer holds its run from writing (agents.lease)."""
         self.session = session
         self.run_id = run_id
         self._on_change = on_change
+        self._fence = fence
         self._working: dict[str, WorkingArtifact] = {}
+        # True when the last publishing to the live cache failed (it was down):
+        # `live_republish` tries again.
+        self._live_unpublished = False
+        self._live_lock = threading.Lock()
 
     # --- operations ------------------------------------------------------------
 
@@ -213,7 +228,7 @@ class ArtifactManager:
                 working = WorkingArtifact(**entry, content=self._replayed(entry), dirty=True)
             self._working[working.artifact_id] = working
         if entries:
-            live.live_put(session_id=self.session.pk, run_id=self.run_id, artifacts=self.working_set())
+            self._live_publish()
 
     def _replayed(self, entry: dict) -> str:
         text = entry["base_content"]
@@ -256,23 +271,19 @@ class ArtifactManager:
 
     def _flush_with_retry(self, working: WorkingArtifact) -> bool:
         started = timezone.now()
-        for attempt in range(1, FLUSH_ATTEMPTS + 1):
-            try:
-                with transaction.atomic():
-                    if attempt > 1 and self._already_written(working, since=started):
-                        return False
-                    return self._write(working)
-            except (OperationalError, InterfaceError):
-                if attempt == FLUSH_ATTEMPTS:
-                    raise
-                # A transient failure (locked database, dropped connection):
-                # start the next attempt on a fresh connection, unless a caller's
-                # transaction still needs this one.
-                connection = transaction.get_connection()
-                if not connection.in_atomic_block:
-                    connection.close_if_unusable_or_obsolete()
-                time.sleep(0.05 * 2**attempt)
-        raise AssertionError("unreachable")
+        attempts = 0
+
+        def write() -> bool:
+            nonlocal attempts
+            attempts += 1
+            with transaction.atomic():
+                if self._fence is not None:
+                    self._fence()
+                if attempts > 1 and self._already_written(working, since=started):
+                    return False
+                return self._write(working)
+
+        return transient_retry(write, what=f"artifact {working.artifact_id}")
 
     def _already_written(self, working: WorkingArtifact, *, since) -> bool:
         # The commit of an earlier attempt may have succeeded even though the
@@ -352,6 +363,26 @@ class ArtifactManager:
 
     def _changed(self, working: WorkingArtifact) -> None:
         working.dirty = True
-        live.live_put(session_id=self.session.pk, run_id=self.run_id, artifacts=self.working_set())
+        self._live_publish()
         if self._on_change is not None:
             self._on_change()
+
+    # --- the live view -----------------------------------------------------------
+
+    def live_republish(self) -> None:
+        """Publish the working copies again if the last publishing failed
+        because the cache was down, so that pages show them again once it is
+        back; then wake the pages. Called now and then by the worker; it may
+        be from a thread other than the turn's."""
+        if self._live_unpublished and self._live_publish() and self._on_change is not None:
+            self._on_change()
+
+    def _live_publish(self) -> bool:
+        # The lock keeps an older working set from landing after a newer one
+        # when the turn and another thread publish at once; the copy of the
+        # values keeps an artifact the turn adds meanwhile from breaking the loop.
+        with self._live_lock:
+            artifacts = [w.snapshot() for w in list(self._working.values()) if w.dirty]
+            published = live.live_put(session_id=self.session.pk, run_id=self.run_id, artifacts=artifacts)
+            self._live_unpublished = not published
+        return published

@@ -5,6 +5,7 @@ from setup_django import setup
 setup()
 
 import event_log  # noqa: E402
+import faults  # noqa: E402
 import matching  # noqa: E402
 import message_path  # noqa: E402
 import pages  # noqa: E402
@@ -13,6 +14,6 @@ import streaming  # noqa: E402
 # By its package: a plain `import artifacts` is the Django app.
 from benchmarks import artifacts  # noqa: E402
 
-for benchmark in (message_path, event_log, matching, security, streaming, artifacts, pages):
+for benchmark in (message_path, event_log, matching, security, streaming, artifacts, pages, faults):
     benchmark.main()
     print()

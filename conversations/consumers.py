@@ -6,6 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from channels.db import DatabaseSyncToAsync
 from channels.generic.websocket import AsyncWebsocketConsumer, WebsocketConsumer
+from channels.layers import get_channel_layer
 from django.conf import settings
 
 from agents.models import Run
@@ -18,6 +19,10 @@ logger = logging.getLogger(__name__)
 ARTIFACTS_CHANGED_SIGNAL = '<div id="artifacts-changed" hx-swap-oob="true" hidden></div>'
 # Close code after which the htmx websocket extension reconnects ("try again later").
 TRY_AGAIN_LATER = 1013
+# While the channel layer cannot be reached (Redis down), a connection polls its
+# runs this often instead of waiting to be woken, and tries to join again.
+LAYER_DOWN_POLL_INTERVAL = 1.0
+LAYER_DOWN = "Channel layer unreachable: the websocket of conversation %s polls until it is back"
 
 # Consumers' database work runs here rather than in asgiref's one thread-sensitive
 # thread, which every websocket and the channel layer of a daphne process share:
@@ -36,16 +41,24 @@ class ConversationConsumer(AsyncWebsocketConsumer):
     WEBSOCKET_PUSH_INTERVAL, and a last snapshot when a run ends. Wake-ups from the
     channel layer only say which run changed; what changed is read from the
     event log after the last event this connection saw, so a lost wake-up is
-    healed by the next."""
+    healed by the next.
+
+    The layer is best-effort like its wake-ups: while it cannot be reached the
+    connection polls the event log instead (`_listen`), so a page goes on
+    streaming through a Redis outage and is woken again once Redis is back."""
 
     conversation = None
+    # None: channels would listen to the layer itself, beside the socket, and
+    # end the websocket the moment the layer fails. `_listen` listens instead.
+    channel_layer_alias = None
 
     async def connect(self):
         # run id -> its stream, or None once the page has the run's final state.
         self.streams = {}
         self.dirty = set()
-        self.pusher = None
+        self.pusher = self.listener = None
         self.last_push = 0.0
+        self.polled_active = None
         user = self.scope["user"]
         if user.is_authenticated:
             self.conversation = await _in_thread(selectors.conversation_get)(
@@ -54,7 +67,12 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         if self.conversation is None:
             await self.close()
             return
-        await self.channel_layer.group_add(self.conversation.group_name, self.channel_name)
+        self.channel_layer = get_channel_layer()
+        self.channel_name = await self.channel_layer.new_channel()
+        # Joined before the snapshot, so that nothing after it goes unannounced.
+        joined = await self._join()
+        if not joined:
+            logger.warning(LAYER_DOWN, self.conversation.pk)
         await self.accept()
         # The page shows everything else already; what is still running may
         # have moved on while it loaded or was disconnected.
@@ -62,12 +80,65 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         if html:
             await self.send(text_data=html)
         await self.artifacts_changed({})
+        self.listener = asyncio.create_task(self._listen(joined=joined))
 
     async def disconnect(self, code):
-        if self.pusher is not None:
-            self.pusher.cancel()
+        for task in (self.pusher, self.listener):
+            if task is not None:
+                task.cancel()
         if self.conversation is not None:
-            await self.channel_layer.group_discard(self.conversation.group_name, self.channel_name)
+            try:
+                await self.channel_layer.group_discard(self.conversation.group_name, self.channel_name)
+            except Exception:
+                # The layer is down; the membership expires with the group.
+                logger.debug("Could not leave the group of conversation %s", self.conversation.pk, exc_info=True)
+
+    async def _join(self) -> bool:
+        try:
+            await self.channel_layer.group_add(self.conversation.group_name, self.channel_name)
+        except Exception:
+            # Whatever the layer's backend raises when it cannot be reached;
+            # the caller warns once, not at every try.
+            logger.debug("Could not join the group of conversation %s", self.conversation.pk, exc_info=True)
+            return False
+        return True
+
+    async def _listen(self, *, joined: bool):
+        """Hands the layer's wake-ups to their handlers. While the layer cannot
+        be reached, polls instead: every LAYER_DOWN_POLL_INTERVAL the runs are
+        advanced as a wake-up would have them and joining is tried again. The
+        poll right after joining catches up on what came before it."""
+        try:
+            while True:
+                while joined:
+                    try:
+                        message = await self.channel_layer.receive(self.channel_name)
+                    except Exception:
+                        logger.warning(LAYER_DOWN, self.conversation.pk, exc_info=True)
+                        joined = False
+                    else:
+                        await self.dispatch(message)
+                await asyncio.sleep(LAYER_DOWN_POLL_INTERVAL)
+                joined = await self._join()
+                await self._poll(rejoined=joined)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            # The page reconnects and is sent a fresh snapshot.
+            logger.exception("Websocket listening failed for conversation %s", self.conversation.pk)
+            await self.close(code=TRY_AGAIN_LATER)
+
+    async def _poll(self, *, rejoined: bool):
+        """What wake-ups would have said: the runs still active or still
+        followed are advanced by the usual push."""
+        active = await _in_thread(self._active_run_ids)()
+        self.dirty.update(active, (run_id for run_id, stream in self.streams.items() if stream is not None))
+        self._push_soon()
+        if rejoined or active != self.polled_active:
+            # A turn started or ended (its artifacts saved), or the pane's own
+            # wake-ups were lost: the page re-fetches the artifact it shows.
+            await self.artifacts_changed({})
+        self.polled_active = active
 
     async def receive(self, text_data=None, bytes_data=None):
         """The page names the runs it shows as running (app.js, on open): any
@@ -112,9 +183,12 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         finally:
             self.pusher = None
 
-    def _advance_active(self) -> str:
+    def _active_run_ids(self) -> set[int]:
         runs = Run.objects.filter(message__conversation=self.conversation, status__in=Run.ACTIVE_STATUSES)
-        return self._advance(runs.values_list("pk", flat=True))
+        return set(runs.values_list("pk", flat=True))
+
+    def _advance_active(self) -> str:
+        return self._advance(self._active_run_ids())
 
     def _advance(self, run_ids) -> str:
         parts = []

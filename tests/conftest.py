@@ -2,8 +2,10 @@ import pytest
 from channels.layers import channel_layers
 from django.core.management import call_command
 
+from artifactflow import realtime
 from tests.factories import UserFactory
 from tests.model_server import ScriptedModelServer
+from tests.processes import REDIS_SERVER, DisposableRedis
 
 
 @pytest.fixture
@@ -43,6 +45,36 @@ def fresh_channel_layer():
     channel_layers.backends.clear()
     yield
     channel_layers.backends.clear()
+
+
+@pytest.fixture
+def disposable_redis(settings, tmp_path):
+    """A Redis of the test's own (tests.processes) behind the cache and the channel
+    layer, whichever the suite runs on, for the test to kill and start again.
+    Skipped where redis-server is not installed."""
+    if REDIS_SERVER is None:
+        pytest.skip("redis-server is not installed")
+    redis = DisposableRedis(directory=tmp_path).start()
+    # Changing these settings drops the cache connections and channel layers
+    # made from the old ones (Django's and channels' setting_changed receivers).
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": redis.url,
+            "KEY_PREFIX": "artifactflow",
+        }
+    }
+    settings.CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [{"address": redis.url, "socket_timeout": 15, "socket_connect_timeout": 5}]},
+        }
+    }
+    # The publisher made a layer of its own when it started.
+    realtime.publisher_reset()
+    yield redis
+    realtime.publisher_reset()
+    redis.kill()
 
 
 @pytest.fixture(autouse=True)

@@ -8,6 +8,7 @@ test that asks more than it scripted fails loudly.
 
 import json
 import socket
+import sys
 import threading
 import time
 from collections import deque
@@ -22,6 +23,7 @@ class Text:
     content: str
     chunk_size: int = 8
     delay: float = 0.0  # seconds between chunks
+    wait: float = 0.0  # seconds of silence before the first chunk, as a model thinking
     reasoning: str = ""
     usage: bool = True  # send a usage chunk when the client asks for one
 
@@ -37,6 +39,16 @@ class Status:
 @dataclass
 class Drop:
     """Streams `content` and then cuts the connection without ending the stream."""
+
+    content: str
+    chunk_size: int = 8
+
+
+@dataclass
+class Truncated:
+    """Streams `content` and then ends the stream cleanly, but early: no
+    finish reason and no `data: [DONE]`, as a proxy that closes a stream
+    mid-answer does. Unlike Drop, the HTTP body itself ends well."""
 
     content: str
     chunk_size: int = 8
@@ -65,7 +77,7 @@ class ScriptedModelServer:
         self.script.extend(replies)
 
     def start(self) -> "ScriptedModelServer":
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._server = _Server(("127.0.0.1", 0), _handler_for(self))
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
@@ -85,6 +97,14 @@ class ScriptedModelServer:
             return self.script.popleft()
         except IndexError:
             return Status(500, "the scripted model server has no reply left for this request")
+
+
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request, client_address):
+        # A client that goes away mid-stream (a killed worker, a cancelled
+        # turn) is what fault tests provoke, not an error of the server.
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 def _handler_for(server: ScriptedModelServer):
@@ -113,12 +133,19 @@ def _handler_for(server: ScriptedModelServer):
                 self.connection.shutdown(socket.SHUT_RDWR)
                 self.close_connection = True
                 return
+            if isinstance(reply, Truncated):
+                for piece in _pieces(reply.content, reply.chunk_size):
+                    self._event(_chunk(server.model, {"content": piece}))
+                # The closing zero-length chunk: the body ends well, the answer does not.
+                self._write(b"")
+                return
             self._event(_chunk(server.model, {"role": "assistant", "content": ""}))
             if isinstance(reply, ToolCalls):
                 self._tool_calls(reply)
                 self._write(b"data: [DONE]\n\n")
                 self._write(b"")
                 return
+            time.sleep(reply.wait)
             if reply.reasoning:
                 self._event(_chunk(server.model, {"reasoning_content": reply.reasoning}))
             for piece in _pieces(reply.content, reply.chunk_size):

@@ -123,6 +123,39 @@ def test_the_agent_is_told_when_its_tool_rounds_are_spent(user, scripted_model, 
     assert list(Artifact.objects.values_list("artifact_id", flat=True)) == ["a"]
 
 
+def test_a_lead_that_only_calls_tools_past_its_rounds_fails_saying_so_and_keeps_its_artifacts(user, scripted_model, monkeypatch):
+    monkeypatch.setitem(config.AGENTS, config.LEAD_AGENT, dataclasses.replace(config.LEAD, max_tool_rounds=2))
+    scripted_model.add(*(Text(call("create_artifact", id=name, content=name)) for name in ("a", "b", "c")))
+
+    run = _run(user)
+
+    assert run.status == Run.Status.FAILED
+    assert run.error.startswith("The lead agent used all its 2 tool calls without writing an answer")
+    assert "Ask again" in run.error and "empty answer" not in run.error
+    assert _events(run, RunEvent.Type.ERROR)[0].data["message"] == run.error
+    assert run.message.response == ""
+    assert sorted(Artifact.objects.values_list("artifact_id", flat=True)) == ["a", "b"]
+
+
+def test_a_subagent_that_only_calls_tools_past_its_rounds_is_reported_to_the_lead_as_such(user, scripted_model):
+    rounds = config.AGENTS["search_agent"].max_tool_rounds
+    scripted_model.add(
+        Text(call("call_subagent", agent="search_agent", instruction="Find sources on WAL")),
+        *(Text(call("no_such_tool", query="WAL")) for _ in range(rounds + 1)),
+        Text("The search found nothing; here is what I know."),
+    )
+
+    run = _run(user)
+
+    assert run.status == Run.Status.COMPLETED
+    report = scripted_model.requests[-1]["messages"][-1]["content"]
+    assert report.startswith('<tool_result tool="call_subagent">\n<subagent_result agent="search_agent">')
+    assert f"search_agent used all its {rounds} tool calls without writing one" in report
+    assert "(no answer)" not in report
+    [subagent_result] = [e for e in _events(run, RunEvent.Type.TOOL_COMPLETE) if e.agent == "lead_agent"]
+    assert subagent_result.data["success"] is False
+
+
 def test_a_turn_that_fails_midway_still_saves_its_artifacts(user, scripted_model):
     scripted_model.add(Text(call("create_artifact", id="notes", content="found so far")), Status(400, "bad request"))
 

@@ -6,7 +6,7 @@ from django.core.exceptions import ImproperlyConfigured
 from agents import llm, services
 from agents.models import Run
 from conversations import services as conversation_services
-from tests.model_server import ScriptedModelServer, Text
+from tests.model_server import ScriptedModelServer, Text, Truncated
 
 MODELS = """
 [models.small]
@@ -101,3 +101,27 @@ def test_a_broken_models_file_fails_the_turn_with_the_reason(user, scripted_mode
 
     run.refresh_from_db()
     assert run.status == Run.Status.FAILED and "Cannot read the models file" in run.error
+
+
+def _model(server, **settings):
+    return llm.OpenAIChatModel(llm.ModelSettings(model=server.model, api_key="k", base_url=server.url, **settings))
+
+
+@pytest.mark.parametrize("cut", ["", "Half an ans"])
+def test_a_stream_that_ends_cleanly_without_a_finish_reason_is_asked_again(model_server, cut):
+    model_server.add(Truncated(cut), Text("A whole answer."))
+
+    deltas = list(_model(model_server).stream([{"role": "user", "content": "Hi"}]))
+
+    assert [d.restart for d in deltas if d.restart] == ["the stream ended before the answer was finished"]
+    restart = next(i for i, d in enumerate(deltas) if d.restart)
+    assert "".join(d.content for d in deltas[restart + 1 :]) == "A whole answer."
+    assert len(model_server.requests) == 2
+
+
+def test_a_stream_that_keeps_ending_early_is_a_model_error(model_server):
+    model_server.add(Truncated("Half"), Truncated("Half"))
+
+    with pytest.raises(llm.ModelError, match="the stream ended before the answer was finished"):
+        list(_model(model_server, max_retries=1).stream([{"role": "user", "content": "Hi"}]))
+    assert len(model_server.requests) == 2

@@ -18,7 +18,7 @@ from artifacts.models import Artifact
 from conversations import services as conversation_services
 from tests.agents.test_engine import call
 from tests.artifacts.test_manager import LARGE
-from tests.model_server import Drop, Status, Text
+from tests.model_server import Drop, Status, Text, Truncated
 
 pytestmark = pytest.mark.django_db
 
@@ -165,6 +165,37 @@ def test_a_stream_that_keeps_dropping_fails_the_run_with_the_reason(user, script
     assert run.events.last().type == RunEvent.Type.ERROR
 
 
+def test_a_stream_that_ends_before_its_finish_reason_is_asked_again_not_taken_as_the_answer(user, scripted_model):
+    scripted_model.add(Truncated("The beginning of an answer that never"), Text("A whole answer."))
+    message, run = _turn(user)
+
+    services.run_execute(run_id=run.pk)
+
+    run.refresh_from_db()
+    message.refresh_from_db()
+    assert run.status == Run.Status.COMPLETED and message.response == "A whole answer."
+    assert len(scripted_model.requests) == 2
+    [retry] = run.events.filter(type=RunEvent.Type.LLM_RETRY)
+    assert retry.data["reason"] == "the stream ended before the answer was finished"
+    assert run_views(runs=[run])[run.pk].text == "A whole answer."
+
+
+def test_a_stream_that_keeps_ending_early_fails_the_run_saying_the_answer_was_cut_off(user, scripted_model):
+    scripted_model.add(*(Truncated("The beginning of an answer that never") for _ in range(3)))
+    _, run = _turn(user)
+
+    services.run_execute(run_id=run.pk)
+
+    run.refresh_from_db()
+    assert run.status == Run.Status.FAILED
+    assert "the stream ended before the answer was finished" in run.error
+    assert run.events.filter(type=RunEvent.Type.LLM_RETRY).count() == 2
+    error = run.events.last()
+    assert error.type == RunEvent.Type.ERROR and error.data["message"] == run.error
+    # Never stored as a finished answer.
+    assert not run.events.filter(type=RunEvent.Type.COMPLETE).exists()
+
+
 def test_an_empty_answer_is_an_error(user, scripted_model):
     scripted_model.add(Text(""))
     _, run = _turn(user)
@@ -220,15 +251,116 @@ def test_a_run_whose_worker_died_resumes_from_its_checkpoint_with_its_artifacts(
 
 def test_a_run_whose_worker_died_twice_fails_visibly(user, scripted_model, settings):
     _, run = _turn(user)
-    _stale(run, settings, attempts=2)
+    _stale(run, settings, attempts=2, worker_deaths=1)
 
     services.runs_sweep()
 
     run.refresh_from_db()
-    assert run.status == Run.Status.FAILED
+    assert (run.status, run.worker_deaths) == (Run.Status.FAILED, 2)
     assert "worker" in run.error
     assert _types(run) == ["error"]
     assert scripted_model.requests == []
+
+
+def _killed_at_first_chunk_of_attempt(attempt):
+    """An on_event that kills the worker once its answer has started to show."""
+
+    def on_event(event):
+        if event.type == RunEvent.Type.LLM_CHUNK and Run.objects.get(pk=event.run_id).attempts == attempt:
+            raise _WorkerKilled
+
+    return on_event
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_run_whose_worker_dies_twice_saves_its_artifacts_and_keeps_the_answer_shown(user, scripted_model, settings):
+    settings.RUN_CHUNK_FLUSH_SECONDS = 0  # every streamed piece is a row the page shows
+    scripted_model.add(
+        Text(call("create_artifact", id="notes", content="found before the crashes")),
+        Text("Lost with the first worker."),
+        Text("Half an answer, then the second worker died."),
+    )
+    _, run = _turn(user)
+    with pytest.raises(_WorkerKilled):
+        services.run_execute(run_id=run.pk, on_event=_killed_at_first_chunk_of_attempt(1))
+    _stale(run, settings)
+    services.runs_sweep()
+    with pytest.raises(_WorkerKilled):
+        services.run_execute(run_id=run.pk, on_event=_killed_at_first_chunk_of_attempt(2))
+    shown = "".join(e.data["content"] for e in run.events.filter(type=RunEvent.Type.LLM_CHUNK, seq__gt=run.events.get(data__resumed=True).seq))
+    _stale(run, settings)
+
+    assert services.runs_sweep()["recovered"] == 1
+
+    run.refresh_from_db()
+    assert (run.status, run.error, run.worker_deaths) == (Run.Status.FAILED, services.WORKER_DIED, 2)
+    assert Artifact.objects.get(artifact_id="notes").content == "found before the crashes"
+    assert shown and run.message.response == shown.strip()
+    error = run.events.get(type=RunEvent.Type.ERROR)
+    assert error.data["artifacts"] == {"flushed": ["notes"], "conflicts": [], "failed": {}}
+    assert run.checkpoint["artifacts"] == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_permission_answer_does_not_use_up_the_resume_after_a_worker_death(user, scripted_model, settings):
+    settings.TOOL_PERMISSIONS = {"create_artifact": "confirm"}
+    scripted_model.add(
+        Text(call("create_artifact", id="notes", content="approved")),
+        Text("Lost with the worker."),
+        Text("Done after the resume."),
+    )
+    _, run = _turn(user)
+    services.run_execute(run_id=run.pk)
+    pending = Run.objects.get(pk=run.pk).checkpoint["turn"]["pending"]
+    services.permission_answer(run_id=run.pk, user=user, request_id=pending["id"], decision="approve", enqueue=False)
+    with pytest.raises(_WorkerKilled):
+        services.run_execute(run_id=run.pk, on_event=_killed_in_step(1))
+    _stale(run, settings)
+
+    services.runs_sweep()
+    services.run_execute(run_id=run.pk)
+
+    run.refresh_from_db()
+    assert (run.status, run.attempts, run.worker_deaths) == (Run.Status.COMPLETED, 3, 1)
+    assert run.message.response == "Done after the resume."
+    assert Artifact.objects.get(artifact_id="notes").content == "approved"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_cancelling_a_run_queued_after_its_worker_died_saves_what_its_checkpoint_carries(user, scripted_model, settings):
+    scripted_model.add(Text(call("create_artifact", id="notes", content="in the checkpoint only")), Text("Lost."))
+    _, run = _turn(user)
+    with pytest.raises(_WorkerKilled):
+        services.run_execute(run_id=run.pk, on_event=_killed_in_step(2))
+    _stale(run, settings)
+    services.runs_sweep()
+    assert not Artifact.objects.exists()
+
+    services.run_cancel(run_id=run.pk, user=user)
+
+    run.refresh_from_db()
+    assert run.status == Run.Status.CANCELLED
+    assert Artifact.objects.get(artifact_id="notes").content == "in the checkpoint only"
+    assert run.events.get(type=RunEvent.Type.ERROR).data["artifacts"]["flushed"] == ["notes"]
+
+
+def test_a_worker_that_dies_while_saving_the_answer_hands_it_on_without_asking_the_model_again(user, scripted_model, settings):
+    scripted_model.add(Text("The answer, paid for once."))
+    _, run = _turn(user)
+    services.run_execute(run_id=run.pk)
+    # What a worker leaves when it dies after the last step's checkpoint and
+    # before the end is saved: the run still running, the answer unsaved.
+    run.events.filter(type=RunEvent.Type.COMPLETE).delete()
+    run.message.__class__.objects.filter(pk=run.message_id).update(response="", response_html="")
+    _stale(run, settings, finished_at=None)
+
+    services.runs_sweep()
+    services.run_execute(run_id=run.pk)
+
+    run.refresh_from_db()
+    assert (run.status, run.message.response) == (Run.Status.COMPLETED, "The answer, paid for once.")
+    assert run.events.get(type=RunEvent.Type.COMPLETE).data["response"] == "The answer, paid for once."
+    assert len(scripted_model.requests) == 1
 
 
 def test_a_redelivered_task_of_a_dead_workers_run_queues_it_again(user, scripted_model, settings):
@@ -416,7 +548,7 @@ def test_a_worker_killed_after_five_edits_resumes_with_them_though_the_cache_is_
     shown_on_resume = []
 
     def look_at_the_pane(event):
-        if event.type == RunEvent.Type.METADATA:
+        if not shown_on_resume:
             view = artifact_selectors.artifact_get(session=message.conversation.artifact_session, artifact_id="report")
             shown_on_resume.append((view.live, view.content, view.version))
 

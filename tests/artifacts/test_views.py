@@ -258,3 +258,31 @@ def test_a_file_uploaded_as_upload_keeps_its_name_and_its_page(signed_in, conver
     assert artifact.artifact_id == "upload"
     assert detail.status_code == 200 and "<code>upload</code>" in detail.content.decode()
     assert b"".join(raw.streaming_content) == b"\x00raw bytes"
+
+
+def test_with_redis_down_the_pane_answers_from_what_was_saved(disposable_redis, signed_in, conversation, other_user):
+    run = RunFactory(message=MessageFactory(conversation=conversation), status=Run.Status.RUNNING)
+    saved = _flushed(conversation, "report", "saved text")
+    # Published while Redis was up, lost with it.
+    ArtifactManager(session=conversation.artifact_session, run_id=run.pk).rewrite(
+        artifact_id="report", content="work in progress"
+    )
+    theirs = ConversationFactory(owner=other_user)
+    _flushed(theirs, "report", "secret")
+    disposable_redis.kill()
+
+    pane = signed_in.get(_url("artifact-pane", conversation), **HTMX)
+    detail = signed_in.get(_url("artifact-detail", conversation, "report"), **HTMX)
+    form = signed_in.get(_url("artifact-edit", conversation, "report"), **HTMX)
+    edited = signed_in.post(
+        _url("artifact-edit", conversation, "report"), {"content": "my text", "lock_version": saved.lock_version}, **HTMX
+    )
+    uploaded = signed_in.post(
+        _url("artifact-pane", conversation), {"file": SimpleUploadedFile("notes.md", b"# Notes\n")}, **HTMX
+    )
+
+    assert [r.status_code for r in (pane, detail, form, edited, uploaded)] == [200] * 5
+    assert "saved text" in detail.content.decode() and "work in progress" not in detail.content.decode()
+    assert "my text" in edited.content.decode() and "Notes" in uploaded.content.decode()
+    assert signed_in.get(_url("artifact-pane", theirs), **HTMX).status_code == 404
+    assert signed_in.get(_url("artifact-detail", theirs, "report"), **HTMX).status_code == 404

@@ -4,6 +4,7 @@ import uuid
 
 import lxml.html
 import pytest
+import redis.asyncio
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
@@ -15,7 +16,7 @@ from agents import services as agent_services
 from agents.models import Run, RunEvent
 from artifactflow import realtime
 from artifactflow.asgi import application
-from conversations import services
+from conversations import consumers, services
 from conversations.markdown import BlockSplitter, markdown_render
 from tests.answers import long_answer
 from tests.factories import ConversationFactory, MessageFactory, RunFactory
@@ -324,3 +325,89 @@ async def test_an_idle_websocket_outlives_the_layer_read_timeout_and_receives_a_
     pushes = await _received(communicator, until=lambda html: 'data-status="completed"' in html)
     await communicator.disconnect()
     assert "Still here after the idle spell." in pushes[-1]
+
+
+async def _page_of(communicator) -> Page:
+    page = Page()
+    for html in await _received(communicator, until=lambda html: "artifacts-changed" in html):
+        page.apply(html) if "artifacts-changed" not in html else None
+    return page
+
+
+async def _shows(communicator, page, element_id, text, *, timeout=15.0):
+    """Apply pushes until the page's `element_id` reads `text`."""
+    async with asyncio.timeout(timeout):
+        while (page.find(element_id) is None) or _words(page.find(element_id).text_content()) != text:
+            page.apply(await communicator.receive_from(timeout=timeout))
+
+
+@sync_to_async
+def _write(run, seq, type, **data):
+    """An event as a worker writes it, but announced to no one."""
+    RunEvent.objects.create(run=run, seq=seq, type=type, agent="lead_agent", data=data)
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.RUNNING)
+
+
+async def _joined(disposable_redis, conversation, *, timeout=15.0):
+    """Wait until the websocket is in its conversation's group again (a Redis
+    that comes back after a crash has forgotten every group)."""
+    # channels_redis keeps a group as the sorted set "<prefix>:group:<name>".
+    client = redis.asyncio.Redis.from_url(disposable_redis.url)
+    try:
+        async with asyncio.timeout(timeout):
+            while not await client.zcard(f"asgi:group:{conversation.group_name}"):
+                await asyncio.sleep(0.05)
+    finally:
+        await client.aclose()
+
+
+async def _woken_after_joining(disposable_redis, communicator, page, conversation, message, run, seq, monkeypatch):
+    """Once joined, wake-ups alone move the page: no more polling."""
+    await _joined(disposable_redis, conversation)
+    monkeypatch.setattr(consumers, "LAYER_DOWN_POLL_INTERVAL", 60)
+    # The catch-up poll right after joining says what it has to say first.
+    while not await communicator.receive_nothing(timeout=0.5):
+        page.apply(await communicator.receive_from())
+    await _write(run, seq, RunEvent.Type.LLM_CHUNK, content=" Woken again.")
+    await get_channel_layer().group_send(
+        conversation.group_name, {"type": realtime.RUN_EVENT, "run_id": run.pk, "seq": seq}
+    )
+    await _shows(communicator, page, f"tail-{message.pk}", "Polled. Woken again.", timeout=5)
+
+
+async def test_a_websocket_opened_while_redis_is_down_polls_its_turn_and_joins_once_redis_is_back(
+    user, disposable_redis, monkeypatch
+):
+    monkeypatch.setattr(consumers, "LAYER_DOWN_POLL_INTERVAL", 0.1)
+    conversation = await _conversation(user)
+    message = conversation.active_branch
+    run = await sync_to_async(message.runs.get)()
+    disposable_redis.kill()
+
+    communicator = await _connected(conversation, user)
+    page = await _page_of(communicator)
+    await _write(run, 1, RunEvent.Type.METADATA, model="m")
+    await _write(run, 2, RunEvent.Type.LLM_CHUNK, content="Polled.")
+    await _shows(communicator, page, f"tail-{message.pk}", "Polled.")
+
+    await asyncio.to_thread(disposable_redis.start)
+    await _woken_after_joining(disposable_redis, communicator, page, conversation, message, run, 3, monkeypatch)
+    await communicator.disconnect()
+
+
+async def test_a_websocket_polls_while_redis_is_dead_and_is_woken_again_once_it_is_back(user, disposable_redis, monkeypatch):
+    monkeypatch.setattr(consumers, "LAYER_DOWN_POLL_INTERVAL", 0.1)
+    conversation = await _conversation(user)
+    message = conversation.active_branch
+    run = await sync_to_async(message.runs.get)()
+    communicator = await _connected(conversation, user)
+    page = await _page_of(communicator)
+    await _write(run, 1, RunEvent.Type.METADATA, model="m")
+
+    disposable_redis.kill()
+    await _write(run, 2, RunEvent.Type.LLM_CHUNK, content="Polled.")
+    await _shows(communicator, page, f"tail-{message.pk}", "Polled.")
+
+    await asyncio.to_thread(disposable_redis.start)
+    await _woken_after_joining(disposable_redis, communicator, page, conversation, message, run, 3, monkeypatch)
+    await communicator.disconnect()

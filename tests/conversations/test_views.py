@@ -8,10 +8,11 @@ from django.urls import reverse
 from django.utils import timezone
 
 from agents.models import Run
+from artifacts.manager import ArtifactManager
 from artifacts.models import ArtifactSession
-from conversations import selectors
+from conversations import selectors, services
 from conversations.models import Conversation
-from tests.factories import ConversationFactory, MessageFactory, RunFactory
+from tests.factories import PASSWORD, ConversationFactory, MessageFactory, RunFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -361,3 +362,26 @@ def test_pages_are_gzipped_for_a_browser_that_accepts_it(signed_in, user):
     assert response["Content-Encoding"] == "gzip" and "Accept-Encoding" in response["Vary"]
     assert len(_items(gzip.decompress(response.content).decode())) == 50
     assert "Content-Encoding" not in signed_in.get(reverse("chat"))
+
+
+def test_with_redis_down_one_signs_in_and_sees_a_running_turn(disposable_redis, client, user, other_user):
+    conversation = services.conversation_start(user=user, content="Still thinking?", enqueue=False)
+    message = conversation.active_branch
+    run = message.runs.get()
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.RUNNING)
+    ArtifactManager(session=conversation.artifact_session, run_id=run.pk).create(
+        artifact_id="draft", content="work in progress"
+    )
+    theirs = ConversationFactory(owner=other_user)
+    disposable_redis.kill()
+
+    # Sessions and sign-in throttling (django-axes) keep to the database.
+    signed = client.post(reverse("login"), {"username": user.username, "password": PASSWORD})
+    page = client.get(reverse("conversation-detail", args=[conversation.pk]))
+    posted = client.post(reverse("message-create", args=[conversation.pk]), {"content": "And then?"}, **HTMX)
+
+    assert signed.status_code == 302
+    assert page.status_code == 200 and posted.status_code == 200 and "And then?" in posted.content.decode()
+    html = page.content.decode()
+    assert f'id="message-{message.pk}"' in html and "work in progress" not in html
+    assert client.get(reverse("conversation-detail", args=[theirs.pk])).status_code == 404

@@ -1,0 +1,177 @@
+"""Faults with real processes: a django-q2 cluster on the test database, killed
+with SIGKILL or cut off from its database, and the scripted model over HTTP.
+Each turn must end truthfully within seconds, run its model calls once and
+save its artifacts once."""
+
+import os
+import signal
+import sqlite3
+import threading
+import time
+
+import pytest
+from django.db import connection
+
+from agents.models import Run, RunEvent
+from artifacts.models import ArtifactVersion
+from conversations import services as conversation_services
+from tests.agents.test_engine import call
+from tests.model_server import Text
+from tests.processes import Cluster, TcpProxy, database_url
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.faults]
+
+# Far beyond every wait below: only the start-up sweep or a retry can explain a recovery.
+STALE = "600"
+SLOW_ANSWER = "A long answer, streamed slowly enough to be cut. " * 12
+ANSWER = "## Findings\n\nWAL lets readers run beside one writer. " * 10
+
+
+@pytest.fixture
+def clusters(scripted_model, tmp_path):
+    started = []
+
+    def start(**options) -> Cluster:
+        env = {"ARTIFACTFLOW_HEARTBEAT_STALE": STALE, **options.pop("env", {})}
+        cluster = Cluster(
+            model_url=scripted_model.url, model=scripted_model.model, log=tmp_path / f"qcluster-{len(started)}.log", env=env, **options
+        )
+        started.append(cluster.start())
+        return cluster
+
+    yield start
+    for cluster in started:
+        cluster.stop()
+
+
+def _until(condition, *, timeout: float, clusters: list[Cluster] = ()):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            logs = "\n".join(c.log_tail() for c in clusters)
+            pytest.fail(f"not within {timeout} s\n{logs}")
+        time.sleep(0.05)
+
+
+def _ask(user, content="Research WAL"):
+    conversation = conversation_services.conversation_start(user=user, content=content)
+    return conversation.active_branch.runs.get()
+
+
+def _status(run):
+    return Run.objects.values_list("status", flat=True).get(pk=run.pk)
+
+
+def _streaming(run):
+    return run.events.filter(type=RunEvent.Type.LLM_CHUNK).exists()
+
+
+def _saved_once(artifact_id):
+    return list(ArtifactVersion.objects.filter(artifact__artifact_id=artifact_id).values_list("version", flat=True)) == [1]
+
+
+def test_a_cluster_killed_mid_turn_resumes_the_turn_as_soon_as_it_starts_again(user, scripted_model, clusters):
+    scripted_model.add(
+        Text(call("create_artifact", id="notes", content="written before the kill")),
+        Text(SLOW_ANSWER, chunk_size=4, delay=0.02),
+        Text("The answer after the restart."),
+    )
+    first = clusters()
+    run = _ask(user)
+    _until(lambda: _streaming(run), timeout=30, clusters=[first])
+
+    first.kill()
+    killed = time.monotonic()
+    second = clusters()
+    _until(lambda: _status(run) == Run.Status.COMPLETED, timeout=30, clusters=[first, second])
+
+    run.refresh_from_db()
+    assert time.monotonic() - killed < 30
+    assert (run.attempts, run.worker_deaths) == (2, 1)
+    assert run.message.response == "The answer after the restart."
+    assert _saved_once("notes")
+    assert len(scripted_model.requests) == 3
+
+
+def test_a_worker_process_killed_mid_turn_is_replaced_and_its_turn_resumed(user, scripted_model, clusters):
+    scripted_model.add(
+        Text(call("create_artifact", id="notes", content="written before the kill")),
+        Text(SLOW_ANSWER, chunk_size=4, delay=0.02),
+        Text("The answer from the new worker."),
+    )
+    cluster = clusters()
+    run = _ask(user)
+    _until(lambda: _streaming(run), timeout=30, clusters=[cluster])
+
+    os.kill(int(Run.objects.get(pk=run.pk).worker.rpartition(":")[2]), signal.SIGKILL)
+    _until(lambda: _status(run) == Run.Status.COMPLETED, timeout=30, clusters=[cluster])
+
+    run.refresh_from_db()
+    assert (run.attempts, run.worker_deaths) == (2, 1)
+    assert run.message.response == "The answer from the new worker."
+    assert _saved_once("notes")
+    assert len(scripted_model.requests) == 3
+
+
+def _answer_nearly_sent(scripted_model):
+    """Most of the answer is out: the outage below spans its end, the last
+    chunks, the checkpoint, the artifact flush and the run's end."""
+    sent = "".join(piece for _, piece in scripted_model.sent)
+    start = sent.find(ANSWER[:40])
+    return start >= 0 and len(sent) - start >= 0.8 * len(ANSWER)
+
+
+@pytest.mark.skipif("connection.vendor != 'postgresql'")
+def test_postgres_gone_for_seconds_at_the_end_of_a_turn_only_delays_it(user, scripted_model, clusters):
+    settings = connection.settings_dict
+    proxy = TcpProxy(target=(settings["HOST"] or "127.0.0.1", int(settings["PORT"] or 5432)))
+    scripted_model.add(Text(call("create_artifact", id="notes", content="saved once")), Text(ANSWER, chunk_size=4, delay=0.01))
+    cluster = clusters(database=database_url(port=proxy.port))
+    try:
+        run = _ask(user)
+        _until(lambda: _answer_nearly_sent(scripted_model), timeout=30, clusters=[cluster])
+        proxy.cut()
+        time.sleep(3)
+        proxy.restore()
+        restored = time.monotonic()
+        _until(lambda: _status(run) == Run.Status.COMPLETED, timeout=30, clusters=[cluster])
+        assert time.monotonic() - restored < 15
+    finally:
+        proxy.close()
+    _assert_completed_once(run, scripted_model)
+
+
+@pytest.mark.skipif("connection.vendor != 'sqlite'")
+def test_sqlite_locked_for_seconds_at_the_end_of_a_turn_only_delays_it(user, scripted_model, clusters):
+    scripted_model.add(Text(call("create_artifact", id="notes", content="saved once")), Text(ANSWER, chunk_size=4, delay=0.01))
+    # The worker gives up on a lock after 0.5 s, so the lock below is an error it must ride out.
+    cluster = clusters(env={"ARTIFACTFLOW_SQLITE_BUSY_TIMEOUT": "0.5"})
+    run = _ask(user)
+    _until(lambda: _answer_nearly_sent(scripted_model), timeout=30, clusters=[cluster])
+    locked = threading.Event()
+
+    def hold_the_write_lock():
+        blocker = sqlite3.connect(connection.settings_dict["NAME"], isolation_level=None)
+        blocker.execute("BEGIN EXCLUSIVE")
+        locked.set()
+        time.sleep(4)
+        blocker.execute("COMMIT")
+        blocker.close()
+
+    holder = threading.Thread(target=hold_the_write_lock)
+    holder.start()
+    locked.wait()
+    holder.join()
+    released = time.monotonic()
+    _until(lambda: _status(run) == Run.Status.COMPLETED, timeout=30, clusters=[cluster])
+    assert time.monotonic() - released < 15
+    _assert_completed_once(run, scripted_model)
+
+
+def _assert_completed_once(run, scripted_model):
+    run.refresh_from_db()
+    assert (run.attempts, run.worker_deaths) == (1, 0)
+    assert run.message.response == ANSWER.strip()
+    assert run.events.filter(type=RunEvent.Type.COMPLETE).count() == 1
+    assert _saved_once("notes")
+    assert len(scripted_model.requests) == 2
