@@ -268,10 +268,7 @@ def _run_fail(*, run: Run, lease: Lease, log: RunEventLog, error: str, flush: Fl
     def write():
         with transaction.atomic():
             lease.hold()
-            _answer_keep(message=run.message, text=_answer_shown(run=run))
-            log.emit(RunEvent.Type.ERROR, data={"message": error, **_flush_data(flush)})
-            run.status, run.finished_at, run.error = Run.Status.FAILED, timezone.now(), error
-            run.save(update_fields=["status", "finished_at", "error"])
+            _run_end_save(run=run, log=log, status=Run.Status.FAILED, error=error, flush=flush)
 
     transient_retry(write, what=f"the failure of run {run.pk}")
 
@@ -279,19 +276,26 @@ def _run_fail(*, run: Run, lease: Lease, log: RunEventLog, error: str, flush: Fl
 def _run_end_unheld(*, run: Run, log: RunEventLog, status: str, error: str = "") -> None:
     """End a run no worker holds (queued, waiting for permission, or its worker
     dead), inside the caller's transaction: the artifacts its checkpoint
-    carries are saved, and the answer the page showed is kept."""
+    carries are saved first."""
     artifacts = ArtifactManager(session=run.message.conversation.artifact_session, run_id=run.pk, on_change=log.artifacts_changed)
     artifacts.restore((run.checkpoint or {}).get("artifacts", []))
     flush = artifacts.flush_all()
     if run.checkpoint:
         run.checkpoint = {**run.checkpoint, "artifacts": artifacts.working_state()}
+    _run_end_save(run=run, log=log, status=status, error=error, flush=flush)
+
+
+def _run_end_save(*, run: Run, log: RunEventLog, status: str, error: str, flush: FlushReport) -> None:
+    """A failed or cancelled ending: the answer the page showed is kept, the
+    `error` event written (first: a lease allows no write after the status
+    changes) and the run's row saved."""
     _answer_keep(message=run.message, text=_answer_shown(run=run))
-    run.status, run.finished_at, run.error = status, timezone.now(), error
-    run.save(update_fields=["status", "finished_at", "error", "checkpoint", "worker_deaths"])
     if status == Run.Status.CANCELLED:
         log.emit(RunEvent.Type.ERROR, data={"message": CANCELLED, "cancelled": True, **_flush_data(flush)})
     else:
         log.emit(RunEvent.Type.ERROR, data={"message": error, **_flush_data(flush)})
+    run.status, run.finished_at, run.error = status, timezone.now(), error
+    run.save(update_fields=["status", "finished_at", "error", "checkpoint", "worker_deaths"])
 
 
 def _answer_shown(*, run: Run) -> str:

@@ -14,7 +14,6 @@ splices made since, so that a small edit of a large artifact checkpoints small.
 
 import logging
 import re
-import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
@@ -131,7 +130,6 @@ class ArtifactManager:
         # True when the last publishing to the live cache failed (it was down):
         # `live_republish` tries again.
         self._live_unpublished = False
-        self._live_lock = threading.Lock()
 
     # --- operations ------------------------------------------------------------
 
@@ -372,17 +370,11 @@ class ArtifactManager:
     def live_republish(self) -> None:
         """Publish the working copies again if the last publishing failed
         because the cache was down, so that pages show them again once it is
-        back; then wake the pages. Called now and then by the worker; it may
-        be from a thread other than the turn's."""
+        back; then wake the pages. The worker calls it after each checkpoint."""
         if self._live_unpublished and self._live_publish() and self._on_change is not None:
             self._on_change()
 
     def _live_publish(self) -> bool:
-        # The lock keeps an older working set from landing after a newer one
-        # when the turn and another thread publish at once; the copy of the
-        # values keeps an artifact the turn adds meanwhile from breaking the loop.
-        with self._live_lock:
-            artifacts = [w.snapshot() for w in list(self._working.values()) if w.dirty]
-            published = live.live_put(session_id=self.session.pk, run_id=self.run_id, artifacts=artifacts)
-            self._live_unpublished = not published
+        published = live.live_put(session_id=self.session.pk, run_id=self.run_id, artifacts=self.working_set())
+        self._live_unpublished = not published
         return published

@@ -241,7 +241,8 @@ async def test_a_long_answer_streams_as_appended_text_and_ends_rendered_whole(us
     assert sum(len(html.encode()) for html in pushes) <= 4 * len(stored.encode())
 
 
-async def test_lost_wake_ups_are_healed_by_the_next(user):
+async def _watching_a_run(user):
+    """A page connected to a conversation whose run's events the test writes by hand."""
     conversation = await _conversation(user)
     message = conversation.active_branch
     run = await sync_to_async(message.runs.get)()
@@ -249,11 +250,21 @@ async def test_lost_wake_ups_are_healed_by_the_next(user):
     page = Page()
     for html in await _received(communicator, until=lambda html: "artifacts-changed" in html):
         page.apply(html) if "artifacts-changed" not in html else None
+    return conversation, message, run, communicator, page
 
+
+def _event_writer(run):
     @sync_to_async
     def write(seq, type, **data):
         RunEvent.objects.create(run=run, seq=seq, type=type, agent="lead_agent", data=data)
         Run.objects.filter(pk=run.pk).update(status=Run.Status.RUNNING)
+
+    return write
+
+
+async def test_lost_wake_ups_are_healed_by_the_next(user):
+    conversation, message, run, communicator, page = await _watching_a_run(user)
+    write = _event_writer(run)
 
     # Events land in the log but only the last is announced.
     await write(1, RunEvent.Type.METADATA, model="m")
@@ -278,18 +289,8 @@ async def test_lost_wake_ups_are_healed_by_the_next(user):
 
 
 async def test_a_turn_resumed_after_its_worker_died_replaces_the_text_it_had_shown(user):
-    conversation = await _conversation(user)
-    message = conversation.active_branch
-    run = await sync_to_async(message.runs.get)()
-    communicator = await _connected(conversation, user)
-    page = Page()
-    for html in await _received(communicator, until=lambda html: "artifacts-changed" in html):
-        page.apply(html) if "artifacts-changed" not in html else None
-
-    @sync_to_async
-    def write(seq, type, **data):
-        RunEvent.objects.create(run=run, seq=seq, type=type, agent="lead_agent", data=data)
-        Run.objects.filter(pk=run.pk).update(status=Run.Status.RUNNING)
+    conversation, message, run, communicator, page = await _watching_a_run(user)
+    write = _event_writer(run)
 
     async def push(seq):
         await get_channel_layer().group_send(
