@@ -21,14 +21,16 @@ $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
 
-# Installs, migrates, prints a demo login and serves http://127.0.0.1:8000 with
-# daphne and a django-q2 worker side by side; Ctrl-C stops both.
+# Installs, migrates, prints the demo login (its password kept in data/ from
+# run to run) and serves http://127.0.0.1:$(PORT) with daphne and a django-q2
+# worker side by side; Ctrl-C stops both. The web process prints the address
+# and login again once daphne listens, so they are not lost above its output.
 run: export DEBUG ?= 1
 run: install
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py collectstatic --noinput --verbosity 0
-	$(BIN)/python manage.py demo_user
 	$(BIN)/python manage.py library_samples
+	$(BIN)/python manage.py demo_user --port $(PORT)
 	$(BIN)/honcho start --port $(PORT)
 
 # The whole suite; with DATABASE_URL and REDIS_URL set it runs against them.

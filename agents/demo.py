@@ -2,23 +2,33 @@
 a research turn, so a fresh install shows the whole flow with no network.
 
 It reads the conversation like a model would — the tools it was offered say
-which agent it is, the tool results so far say how far the turn has got — and
-answers with the XML tool calls of seed 003:
+which agent it is, the tool results so far say how far the turn has got, the
+lead's artifact inventory says what earlier turns left — and answers with the
+XML tool calls of seed 003:
 
     lead:   task_plan → search_agent → tick → crawl_agent → tick → report → tick → answer
-    search: web_search(the question) → the hits as a list
-    crawl:  web_fetch(each hit, through the permission prompt) → what each page says
+    search: web_search(the question) → the hits as a list, or that there are none
+    crawl:  web_fetch(each hit, through the permission prompt) → what each page says, or why it was not read
+
+A follow-up in the same conversation rewrites the plan and the report it
+finds instead of creating them again. A search that finds nothing ends the
+research there, and the plan says so. The lead's answer is made from the
+tool results alone, so it claims no read, write or find that did not happen.
 """
 
 import html
 import re
 import time
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 
 from .llm import XML, Delta
+from .toolcalls import toolcalls_parse
 
-PLAN = "- [ ] Search the team library\n- [ ] Read the best sources\n- [ ] Write the report"
+PLAN_ID = "task_plan"
 REPORT_ID = "research_report"
+REPORT_TITLE = "Research report"
+SEARCH_STEP, READ_STEP, REPORT_STEP = "Search the team library", "Read the best sources", "Write the report"
 MAX_SOURCES = 2
 EXCERPT_CHARS = 1200
 
@@ -26,6 +36,22 @@ _RESULT = re.compile(r"<tool_result tool=\"([^\"]+)\">\n(.*?)\n</tool_result>", 
 _HIT = re.compile(r"<result>\s*<title>(.*?)</title>\s*<url>(.*?)</url>\s*<snippet>(.*?)</snippet>", re.DOTALL)
 _URL = re.compile(r"(?:library|https?)://[^\s<>)\]]+")
 _PAGE = re.compile(r"<page\b[^>]*?title=\"([^\"]*)\"[^>]*>\s*<content>(.*?)</content>", re.DOTALL)
+_SEARCHED = re.compile(r"<search_results provider=\"([^\"]*)\"")
+# The lines of the search agent's report and the lead's inventory this module writes or reads.
+_SOURCE_LINE = re.compile(r"^- \[(.+?)\]\(((?:library|https?)://\S+?)\)", re.MULTILINE)
+_INVENTORY_LINE = re.compile(r"^- `([^`]+)` — (.*) \([^()]*, version \d+, from \w+\): ", re.MULTILINE)
+_ARTIFACT_TOOLS = {"create_artifact": "create", "rewrite_artifact": "rewrite", "update_artifact": "update"}
+_DONE = {"create": "Created", "rewrite": "Rewrote", "update": "Updated"}
+
+
+@dataclass
+class _Exchange:
+    """One tool call of this activation and what came back."""
+
+    tool: str
+    params: dict
+    ok: bool
+    content: str
 
 
 def _call(tool: str, **params) -> str:
@@ -33,13 +59,21 @@ def _call(tool: str, **params) -> str:
     return f"\n<tool_call><name>{tool}</name><params>{body}</params></tool_call>"
 
 
-def _results(messages: list[dict]) -> list[tuple[str, str]]:
-    """This activation's tool results, oldest first: (tool, content)."""
-    found = []
+def _exchanges(messages: list[dict], tools: list) -> list[_Exchange]:
+    """This activation's tool calls with their results, oldest first."""
+    schemas = {tool.name: tool.parameters for tool in tools}
+    found, params = [], {}
     for message in messages:
-        match = _RESULT.fullmatch(message["content"] or "") if message["role"] == "user" else None
+        content = message["content"] or ""
+        if message["role"] == "assistant":
+            calls = toolcalls_parse(content, schemas=schemas)
+            params = calls[0].params if calls else {}
+            continue
+        match = _RESULT.fullmatch(content) if message["role"] == "user" else None
         if match:
-            found.append((match.group(1), match.group(2)))
+            result = match.group(2)
+            found.append(_Exchange(tool=match.group(1), params=params, ok=not result.startswith("<error"), content=result))
+            params = {}
     return found
 
 
@@ -49,6 +83,16 @@ def _request(messages: list[dict]) -> str:
         if message["role"] == "user" and not (message["content"] or "").startswith(("<tool_result", "<context_summary")):
             return message["content"]
     return ""
+
+
+def _text(content: str) -> str:
+    """A tool result as the words it says, markup gone."""
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", content)).split())
+
+
+def _first_sentence(text: str) -> str:
+    # An error goes on to tell the model what to do next; the user needs only what happened.
+    return re.split(r"(?<=\.)\s", text, maxsplit=1)[0]
 
 
 class DemoChatModel:
@@ -61,13 +105,14 @@ class DemoChatModel:
         self.word_delay = word_delay
 
     def stream(self, messages: list[dict], *, tools: Iterable = ()) -> Iterator[Delta]:
+        tools = list(tools)
         names = {tool.name for tool in tools}
         if "call_subagent" in names:
-            reply = self._lead(messages)
+            reply = self._lead(messages, tools)
         elif "web_search" in names:
-            reply = self._search(messages)
+            reply = self._search(messages, tools)
         elif "web_fetch" in names:
-            reply = self._crawl(messages)
+            reply = self._crawl(messages, tools)
         else:
             reply = "This is the offline demo model; it has nothing to add."
         prose, call = (reply.split("\n<tool_call>", 1) + [""])[:2]
@@ -81,62 +126,64 @@ class DemoChatModel:
 
     # --- the agents -------------------------------------------------------------
 
-    def _lead(self, messages: list[dict]) -> str:
+    def _lead(self, messages: list[dict], tools: list) -> str:
         question = " ".join(_request(messages).split())
-        results = _results(messages)
-        found = [content for tool, content in results if tool == "call_subagent"]
-        sources = _URL.findall(html.unescape(found[0]))[:MAX_SOURCES] if found else []
-        steps = [
-            lambda: "I'll plan the research first." + _call("create_artifact", id="task_plan", title="Task plan", content=PLAN),
-            lambda: "Searching the team library." + _call("call_subagent", agent="search_agent", instruction=question),
-            lambda: _tick("Search the team library"),
-        ]
-        if sources:
-            steps.append(
-                lambda: "Reading the best sources."
-                + _call(
-                    "call_subagent",
-                    agent="crawl_agent",
-                    instruction=f"Read these sources and report what they say about: {question}\n" + "\n".join(sources),
-                )
-            )
-        steps += [
-            lambda: _tick("Read the best sources"),
-            lambda: "Writing the report."
-            + _call("create_artifact", id=REPORT_ID, title=f"Report: {question[:80]}", content=_report(question, found)),
-            lambda: _tick("Write the report"),
-        ]
-        if len(results) < len(steps):
-            return steps[len(results)]()
-        return (
-            "**This is the offline demo model**, so the research is a demonstration: "
-            f"it searched the team library for your question, read {len(sources)} source(s) and "
-            f"wrote what they say into the artifact `{REPORT_ID}`; the checklist in `task_plan` "
-            "shows each step.\n\nSet `OPENAI_API_KEY` (and `OPENAI_BASE_URL` for a self-hosted, "
-            "OpenAI-compatible server) to have a real model do this work."
-        )
+        done = _exchanges(messages, tools)
+        # The system prompt's inventory: what this conversation's earlier turns left.
+        existing = dict(_INVENTORY_LINE.findall(messages[0]["content"]))
+        steps = [lambda: _plan_write(question, existing=existing)]
+        steps.append(lambda: "Searching the team library." + _call("call_subagent", agent="search_agent", instruction=question))
+        if len(done) >= len(steps):
+            hits = _source_lines(done[1])
+            if not hits:
+                steps.append(lambda: _plan_nothing_found(question, search=_subagent_text(done[1])))
+            else:
+                urls = [url for _, url in hits[:MAX_SOURCES]]
+                steps += [
+                    lambda: _tick(SEARCH_STEP),
+                    lambda: "Reading the best sources."
+                    + _call(
+                        "call_subagent",
+                        agent="crawl_agent",
+                        instruction=f"Read these sources and report what they say about: {question}\n" + "\n".join(urls),
+                    ),
+                    lambda: _tick(READ_STEP),
+                    lambda: _report_write(question, crawl=done[3], existing=existing),
+                    lambda: _tick(REPORT_STEP),
+                ]
+        if len(done) < len(steps):
+            return steps[len(done)]()
+        return _answer(done, existing=existing)
 
-    def _search(self, messages: list[dict]) -> str:
-        results = _results(messages)
-        if not results:
-            return "Searching." + _call("web_search", query=_request(messages)[:200])
-        hits = _HIT.findall(results[-1][1])
+    def _search(self, messages: list[dict], tools: list) -> str:
+        query = _request(messages)[:200]
+        done = _exchanges(messages, tools)
+        if not done:
+            return "Searching." + _call("web_search", query=query)
+        result = done[-1]
+        if not result.ok:
+            return f"The search failed: {_first_sentence(_text(result.content))}"
+        hits = _HIT.findall(result.content)
         if not hits:
-            return "The search found nothing relevant."
-        lines = [f"- [{html.unescape(t)}]({html.unescape(u)}): {html.unescape(s)}" for t, u, s in hits]
+            shown = " ".join(query.split())
+            provider = _SEARCHED.search(result.content)
+            if provider and provider.group(1) == "local":
+                return f"The team library has nothing on “{shown}”: no document in it matches."
+            return f"The search found nothing for “{shown}”."
+        # One line per hit, so the lead finds each hit by its line.
+        lines = [f"- [{html.unescape(t)}]({html.unescape(u)}): {' '.join(html.unescape(s).split())}" for t, u, s in hits]
         return "Sources found:\n\n" + "\n".join(lines)
 
-    def _crawl(self, messages: list[dict]) -> str:
+    def _crawl(self, messages: list[dict], tools: list) -> str:
         urls = _URL.findall(_request(messages))[:MAX_SOURCES]
-        results = _results(messages)
-        if len(results) < len(urls):
-            return f"Reading {urls[len(results)]}." + _call("web_fetch", url=urls[len(results)])
+        done = _exchanges(messages, tools)
+        if len(done) < len(urls):
+            return f"Reading {urls[len(done)]}." + _call("web_fetch", url=urls[len(done)])
         parts = []
-        for url, (_, content) in zip(urls, results, strict=False):
-            page = _PAGE.search(content)
+        for url, result in zip(urls, done, strict=False):
+            page = _PAGE.search(result.content)
             if page is None:
-                reason = re.sub(r"<[^>]+>", " ", html.unescape(content))
-                parts.append(f"### {url}\n\nCould not read it: {' '.join(reason.split())[:300]}")
+                parts.append(f"### {url}\n\nCould not read it: {_first_sentence(_text(result.content))}")
                 continue
             text = html.unescape(page.group(2)).strip()
             excerpt = text[:EXCERPT_CHARS] + ("…" if len(text) > EXCERPT_CHARS else "")
@@ -144,15 +191,105 @@ class DemoChatModel:
         return "\n\n".join(parts) or "There was nothing to read."
 
 
+# --- the lead's steps -------------------------------------------------------------
+
+
+def _plan(question: str) -> str:
+    return f"Question: {question[:200]}\n\n" + "\n".join(f"- [ ] {step}" for step in (SEARCH_STEP, READ_STEP, REPORT_STEP))
+
+
+def _plan_write(question: str, *, existing: dict) -> str:
+    if PLAN_ID in existing:
+        return "This conversation has a task plan; I'll rewrite it for this question." + _call(
+            "rewrite_artifact", id=PLAN_ID, content=_plan(question)
+        )
+    return "I'll plan the research first." + _call("create_artifact", id=PLAN_ID, title="Task plan", content=_plan(question))
+
+
+def _plan_nothing_found(question: str, *, search: str) -> str:
+    # Struck out rather than left open: an open step reads as work still to come.
+    plan = (
+        f"Question: {question[:200]}\n\n- [x] {SEARCH_STEP}: {search}\n"
+        f"- ~~{READ_STEP}~~: nothing to read\n- ~~{REPORT_STEP}~~: nothing to report"
+    )
+    return "The search found nothing, so the plan ends here." + _call("rewrite_artifact", id=PLAN_ID, content=plan)
+
+
 def _tick(step: str) -> str:
-    return f"Done: {step.lower()}." + _call("update_artifact", id="task_plan", old_str=f"- [ ] {step}", new_str=f"- [x] {step}")
+    return f"Done: {step.lower()}." + _call("update_artifact", id=PLAN_ID, old_str=f"- [ ] {step}", new_str=f"- [x] {step}")
 
 
-def _report(question: str, subagent_results: list[str]) -> str:
-    read = html.unescape(re.sub(r"</?subagent_result[^>]*>", "", subagent_results[-1])).strip() if len(subagent_results) > 1 else ""
-    body = read or "No source could be read, so there is nothing to report."
-    return (
+def _report_write(question: str, *, crawl: _Exchange, existing: dict) -> str:
+    read = _subagent_text(crawl) or "No source could be read, so there is nothing to report."
+    report = (
         f"# {question[:200]}\n\n"
         "*Written by the offline demo model from the team library; it quotes its sources rather than analysing them.*\n\n"
-        f"## What the sources say\n\n{body}\n"
+        f"## What the sources say\n\n{read}\n"
     )
+    if REPORT_ID in existing:
+        return "Rewriting the report for this question." + _call("rewrite_artifact", id=REPORT_ID, content=report)
+    return "Writing the report." + _call("create_artifact", id=REPORT_ID, title=REPORT_TITLE, content=report)
+
+
+# --- the lead's answer ------------------------------------------------------------
+
+
+def _subagent_text(exchange: _Exchange) -> str:
+    return html.unescape(re.sub(r"</?subagent_result[^>]*>", "", exchange.content)).strip()
+
+
+def _source_lines(exchange: _Exchange) -> list[tuple[str, str]]:
+    """The (title, url) of each source the search agent listed."""
+    return _SOURCE_LINE.findall(_subagent_text(exchange)) if exchange.ok else []
+
+
+def _answer(done: list[_Exchange], *, existing: dict) -> str:
+    lines = _research_lines(done, existing=existing) + _artifact_lines(done, existing=existing)
+    return (
+        "This is the offline demo model: it quotes the team library rather than researching. "
+        "What happened in this turn:\n\n" + "\n".join(lines) + "\n\n"
+        "Set `OPENAI_API_KEY` (and `OPENAI_BASE_URL` for a self-hosted server) to have a real model answer."
+    )
+
+
+def _research_lines(done: list[_Exchange], *, existing: dict) -> list[str]:
+    subagents = {exchange.params.get("agent"): exchange for exchange in done if exchange.tool == "call_subagent"}
+    search, crawl = subagents.get("search_agent"), subagents.get("crawl_agent")
+    hits = _source_lines(search) if search else []
+    if not hits:
+        said = _subagent_text(search) if search else "The search did not run."
+        kept = f" `{REPORT_ID}` still holds the earlier report." if REPORT_ID in existing else ""
+        return [f"- {said} So there was nothing to read, and no report was written.{kept}"]
+    titles = {url: title for title, url in hits}
+    lines = [f"- The search found {len(hits)} source{'s' if len(hits) > 1 else ''}."]
+    report = _subagent_text(crawl) if crawl else ""
+    urls = [url for _, url in hits[:MAX_SOURCES]]
+    read = [url for url in urls if f"\n\nSource: {url}\n\n" in f"\n\n{report}\n\n"]
+    lines.append("- Read: " + ", ".join(f"[{titles[url]}]({url})" for url in read) + "." if read else "- Read nothing.")
+    for url in urls:
+        reason = re.search(rf"^### {re.escape(url)}\n\nCould not read it: (.*)$", report, re.MULTILINE)
+        if reason:
+            lines.append(f"- Not read: [{titles[url]}]({url}): {reason.group(1)}")
+    return lines
+
+
+def _artifact_lines(done: list[_Exchange], *, existing: dict) -> list[str]:
+    """Each artifact written, by how it was first written and its last
+    version; then each artifact call that failed."""
+    written, failed = {}, []
+    for exchange in done:
+        verb = _ARTIFACT_TOOLS.get(exchange.tool)
+        if verb is None:
+            continue
+        artifact_id = exchange.params.get("id", "")
+        if not exchange.ok:
+            message = re.search(r"<message>(.*?)</message>", exchange.content, re.DOTALL)
+            said = html.unescape(message.group(1)) if message else _text(exchange.content)
+            failed.append(f"- Could not {verb} `{artifact_id}`: {said}")
+            continue
+        title = exchange.params.get("title") or existing.get(artifact_id)
+        named = f"`{artifact_id}` ({title})" if title else f"`{artifact_id}`"
+        first = written.setdefault(artifact_id, {"verb": verb, "named": named})
+        first["version"] = re.search(r'<artifact version="(\d+)"', exchange.content).group(1)
+    lines = [f"- {_DONE[w['verb']]} {w['named']}, now at version {w['version']}." for w in written.values()]
+    return lines + failed

@@ -15,6 +15,13 @@ from .tooling import AUTO, Tool, ToolContext, ToolResult, tool_error
 
 WEB_SEARCH = "web_search"
 PROVIDERS = ("searxng", "tavily", "local")
+# The library keeps only relevant documents (agents.library), so no hits
+# means no document covers the subject: the model is to say that, not
+# answer as if it had a source.
+NOTHING_IN_LIBRARY = (
+    "Nothing in the team library matches this query. Search once more with only the subject's key terms; "
+    "if that finds nothing either, say plainly that the team library has nothing on it."
+)
 
 
 class SearchError(Exception):
@@ -47,7 +54,7 @@ def web_search(context: ToolContext, *, query: str) -> ToolResult:
         for hit in hits
     )
     if not hits:
-        results = "No results. Try other or fewer words."
+        results = NOTHING_IN_LIBRARY if provider == "local" else "No results. Try other or fewer words."
     return ToolResult(
         success=True,
         content=f"<search_results provider={quoteattr(provider)} query={quoteattr(query)}>{results}</search_results>",

@@ -13,6 +13,7 @@ from django_q.tasks import async_task
 from artifactflow.db import TRANSIENT_ERRORS, transient_retry
 from artifacts.manager import ArtifactManager, FlushReport
 from conversations.markdown import markdown_render
+from conversations.models import Conversation
 from conversations.selectors import message_path
 
 from . import engine
@@ -33,11 +34,21 @@ CANCELLED = "Cancelled."
 INTERNAL_ERROR = "An internal error stopped this turn. It has been logged."
 # Message metadata key: tools the user always allows on the branch through it.
 ALLOWED_TOOLS = "allowed_tools"
+TURN_IN_PROGRESS = "A turn is still running in this conversation. Stop it, or wait for it to finish, then send."
 
 
 def run_create(*, message, enqueue: bool = True) -> Run:
-    """A queued run for `message`; its task is enqueued once the caller's transaction commits."""
-    run = Run.objects.create(message=message)
+    """A queued run for `message`; its task is enqueued once the caller's transaction commits.
+
+    One turn at a time per conversation: turns share the conversation's
+    artifacts, so a second one would race the first on them."""
+    with transaction.atomic():
+        # A write first, so that two requests serialise here on SQLite (which
+        # has no row locks) as on Postgres, and the second sees the first's run.
+        Conversation.objects.filter(pk=message.conversation_id).update(updated_at=timezone.now())
+        if Run.objects.filter(message__conversation_id=message.conversation_id, status__in=Run.ACTIVE_STATUSES).exists():
+            raise TurnInProgress(TURN_IN_PROGRESS)
+        run = Run.objects.create(message=message)
     if enqueue:
         transaction.on_commit(lambda: async_task(TASK, run.pk, task_name=f"run-{run.pk}"))
     return run
@@ -218,12 +229,28 @@ def _run_checkpoint(*, run: Run, lease: Lease, state: engine.TurnState, artifact
     artifacts.live_republish()
 
 
+def tools_allowed(*, messages) -> list[str]:
+    """Tools the user chose to always allow on the branch these messages make up."""
+    return sorted({tool for step in messages for tool in step.metadata.get(ALLOWED_TOOLS, [])})
+
+
 def branch_allowed_tools(*, message) -> list[str]:
     """Tools the user chose to always allow on this branch (root to `message`)."""
-    allowed = set()
-    for step in message_path(message_id=message.pk):
-        allowed.update(step.metadata.get(ALLOWED_TOOLS, []))
-    return sorted(allowed)
+    return tools_allowed(messages=message_path(message_id=message.pk))
+
+
+def branch_tool_revoke(*, message, tool: str) -> list[str]:
+    """Ask again before `tool` on the branch through `message`; returns the
+    tools still allowed there. A turn already running keeps the permissions it
+    started with: the next turn asks."""
+    path = message_path(message_id=message.pk)
+    with transaction.atomic():
+        for step in path:
+            allowed = step.metadata.get(ALLOWED_TOOLS, [])
+            if tool in allowed:
+                step.metadata = {**step.metadata, ALLOWED_TOOLS: [name for name in allowed if name != tool]}
+                step.save(update_fields=["metadata"])
+    return tools_allowed(messages=path)
 
 
 def _flush_data(flush: FlushReport) -> dict:
@@ -317,6 +344,10 @@ def _answer_keep(*, message, text: str) -> None:
 
 class RunStateError(Exception):
     """The run is not in a state that allows this; the message says why."""
+
+
+class TurnInProgress(RunStateError):
+    """Another turn of the conversation is still queued, running or waiting."""
 
 
 def _run_owned_locked(*, run_id: int, user) -> Run:

@@ -1,10 +1,12 @@
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET, require_POST
 
 from conversations import selectors as conversation_selectors
 
 from . import selectors, services
+from .engine import ALWAYS
 from .models import Run
 
 
@@ -39,16 +41,23 @@ def _acting(request, run_id, action):
 
 @require_POST
 def run_permission(request, run_id):
-    return _acting(
-        request,
-        run_id,
-        lambda: services.permission_answer(
-            run_id=run_id,
-            user=request.user,
-            request_id=request.POST.get("request_id", ""),
-            decision=request.POST.get("decision", ""),
-        ),
-    )
+    run = _run_or_404(request, run_id)
+    decision = request.POST.get("decision", "")
+    try:
+        run = services.permission_answer(
+            run_id=run_id, user=request.user, request_id=request.POST.get("request_id", ""), decision=decision
+        )
+    except services.RunStateError as exc:
+        # Answered meanwhile (another tab, a double click) or expired: the
+        # turn as it is now, with the reason, rather than an error response.
+        return _message_response(request, run, error=str(exc))
+    response = _message_response(request, run)
+    if request.htmx and decision == ALWAYS:
+        # The list of always-allowed tools under the thread gains this one.
+        allowed = services.branch_allowed_tools(message=run.message)
+        context = {"allowed_tools": allowed, "conversation_id": run.message.conversation_id, "oob": True}
+        response.content += render_to_string("conversations/chat.html#allowed_tools", context, request=request).encode()
+    return response
 
 
 @require_POST
@@ -64,5 +73,10 @@ def run_retry(request, run_id):
 @require_GET
 def run_activity(request, run_id):
     run = _run_or_404(request, run_id)
-    context = {"run": run, "steps": selectors.run_activity(run=run), "metrics": run.metrics}
+    context = {
+        "fold": selectors.run_activity(run=run),
+        "metrics": run.metrics,
+        # Artifact links open in this conversation's pane.
+        "conversation_id": run.message.conversation_id,
+    }
     return render(request, "agents/activity.html", context)

@@ -1,11 +1,16 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.contrib.auth.decorators import login_not_required
+from django.templatetags.static import static
 from django.urls import include, path
+from django.views.generic import RedirectView
 
 # Registers the <id:…> and <artifact:…> converters the apps' URLconfs use.
 import artifactflow.ids  # noqa: F401
 
 urlpatterns = [
+    # For browsers that ask for /favicon.ico whatever the page links, signed in or not.
+    path("favicon.ico", login_not_required(RedirectView.as_view(url=static("favicon.svg")))),
     path("admin/", admin.site.urls),
     # No password reset by e-mail: a self-hosted portal often has no mail
     # server, and an administrator resets passwords in the admin.

@@ -71,10 +71,13 @@ def artifact_version_save(
     )
 
 
-def artifact_edit(*, artifact: Artifact, content: str, expected_lock_version: int) -> tuple[Artifact, bool]:
+def artifact_edit(
+    *, artifact: Artifact, content: str, expected_lock_version: int, update_type: str = "user_edit"
+) -> tuple[Artifact, bool]:
     """Save a user's edit as a new version. Returns the artifact and whether the
     edit overlapped another write since the user loaded the artifact; then the
-    edit still becomes the newer version and the other text stays in history."""
+    edit still becomes the newer version and the other text stays in history.
+    Text equal to the current text makes no version."""
     if not artifact.is_text:
         raise ValueError("A binary file cannot be edited as text.")
     ProhibitNullCharactersValidator()(content)
@@ -87,8 +90,16 @@ def artifact_edit(*, artifact: Artifact, content: str, expected_lock_version: in
             artifact=row,
             content=content,
             version=row.current_version + 1,
-            update_type="user_edit",
+            update_type=update_type,
             conflict_writer="user" if conflicted else "",
         )
         live.live_announce(session_id=row.session_id)
     return row, conflicted
+
+
+def artifact_restore(*, version: ArtifactVersion, expected_lock_version: int) -> tuple[Artifact, bool]:
+    """Make an old version's text current again, as a new version: the history
+    is never rewritten. Overlapping another write is handled as an edit's is."""
+    return artifact_edit(
+        artifact=version.artifact, content=version.content, expected_lock_version=expected_lock_version, update_type="restore"
+    )

@@ -2,7 +2,8 @@ from django.core.exceptions import ValidationError
 from django.http import FileResponse, Http404, HttpResponse
 from django.shortcuts import render
 from django.utils.http import content_disposition_header
-from django.views.decorators.http import require_GET, require_http_methods
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_htmx.http import push_url
 
 from artifactflow.ids import id_from_text
 
@@ -39,10 +40,23 @@ def _version_number(request, name):
     return id_from_text(request.GET.get(name, ""))
 
 
-def _pane(request, session, *, selected=None, version=None, status=200, **extra):
-    context = {**selectors.pane_context(session=session, selected=selected, version=version), **extra}
+def _version_or_404(artifact, number):
+    version = selectors.artifact_version_get(artifact=artifact, version=number) if number is not None else None
+    if version is None:
+        raise Http404("No such version.")
+    return version
+
+
+def _pane(request, session, *, selected=None, version=None, diff=None, status=200, push=True, **extra):
+    context = {**selectors.pane_context(session=session, selected=selected, version=version, diff=diff), **extra}
     template = f"{PANE}#pane" if request.htmx else PANE
-    return render(request, template, context, status=status)
+    response = render(request, template, context, status=status)
+    # The conversation page's URL says what the pane shows, so that a reload,
+    # a link sent to a colleague and Back show it again. The editor and an
+    # error are passing states, not places to go back to.
+    if request.htmx and push and status == 200 and context["page_url"] != request.htmx.current_url_abs_path:
+        push_url(response, context["page_url"])
+    return response
 
 
 @require_http_methods(["GET", "POST"])
@@ -59,11 +73,7 @@ def artifact_detail(request, conversation_id, artifact_id):
     session = _session_or_404(request, conversation_id)
     selected = _artifact_or_404(session, artifact_id)
     number = _version_number(request, "version")
-    version = None
-    if number is not None:
-        version = selectors.artifact_version_get(artifact=_saved_or_404(session, artifact_id), version=number)
-        if version is None:
-            raise Http404("No such version.")
+    version = None if number is None else _version_or_404(_saved_or_404(session, artifact_id), number)
     return _pane(request, session, selected=selected, version=version)
 
 
@@ -71,37 +81,72 @@ def artifact_detail(request, conversation_id, artifact_id):
 def artifact_diff(request, conversation_id, artifact_id):
     session = _session_or_404(request, conversation_id)
     artifact = _saved_or_404(session, artifact_id)
-    numbers = (_version_number(request, "from"), _version_number(request, "to"))
-    old, new = (selectors.artifact_version_get(artifact=artifact, version=n) if n else None for n in numbers)
-    if old is None or new is None:
+    diff = selectors.artifact_compare(
+        artifact=artifact, old_version=_version_number(request, "from"), new_version=_version_number(request, "to")
+    )
+    if diff is None:
         raise Http404("Choose two saved versions to compare.")
-    lines = selectors.artifact_diff(
-        old=old.content, new=new.content, old_label=f"v{old.version}", new_label=f"v{new.version}"
-    )
-    return _pane(
-        request, session, selected=_artifact_or_404(session, artifact_id), diff={"old": old, "new": new, "lines": lines}
-    )
+    return _pane(request, session, selected=_artifact_or_404(session, artifact_id), diff=diff)
+
+
+def _text_or_404(session, artifact_id):
+    artifact = _saved_or_404(session, artifact_id)
+    if not artifact.is_text:
+        raise Http404("A binary file cannot be edited here.")
+    return artifact
 
 
 @require_http_methods(["GET", "POST"])
 def artifact_edit(request, conversation_id, artifact_id):
+    """The editor, on the current text or with `?version=` on that version's:
+    saving either makes a new version."""
     session = _session_or_404(request, conversation_id)
-    artifact = _saved_or_404(session, artifact_id)
-    if not artifact.is_text:
-        raise Http404("A binary file cannot be edited here.")
+    artifact = _text_or_404(session, artifact_id)
     selected = _artifact_or_404(session, artifact_id)
     if request.method == "GET":
-        return _pane(request, session, selected=selected, editing=artifact)
+        number = _version_number(request, "version")
+        version = None if number is None else _version_or_404(artifact, number)
+        text = version.content if version else artifact.content
+        return _pane(request, session, selected=selected, version=version, push=False, editing=artifact, edit_text=text)
+    content = request.POST.get("content", "").replace("\r\n", "\n")
+    lock = id_from_text(request.POST.get("lock_version", ""))
+    # A refused edit keeps the text typed, to fix and save again.
+    refused = {"selected": selected, "editing": artifact, "edit_text": content, "status": 422}
+    if lock is None:
+        return _pane(request, session, **refused, edit_error="The form is out of date; reload it.")
+    try:
+        _, conflicted = services.artifact_edit(artifact=artifact, content=content, expected_lock_version=lock)
+    except ValidationError as exc:
+        return _pane(request, session, **refused, edit_error=exc.messages[0])
+    return _pane(request, session, selected=_artifact_or_404(session, artifact_id), saved_conflict=conflicted)
+
+
+@require_POST
+def artifact_preview(request, conversation_id, artifact_id):
+    """The editor's text rendered as the pane will show it once saved."""
+    session = _session_or_404(request, conversation_id)
+    artifact = _text_or_404(session, artifact_id)
+    text = request.POST.get("content", "").replace("\r\n", "\n")
+    return render(request, f"{PANE}#edit_preview", {"previewing": True, "text": text, "content_type": artifact.content_type})
+
+
+@require_POST
+def artifact_restore(request, conversation_id, artifact_id):
+    """Makes the version shown the current text again, as a new version."""
+    session = _session_or_404(request, conversation_id)
+    artifact = _text_or_404(session, artifact_id)
+    version = _version_or_404(artifact, id_from_text(request.POST.get("version", "")))
     lock = id_from_text(request.POST.get("lock_version", ""))
     if lock is None:
-        return _pane(request, session, selected=selected, editing=artifact, edit_error="The form is out of date; reload it.", status=422)
-    try:
-        _, conflicted = services.artifact_edit(
-            artifact=artifact, content=request.POST.get("content", "").replace("\r\n", "\n"), expected_lock_version=lock
+        return _pane(
+            request, session, selected=_artifact_or_404(session, artifact_id), version=version, status=422,
+            restore_error="The page is out of date; reload it.",
         )
-    except ValidationError as exc:
-        return _pane(request, session, selected=selected, editing=artifact, edit_error=exc.messages[0], status=422)
-    return _pane(request, session, selected=_artifact_or_404(session, artifact_id), saved_conflict=conflicted)
+    restored, conflicted = services.artifact_restore(version=version, expected_lock_version=lock)
+    return _pane(
+        request, session, selected=_artifact_or_404(session, artifact_id), saved_conflict=conflicted,
+        restored={"from": version.version, "to": restored.current_version},
+    )
 
 
 def _upload(request, session):

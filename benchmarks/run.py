@@ -11,9 +11,10 @@ import message_path  # noqa: E402
 import pages  # noqa: E402
 import security  # noqa: E402
 import streaming  # noqa: E402
+import thread_page  # noqa: E402
 # By its package: a plain `import artifacts` is the Django app.
 from benchmarks import artifacts  # noqa: E402
 
-for benchmark in (message_path, event_log, matching, security, streaming, artifacts, pages, faults):
+for benchmark in (message_path, event_log, matching, security, streaming, artifacts, pages, thread_page, faults):
     benchmark.main()
     print()

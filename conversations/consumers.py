@@ -8,8 +8,10 @@ from channels.db import DatabaseSyncToAsync
 from channels.generic.websocket import AsyncWebsocketConsumer, WebsocketConsumer
 from channels.layers import get_channel_layer
 from django.conf import settings
+from django.template.loader import render_to_string
 
 from agents.models import Run
+from agents.selectors import conversation_active_run
 
 from . import selectors
 from .streaming import stream_advance, stream_open
@@ -188,19 +190,27 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         return set(runs.values_list("pk", flat=True))
 
     def _advance_active(self) -> str:
-        return self._advance(self._active_run_ids())
+        # The page's composer may predate a turn that started or ended while it loaded.
+        return self._advance(self._active_run_ids(), composer=True)
 
-    def _advance(self, run_ids) -> str:
+    def _advance(self, run_ids, *, composer: bool = False) -> str:
+        """What is new in these runs; and the composer's Send or Stop when a
+        run started or ended here (or `composer` asks for it anyway)."""
         parts = []
         for run_id in sorted(run_ids):
             if run_id not in self.streams:
                 stream, html = stream_open(conversation=self.conversation, run_id=run_id)
+                composer = True
             elif self.streams[run_id] is None:
                 continue
             else:
                 stream, html = stream_advance(conversation=self.conversation, stream=self.streams[run_id])
+                composer = composer or stream is None
             self.streams[run_id] = stream
             parts.append(html)
+        if composer:
+            active_run = conversation_active_run(conversation_id=self.conversation.pk)
+            parts.append(render_to_string("conversations/chat.html#composer_actions", {"active_run": active_run, "oob": True}))
         return "".join(parts)
 
 

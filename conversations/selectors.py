@@ -2,11 +2,13 @@
 
 import uuid
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from functools import cached_property
 
 from django.core.exceptions import ValidationError
 from django.db.models import Prefetch, Q, prefetch_related_objects
+from django.utils import timezone
+from django.utils.formats import date_format
 
 from agents.models import Run
 from agents.selectors import RunView, run_views
@@ -21,11 +23,26 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
+class ConversationGroup:
+    """The conversations of a page under one date heading."""
+
+    # Unique within the list and stable across its pages, so a page can name
+    # the group it continues: "today", "yesterday", "previous-7-days",
+    # "previous-30-days" or a month, "2026-10".
+    key: str
+    label: str
+    items: list[Conversation]
+    # The page before ended in this group, whose heading the list already shows.
+    continued: bool = False
+
+
+@dataclass(frozen=True)
 class ConversationPage:
-    """One page of the conversation list (or of search results) and the cursor
-    of the next page, "" after the last."""
+    """One page of the conversation list (or of search results), grouped by
+    date, and the cursor of the next page, "" after the last."""
 
     items: list[Conversation]
+    groups: list[ConversationGroup]
     next_cursor: str = ""
 
     def __iter__(self):
@@ -44,10 +61,48 @@ def conversation_list(*, user, query: str = "", before: str = "", limit: int = P
         items = search.conversation_search(user=user, query=query, before=position, limit=limit + 1)
     else:
         items = list(search.conversations_before(user=user, before=position)[: limit + 1])
-    if len(items) <= limit:
-        return ConversationPage(items=items)
-    items = items[:limit]
-    return ConversationPage(items=items, next_cursor=_cursor(items[-1]))
+    next_cursor = ""
+    if len(items) > limit:
+        items = items[:limit]
+        next_cursor = _cursor(items[-1])
+    # The cursor is the last conversation of the page before, so it also says
+    # which group that page ended in.
+    groups = date_groups(items=items, after=position[0] if position else None, today=timezone.localdate())
+    return ConversationPage(items=items, groups=groups, next_cursor=next_cursor)
+
+
+def date_groups(*, items: list[Conversation], after: datetime | None, today: date) -> list[ConversationGroup]:
+    """These conversations (newest first) under their date headings, the first
+    marked continued when it is the group of `after`, the last moment of the
+    page before."""
+    groups = []
+    previous = date_heading(moment=after, today=today)[0] if after else None
+    for item in items:
+        key, label = date_heading(moment=item.updated_at, today=today)
+        if not groups or groups[-1].key != key:
+            groups.append(ConversationGroup(key=key, label=label, items=[], continued=not groups and key == previous))
+        groups[-1].items.append(item)
+    return groups
+
+
+def date_heading(*, moment: datetime, today: date) -> tuple[str, str]:
+    """The (key, label) of the heading a conversation last updated at `moment`
+    goes under, counted in days of the active time zone (TIME_ZONE unless a
+    view activated another) up to `today`."""
+    day = timezone.localtime(moment).date()
+    age = (today - day).days
+    # A moment ahead of the clock (another machine's) is today too.
+    if age <= 0:
+        return "today", "Today"
+    if age == 1:
+        return "yesterday", "Yesterday"
+    if age <= 7:
+        return "previous-7-days", "Previous 7 days"
+    if age <= 30:
+        return "previous-30-days", "Previous 30 days"
+    # The sidebar is narrow: this year's months go without the year.
+    label = date_format(day, "F" if day.year == today.year else "F Y")
+    return f"{day:%Y-%m}", label
 
 
 def _cursor(conversation: Conversation) -> str:

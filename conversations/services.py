@@ -5,7 +5,7 @@ from django.core.validators import ProhibitNullCharactersValidator
 from django.db import transaction
 
 from agents.models import Run
-from agents.services import run_create
+from agents.services import TurnInProgress, run_create
 from artifacts.models import ArtifactSession
 
 from .models import Conversation, Message
@@ -54,13 +54,16 @@ def message_post(
     elif parent is not None and parent.conversation_id != conversation.pk:
         raise ValidationError("That message belongs to another conversation.")
 
-    with transaction.atomic():
-        message = Message.objects.create(conversation=conversation, parent=parent, content=content)
-        conversation.active_branch = message
-        if not conversation.title:
-            conversation.title = _title_from(content)
-        conversation.save(update_fields=["active_branch", "title", "updated_at"])
-        run_create(message=message, enqueue=enqueue)
+    try:
+        with transaction.atomic():
+            message = Message.objects.create(conversation=conversation, parent=parent, content=content)
+            run_create(message=message, enqueue=enqueue)
+            conversation.active_branch = message
+            if not conversation.title:
+                conversation.title = _title_from(content)
+            conversation.save(update_fields=["active_branch", "title", "updated_at"])
+    except TurnInProgress as exc:
+        raise ValidationError(str(exc)) from None
     return message
 
 

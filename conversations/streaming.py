@@ -4,12 +4,14 @@ A websocket connection keeps a `RunStream` for each run it shows. A push folds
 only the events after the last one the stream saw, then sends:
 
 - the text appended since the last push: the markdown blocks it finished,
-  rendered once and appended, and the unfinished block as plain text;
+  rendered once and appended, and the unfinished block as plain text; or the
+  whole answer when the text was replaced rather than extended (a tool call,
+  a retry);
 - the status line, when it changed;
+- the list of steps, whole (it is short), when an event changed it;
 - a snapshot of the whole message when anything else changed (status, a
-  permission question, an error) or the text was replaced rather than extended
-  (a tool call, a retry), and once more when the run ends, rendered from the
-  stored answer.
+  permission question, an error), and once more when the run ends, rendered
+  from the stored answer.
 
 Bytes and work per push are proportional to what is new, not to the answer so
 far, so a 5,000-token answer costs about what its HTML weighs.
@@ -42,12 +44,15 @@ class RunStream:
     view: RunView
     shown: str = ""
     activity: str = ""
+    # The steps as of this event's fold (StepFold.changed_seq).
+    steps_seq: int = 0
     frame: tuple = ()
     splitter: BlockSplitter = field(default_factory=BlockSplitter)
 
     def show(self, view: RunView, answer: LiveAnswer) -> None:
         """Record that the page now shows this whole message, its answer as `answer`."""
         self.view, self.shown, self.activity, self.frame = view, view.text, view.activity, _frame(view)
+        self.steps_seq = view.fold.changed_seq
         self.splitter = answer.splitter
 
 
@@ -86,9 +91,13 @@ def stream_advance(*, conversation: Conversation, stream: RunStream) -> tuple[Ru
     if not view.text.startswith(stream.shown):
         answer = live_answer(view.text)
         parts.append(_render("answer", message_id=stream.message_id, answer=answer, oob=True))
-        stream.show(view, answer)
+        # Only the answer was sent: the status line and steps below still compare.
+        stream.shown, stream.splitter = view.text, answer.splitter
     elif len(view.text) > len(stream.shown):
         parts.append(_appended(stream, view.text))
+    if view.fold.changed_seq != stream.steps_seq:
+        stream.steps_seq = view.fold.changed_seq
+        parts.append(render_to_string("agents/steps.html#steps", {"message_id": stream.message_id, "view": view, "oob": True}))
     if view.activity != stream.activity:
         stream.activity = view.activity
         parts.append(_render("activity", message_id=stream.message_id, view=view, oob=True))

@@ -2,12 +2,14 @@ import uuid
 from urllib.parse import urlencode
 
 from django.core.exceptions import ValidationError
-from django.http import Http404
+from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect, reswap, retarget
 
+from agents import selectors as agent_selectors
+from agents import services as agent_services
 from artifacts import selectors as artifact_selectors
 
 from . import selectors, services
@@ -57,11 +59,35 @@ def _list_context(request, *, conversation) -> dict:
 
 
 def _page(request, *, conversation=None, error=""):
-    context = {**_list_context(request, conversation=conversation), "entries": [], "error": error}
+    context = {**_list_context(request, conversation=conversation), **_composer_context(conversation), "entries": [], "error": error}
     if conversation is not None:
         context["entries"] = selectors.thread_for_conversation(conversation=conversation)
-        context.update(artifact_selectors.pane_context(session=conversation.artifact_session))
+        # The URL may name what the pane shows (see artifacts.selectors.pane_context_for_page).
+        context.update(
+            artifact_selectors.pane_context_for_page(
+                session=conversation.artifact_session,
+                artifact_id=request.GET.get("artifact", ""),
+                version=request.GET.get("version", ""),
+                diff_from=request.GET.get("from", ""),
+                diff_to=request.GET.get("to", ""),
+            )
+        )
     return render(request, "conversations/chat.html", context, status=422 if error else 200)
+
+
+def _composer_context(conversation) -> dict:
+    """What the composer and a new conversation's examples need."""
+    if conversation is None:
+        return {"library_titles": agent_selectors.library_titles()}
+    return {"active_run": agent_selectors.conversation_active_run(conversation_id=conversation.pk)}
+
+
+def _thread(request, *, conversation):
+    """The thread, with the composer's Send or Stop: a new turn changes it."""
+    entries = selectors.thread_for_conversation(conversation=conversation)
+    thread = render(request, "conversations/chat.html#thread", {"entries": entries})
+    actions = render(request, "conversations/chat.html#composer_actions", {**_composer_context(conversation), "oob": True})
+    return HttpResponse(thread.content + actions.content)
 
 
 def _invalid(request, exc: ValidationError, *, conversation=None):
@@ -107,8 +133,7 @@ def message_create(request, conversation_id):
         return _invalid(request, exc, conversation=conversation)
     if not request.htmx:
         return redirect(conversation.get_absolute_url())
-    entries = selectors.thread_for_conversation(conversation=conversation)
-    return render(request, "conversations/chat.html#thread", {"entries": entries})
+    return _thread(request, conversation=conversation)
 
 
 @require_GET
@@ -122,8 +147,12 @@ def conversation_search(request):
         return redirect(f"{reverse('chat')}?{urlencode(params)}" if params else reverse("chat"))
     current_id = request.GET.get("current")
     current = selectors.conversation_get(user=request.user, conversation_id=current_id) if current_id else None
-    partial = "conversation_page" if before else "conversation_items"
-    return render(request, f"conversations/chat.html#{partial}", _list_context(request, conversation=current))
+    context = _list_context(request, conversation=current)
+    if before:
+        # Goes after the page before, still on screen: conversations of the
+        # group it ended in join that group rather than repeat its heading.
+        return render(request, "conversations/chat.html#conversation_page", {**context, "appending": True})
+    return render(request, "conversations/chat.html#conversation_items", context)
 
 
 @require_POST
@@ -167,5 +196,18 @@ def branch_switch(request, conversation_id):
     services.branch_switch(conversation=conversation, message=message)
     if not request.htmx:
         return redirect(conversation.get_absolute_url())
-    entries = selectors.thread_for_conversation(conversation=conversation)
-    return render(request, "conversations/chat.html#thread", {"entries": entries})
+    return _thread(request, conversation=conversation)
+
+
+@require_POST
+def allowed_tool_revoke(request, conversation_id):
+    """Ask again before a tool the user always allowed on the branch shown."""
+    conversation = _conversation_or_404(request, conversation_id)
+    tool = request.POST.get("tool", "")
+    if conversation.active_branch is None:
+        raise Http404("This conversation has no messages.")
+    allowed = agent_services.branch_tool_revoke(message=conversation.active_branch, tool=tool)
+    if not request.htmx:
+        return redirect(conversation.get_absolute_url())
+    context = {"allowed_tools": allowed, "conversation_id": conversation.pk, "revoked": tool}
+    return render(request, "conversations/chat.html#allowed_tools", context)

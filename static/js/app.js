@@ -1,9 +1,10 @@
-// Enter sends the message; Shift+Enter starts a new line.
+// Enter sends the message; Shift+Enter starts a new line. While a turn runs
+// the composer offers Stop, and Enter sends nothing.
 document.addEventListener("keydown", (event) => {
   const box = event.target;
   if (box.id !== "composer-input" || event.key !== "Enter" || event.shiftKey || event.isComposing) return;
   event.preventDefault();
-  box.form.requestSubmit();
+  if (!document.querySelector("#composer-actions[data-busy]")) box.form.requestSubmit();
 });
 
 // Keep the newest text in view while it streams, unless the reader scrolled up.
@@ -39,10 +40,13 @@ let paneRequests = 0;
 document.addEventListener("htmx:beforeRequest", (event) => {
   if (event.detail.target && event.detail.target.id === "artifact-pane") paneRequests += 1;
 });
-// The pane as markup, without the CSRF tokens that differ in every response.
+// The pane as markup, without the CSRF tokens that differ in every response,
+// and without its messages about what the user just did ("restored", "no such
+// artifact"): a refresh never repeats them, and one that brings nothing else
+// must not take them away.
 const paneMarkup = (pane) => {
   const copy = pane.cloneNode(true);
-  copy.querySelectorAll("input[name=csrfmiddlewaretoken]").forEach((input) => input.remove());
+  copy.querySelectorAll("input[name=csrfmiddlewaretoken], [data-pane-message]").forEach((element) => element.remove());
   return copy.outerHTML;
 };
 const paneParsed = (html) => {
@@ -67,21 +71,82 @@ document.addEventListener("htmx:oobAfterSwap", async (event) => {
   htmx.swap(current, html, { swapStyle: "outerHTML" });
 });
 
-// The artifact pane folds away for room to read; the choice is remembered.
+// Beside the chat the artifact pane folds away for room to read, and the
+// choice is remembered. On a phone it is a sheet over the chat instead, as the
+// conversation list is a drawer below 1100 px: each opens on its button and
+// closes on Escape, its close button or a tap beside it, and focus goes back
+// to the button that opened it.
+const phone = window.matchMedia("(max-width: 899px)");
 const paneHidden = () => localStorage.getItem("artifactflow.paneHidden") === "1";
+const layout = () => document.querySelector(".layout");
+let overlayOpener = null;
 const paneShow = () => {
-  const layout = document.querySelector(".layout.with-pane");
-  if (!layout) return;
-  layout.classList.toggle("pane-hidden", paneHidden());
-  document.querySelectorAll(".pane-toggle").forEach((button) => button.setAttribute("aria-expanded", String(!paneHidden())));
+  const frame = layout();
+  if (!frame || !frame.classList.contains("with-pane")) return;
+  frame.classList.toggle("pane-hidden", paneHidden());
+  const open = phone.matches ? frame.classList.contains("sheet-open") : !paneHidden();
+  document.querySelectorAll(".pane-toggle").forEach((button) => button.setAttribute("aria-expanded", String(open)));
+};
+const overlayOpen = (name, opener) => {
+  layout().classList.add(name);
+  overlayOpener = opener;
+  opener.setAttribute("aria-expanded", "true");
+  const target = document.getElementById(opener.getAttribute("aria-controls"));
+  const first = target && target.querySelector("input, button, a[href], textarea, select");
+  if (first) first.focus();
+};
+const overlaysClose = () => {
+  const frame = layout();
+  if (!frame || !frame.matches(".drawer-open, .sheet-open")) return false;
+  frame.classList.remove("drawer-open", "sheet-open");
+  document.querySelectorAll(".drawer-toggle, .pane-toggle").forEach((button) => button.setAttribute("aria-expanded", "false"));
+  paneShow();
+  if (overlayOpener && overlayOpener.isConnected) overlayOpener.focus();
+  overlayOpener = null;
+  return true;
 };
 document.addEventListener("click", (event) => {
-  if (!event.target.closest(".pane-toggle")) return;
-  localStorage.setItem("artifactflow.paneHidden", paneHidden() ? "0" : "1");
-  paneShow();
+  const drawer = event.target.closest(".drawer-toggle");
+  const pane = event.target.closest(".pane-toggle");
+  if (event.target.closest("[data-close-overlays]")) {
+    overlaysClose();
+  } else if (drawer) {
+    if (!overlaysClose()) overlayOpen("drawer-open", drawer);
+  } else if (pane && phone.matches) {
+    overlayOpen("sheet-open", pane);
+  } else if (pane) {
+    localStorage.setItem("artifactflow.paneHidden", paneHidden() ? "0" : "1");
+    paneShow();
+  }
 });
+document.addEventListener("keydown", (event) => {
+  if (event.key === "Escape" && overlaysClose()) event.preventDefault();
+});
+phone.addEventListener("change", overlaysClose);
 document.addEventListener("DOMContentLoaded", paneShow);
 document.addEventListener("htmx:afterSettle", paneShow);
+
+// Rename and Edit open on their field, and Escape folds them again. Only an
+// opening the user asked for moves focus: a turn re-rendered over the
+// websocket reopens its folds without taking focus from where one types.
+let foldOpened = null;
+document.addEventListener("click", (event) => {
+  const summary = event.target.closest("details.rename > summary, details.edit > summary");
+  foldOpened = summary ? summary.parentElement : null;
+});
+document.addEventListener("toggle", (event) => {
+  const fold = event.target;
+  if (fold !== foldOpened || !fold.open) return;
+  foldOpened = null;
+  const field = fold.querySelector("input:not([type=hidden]), textarea");
+  if (field) field.focus();
+}, true);
+document.addEventListener("keydown", (event) => {
+  const fold = event.key === "Escape" && event.target.closest && event.target.closest("details.rename[open], details.edit[open]");
+  if (!fold) return;
+  fold.open = false;
+  fold.querySelector("summary").focus();
+});
 
 // A file dropped anywhere on the pane is uploaded through the pane's form.
 document.addEventListener("dragover", (event) => {
@@ -136,7 +201,11 @@ document.addEventListener("htmx:oobAfterSwap", () => {
 
 // After a message is sent the composer empties for the next one.
 document.addEventListener("htmx:afterRequest", (event) => {
-  if (event.detail.elt.id === "composer" && event.detail.successful) event.detail.elt.reset();
+  if (event.detail.elt.id !== "composer" || !event.detail.successful) return;
+  event.detail.elt.reset();
+  // The new question is at the bottom: follow it even if the reader had scrolled up.
+  followThread = true;
+  followNewest();
 });
 
 // Choosing a version shows it at once.

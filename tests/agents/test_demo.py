@@ -6,18 +6,29 @@ import pytest
 from agents import services
 from agents.demo import REPORT_ID
 from agents.models import Run, RunEvent
-from artifacts.models import Artifact
+from artifacts import services as artifact_services
+from artifacts.models import Artifact, ArtifactVersion
 from conversations import services as conversation_services
 
 pytestmark = pytest.mark.django_db
 
+WAL_QUESTION = "How does SQLite WAL mode let readers and a writer work at once?"
 
-def _turn(user, question):
-    conversation = conversation_services.conversation_start(user=user, content=question, enqueue=False)
-    run = conversation.active_branch.runs.get()
+
+def _execute(run):
     services.run_execute(run_id=run.pk)
     run.refresh_from_db()
     return run
+
+
+def _turn(user, question):
+    conversation = conversation_services.conversation_start(user=user, content=question, enqueue=False)
+    return _execute(conversation.active_branch.runs.get())
+
+
+def _follow_up(conversation, question):
+    message = conversation_services.message_post(conversation=conversation, content=question, enqueue=False)
+    return _execute(message.runs.get())
 
 
 def _answer_until_done(run, user, decision):
@@ -26,13 +37,20 @@ def _answer_until_done(run, user, decision):
         pending = run.checkpoint["turn"]["pending"]
         asked.append(pending["params"]["url"])
         services.permission_answer(run_id=run.pk, user=user, request_id=pending["id"], decision=decision)
-        services.run_execute(run_id=run.pk)
-        run.refresh_from_db()
+        run = _execute(run)
     return run, asked
 
 
+def _failed_tools(run):
+    return [event.data for event in run.events.filter(type=RunEvent.Type.TOOL_COMPLETE) if not event.data["success"]]
+
+
+def _said_by(run, agent):
+    return run.events.get(type=RunEvent.Type.AGENT_COMPLETE, agent=agent).data["response"]
+
+
 def test_the_demo_plans_searches_reads_through_the_prompt_and_reports(user, demo_model):
-    run = _turn(user, "How does SQLite WAL mode let readers and a writer work at once?")
+    run = _turn(user, WAL_QUESTION)
     assert run.status == Run.Status.WAITING_PERMISSION
 
     run, asked = _answer_until_done(run, user, "approve")
@@ -43,9 +61,14 @@ def test_the_demo_plans_searches_reads_through_the_prompt_and_reports(user, demo
     assert "SQLite WAL mode" in report.content and "checkpoint" in report.content
     plan = Artifact.objects.get(artifact_id="task_plan").content
     assert "- [ ]" not in plan and plan.count("- [x]") == 3
-    assert "offline demo model" in run.message.response
     agents = {event.agent for event in run.events.filter(type=RunEvent.Type.AGENT_START)}
     assert agents == {"lead_agent", "search_agent", "crawl_agent"}
+    assert _failed_tools(run) == []
+    answer = run.message.response
+    assert "offline demo model" in answer and "OPENAI_API_KEY" in answer
+    assert f"- The search found 1 source.\n- Read: [SQLite WAL mode]({asked[0]}).\n" in answer
+    assert "- Created `task_plan` (Task plan), now at version 4." in answer
+    assert "- Created `research_report` (Research report), now at version 1." in answer
 
 
 def test_a_denied_read_is_reported_not_invented(user, demo_model):
@@ -55,3 +78,94 @@ def test_a_denied_read_is_reported_not_invented(user, demo_model):
     report = Artifact.objects.get(artifact_id=REPORT_ID).content
     assert "Could not read it" in report and "denied" in report
     assert "checkpoint" not in report
+    answer = run.message.response
+    assert "- Read nothing.\n" in answer and "Read:" not in answer
+    assert f"- Not read: [SQLite WAL mode]({asked[0]}): The user denied this call." in answer
+
+
+def test_a_question_the_library_does_not_cover_is_said_plainly(user, demo_model):
+    run = _turn(user, "How does photosynthesis work?")
+
+    # Nothing to read, so nobody is asked for permission.
+    assert run.status == Run.Status.COMPLETED
+    agents = {event.agent for event in run.events.filter(type=RunEvent.Type.AGENT_START)}
+    assert agents == {"lead_agent", "search_agent"}
+    nothing = "The team library has nothing on “How does photosynthesis work?”: no document in it matches."
+    assert _said_by(run, "search_agent") == nothing
+    assert f"- {nothing} So there was nothing to read, and no report was written." in run.message.response
+    assert "Read" not in run.message.response and "research_report" not in run.message.response
+    assert not Artifact.objects.filter(artifact_id=REPORT_ID).exists()
+    plan = Artifact.objects.get(artifact_id="task_plan").content
+    assert f"- [x] Search the team library: {nothing}" in plan and "- [ ]" not in plan
+    assert "~~Read the best sources~~" in plan and "~~Write the report~~" in plan
+    assert _failed_tools(run) == []
+
+
+def test_a_failed_search_is_said_not_hidden(user, demo_model, settings):
+    settings.SEARCH_PROVIDER = "searxng"
+
+    run = _turn(user, "How does SQLite WAL mode work?")
+
+    assert run.status == Run.Status.COMPLETED
+    failed = "The search failed: The searxng provider is chosen but SEARXNG_URL is not set."
+    assert _said_by(run, "search_agent") == failed
+    assert f"- {failed} So there was nothing to read, and no report was written." in run.message.response
+    assert not Artifact.objects.filter(artifact_id=REPORT_ID).exists()
+
+
+def test_a_follow_up_rewrites_the_plan_and_the_report(user, demo_model):
+    first, _ = _answer_until_done(_turn(user, WAL_QUESTION), user, "approve")
+    conversation = first.message.conversation
+
+    run, asked = _answer_until_done(_follow_up(conversation, "Why are solid-state batteries hard to make?"), user, "approve")
+
+    assert run.status == Run.Status.COMPLETED and asked
+    assert _failed_tools(run) == []
+    tools = [event.data["tool"] for event in run.events.filter(type=RunEvent.Type.TOOL_START, agent="lead_agent")]
+    assert "create_artifact" not in tools and tools.count("rewrite_artifact") == 2
+    plan = Artifact.objects.get(artifact_id="task_plan")
+    assert plan.current_version == 8
+    assert plan.content.startswith("Question: Why are solid-state batteries hard to make?")
+    assert plan.content.count("- [x]") == 3 and "- [ ]" not in plan.content
+    report = Artifact.objects.get(artifact_id=REPORT_ID)
+    assert report.current_version == 2
+    assert "Solid-state batteries" in report.content and "checkpoint" not in report.content
+    # The first turn's report is kept as the version before.
+    assert "checkpoint" in ArtifactVersion.objects.get(artifact=report, version=1).content
+    answer = run.message.response
+    assert "- Rewrote `task_plan` (Task plan), now at version 8." in answer
+    assert "- Rewrote `research_report` (Research report), now at version 2." in answer
+    assert "Created" not in answer
+
+
+def test_a_follow_up_the_library_does_not_cover_leaves_the_report(user, demo_model):
+    first, _ = _answer_until_done(_turn(user, WAL_QUESTION), user, "approve")
+
+    run = _follow_up(first.message.conversation, "How does photosynthesis work?")
+
+    assert run.status == Run.Status.COMPLETED
+    assert _failed_tools(run) == []
+    plan = Artifact.objects.get(artifact_id="task_plan")
+    assert plan.current_version == 6 and plan.content.startswith("Question: How does photosynthesis work?")
+    report = Artifact.objects.get(artifact_id=REPORT_ID)
+    assert report.current_version == 1 and "checkpoint" in report.content
+    answer = run.message.response
+    assert f"no report was written. `{REPORT_ID}` still holds the earlier report." in answer
+    assert "- Rewrote `task_plan` (Task plan), now at version 6." in answer
+
+
+def test_a_report_that_could_not_be_written_is_not_claimed(user, demo_model):
+    conversation = conversation_services.conversation_start(user=user, content=WAL_QUESTION, enqueue=False)
+    # An image the user uploaded holds the report's id: it cannot be rewritten as text.
+    artifact_services.artifact_upload(
+        session=conversation.artifact_session, filename=REPORT_ID, data=b"\x89PNG\r\n\x1a\n", content_type="image/png"
+    )
+
+    run, _ = _answer_until_done(_execute(conversation.active_branch.runs.get()), user, "approve")
+
+    assert run.status == Run.Status.COMPLETED
+    assert [failure["tool"] for failure in _failed_tools(run)] == ["rewrite_artifact"]
+    answer = run.message.response
+    assert f"- Could not rewrite `{REPORT_ID}`: Artifact '{REPORT_ID}' is a binary file (image/png)" in answer
+    assert f"`{REPORT_ID}` (" not in answer
+    assert "- Created `task_plan` (Task plan), now at version 4." in answer

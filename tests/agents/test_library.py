@@ -261,3 +261,50 @@ def test_library_samples_loads_once(capsys):
     assert second_output.count("Already in the library: ") == len(titles)
     assert library_search(query="What limits concurrent writers in SQLite WAL mode?", limit=3)[0].title == "SQLite WAL mode"
     assert library_search(query="Why are solid-state batteries hard to make?", limit=3)[0].title == "Solid-state batteries"
+
+
+# --- Relevance cut-off ---------------------------------------------------------------
+
+
+@pytest.fixture
+def samples():
+    call_command("library_samples", verbosity=0)
+
+
+@pytest.mark.parametrize(
+    ("query", "title"),
+    [
+        ("How does SQLite WAL mode let readers and a writer work at once?", "SQLite WAL mode"),
+        # Only "heat" and "pumps" of six words match, but both are the title.
+        ("What are the benefits of heat pumps compared to gas boilers?", "Heat pumps"),
+        ("How does RAG reduce hallucination?", "Retrieval-augmented generation (RAG)"),
+        ("electrolytes", "Solid-state batteries"),
+    ],
+)
+def test_a_question_the_library_covers_finds_its_document_alone(samples, query, title):
+    assert [hit.title for hit in library_search(query=query, limit=5)] == [title]
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        # "work" is in the heat pump and SQLite documents: one word of two.
+        "How does photosynthesis work?",
+        # "write" and "application" are in the SQLite document: two words of five.
+        "How do I write a cover letter for a job application?",
+        # "training" and "system" are in the RAG document: two words of four.
+        "How do vaccines train the immune system?",
+        # Nothing but stop words: every document has them.
+        "What is it and how does it do that?",
+    ],
+)
+def test_a_question_the_library_does_not_cover_finds_nothing(samples, query):
+    assert library_search(query=query, limit=5) == []
+
+
+def test_a_title_word_counts_double(library):
+    # "sqlite" is in one title: two points, more than half of "sqlite pragma busy".
+    assert [hit.title for hit in library_search(query="sqlite pragma busy", limit=5)] == ["SQLite WAL mode"]
+    # "checkpoint" and "pages" are only in its text: two points, not more than half of four words.
+    assert library_search(query="checkpoint pages vacuum fsync", limit=5) == []
+    assert [hit.title for hit in library_search(query="checkpoint pages vacuum", limit=5)] == ["SQLite WAL mode"]

@@ -6,7 +6,12 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from agents.search import WEB_SEARCH_TOOL, search_provider, web_search
+from agents.search import (
+    NOTHING_IN_LIBRARY,
+    WEB_SEARCH_TOOL,
+    search_provider,
+    web_search,
+)
 from agents.tooling import AUTO, ToolContext
 from tests.factories import LibraryDocumentFactory
 
@@ -147,10 +152,23 @@ def test_no_results_says_so(search_settings, context, db):
     result = web_search(context, query='"NEAR( photosynthesis')
 
     assert result.success
+    assert result.metadata == {"provider": "local", "results": 0}
     assert result.content == (
         '<search_results provider="local" query=\'"NEAR( photosynthesis\'>'
-        "No results. Try other or fewer words.</search_results>"
+        f"{NOTHING_IN_LIBRARY}</search_results>"
     )
+    assert "Nothing in the team library matches" in result.content
+
+
+def test_weak_matches_in_the_library_are_no_results(search_settings, context):
+    # The SQLite document has "write" and "application"; two words of five are not enough.
+    LibraryDocumentFactory(title="SQLite WAL mode", content="Writes are fast, which suits web applications.")
+
+    result = web_search(context, query="How do I write a cover letter for a job application?")
+
+    assert result.metadata == {"provider": "local", "results": 0}
+    assert NOTHING_IN_LIBRARY in result.content
+    assert web_search(context, query="Why are SQLite writes fast?").metadata["results"] == 1
 
 
 def test_an_empty_query_is_refused(search_settings, context):
@@ -190,6 +208,17 @@ def test_searxng(search_settings, context, provider_server):
         "<snippet>Write-ahead &lt;log&gt; &amp; readers</snippet></result>"
         "<result><title>https://example.com/untitled</title><url>https://example.com/untitled</url>"
         "<snippet></snippet></result></search_results>"
+    )
+
+
+def test_no_web_results_ask_for_other_words(search_settings, context, provider_server):
+    search_settings.SEARXNG_URL = provider_server.url
+
+    result = web_search(context, query="photosynthesis")
+
+    assert result.success
+    assert result.content == (
+        '<search_results provider="searxng" query="photosynthesis">No results. Try other or fewer words.</search_results>'
     )
 
 

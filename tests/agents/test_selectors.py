@@ -1,35 +1,372 @@
+from datetime import UTC, datetime, timedelta
+from xml.sax.saxutils import escape, quoteattr
+
 import pytest
 
 from agents import services
-from agents.selectors import run_activity
+from agents.library import library_document_fetch
+from agents.models import Run, RunEvent
+from agents.search import web_search
+from agents.selectors import RunView, run_activity, run_view_apply
+from agents.tooling import tool_error
 from conversations import services as conversation_services
-from tests.agents.test_engine import call
-from tests.model_server import Text
+from tests.factories import LibraryDocumentFactory, RunFactory
 
 pytestmark = pytest.mark.django_db
 
 
-def test_the_activity_pairs_each_call_with_its_result_and_shows_hand_offs(user, scripted_model):
-    scripted_model.add(
-        Text(call("create_artifact", id="task_plan", content="- [ ] look")),
-        Text(call("call_subagent", agent="search_agent", instruction="Find WAL docs")),
-        Text("Nothing found."),
-        Text(call("delete_everything")),
-        Text("Done."),
-    )
-    conversation = conversation_services.conversation_start(user=user, content="Research WAL", enqueue=False)
-    run = services.run_execute(run_id=conversation.active_branch.runs.get().pk)
+@pytest.fixture(autouse=True)
+def library_search(settings):
+    # web_search's results here come from the team library, as on a machine with no search service.
+    settings.SEARCH_PROVIDER = "local"
 
-    steps = [(step.kind, step.agent, step.title, step.success) for step in run_activity(run=run)]
+START = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+LEAD, SEARCH, CRAWL = "lead_agent", "search_agent", "crawl_agent"
 
-    assert steps == [
-        ("agent", "lead_agent", "lead_agent starts", None),
-        ("tool", "lead_agent", "create_artifact", True),
-        ("tool", "lead_agent", "call_subagent", True),
-        ("agent", "search_agent", "search_agent starts (from lead_agent)", None),
-        ("report", "search_agent", "search_agent reports back", None),
-        ("tool", "lead_agent", "delete_everything", False),
+
+def _log(run, events):
+    """Writes the events as a worker would, each `at` seconds into the run."""
+    for seq, (at, type, agent, data) in enumerate(events, start=1):
+        event = RunEvent.objects.create(run=run, seq=seq, type=type, agent=agent, data=data)
+        RunEvent.objects.filter(pk=event.pk).update(created_at=START + timedelta(seconds=at))
+
+
+def _live(run) -> RunView:
+    """The view a page folds event by event while the run streams."""
+    view = RunView()
+    for event in run.events.order_by("seq"):
+        run_view_apply(view, event)
+    return view
+
+
+def _tree(steps):
+    return [
+        (step.kind, step.agent, step.tool, step.subject, step.status, step.outcome, step.duration_text, _tree(step.children))
+        for step in steps
     ]
-    create, subagent = run_activity(run=run)[1:3]
-    assert create.params == {"id": "task_plan", "content": "- [ ] look"}
-    assert "Nothing found." in subagent.detail
+
+
+def _search_result(query="heat pump efficiency"):
+    """What web_search tells the model, from the team library."""
+    return web_search(None, query=query).content
+
+
+def _research_turn(run, *, decision="approve"):
+    """A turn in which the lead hands a search and a fetch to its subagents, and
+    the fetch waits 60 s for the user's answer."""
+    heat = LibraryDocumentFactory(title="Heat pumps", content="A heat pump moves heat; its efficiency is its COP.")
+    fetched = library_document_fetch(url=heat.url)
+    _log(
+        run,
+        [
+            (0, "metadata", "", {"model": "m"}),
+            (0, "agent_start", LEAD, {"instruction": "How efficient are heat pumps?"}),
+            (1, "tool_start", LEAD, {"tool": "create_artifact", "params": {"id": "task_plan", "title": "Task plan", "content": "- [ ] look"}}),
+            (1.5, "tool_complete", LEAD, {
+                "tool": "create_artifact", "success": True, "duration_ms": 3,
+                "result": '<artifact version="1"><id>task_plan</id>Created.</artifact>',
+                "artifact_change": {"artifact_id": "task_plan", "title": "Task plan", "version": 1},
+            }),
+            (2, "tool_start", LEAD, {"tool": "call_subagent", "params": {"agent": SEARCH, "instruction": "Find heat pump sources"}}),
+            (2, "agent_start", SEARCH, {"instruction": "Find heat pump sources", "from": LEAD}),
+            (3, "tool_start", SEARCH, {"tool": "web_search", "params": {"query": "heat pump efficiency"}}),
+            (3.25, "tool_complete", SEARCH, {"tool": "web_search", "success": True, "result": _search_result()}),
+            (4, "agent_complete", SEARCH, {"response": "Found **Heat pumps** at library://1."}),
+            (4, "tool_complete", LEAD, {"tool": "call_subagent", "success": True, "result": "<subagent_result>cut…"}),
+            (5, "tool_start", LEAD, {"tool": "call_subagent", "params": {"agent": CRAWL, "instruction": f"Read {heat.url}"}}),
+            (5, "agent_start", CRAWL, {"instruction": f"Read {heat.url}", "from": LEAD}),
+            (6, "tool_start", CRAWL, {"tool": "web_fetch", "params": {"url": heat.url}}),
+            (6.5, "permission_request", CRAWL, {"id": "p1", "tool": "web_fetch", "params": {"url": heat.url}}),
+            (66.5, "permission_result", CRAWL, {"id": "p1", "tool": "web_fetch", "decision": decision}),
+            (67, "tool_complete", CRAWL, {
+                "tool": "web_fetch", "success": decision == "approve", "duration_ms": 400,
+                "result": fetched.content if decision == "approve" else tool_error(tool="web_fetch", message="The user denied this call.").content,
+            }),
+            (68, "agent_complete", CRAWL, {"response": "A heat pump's COP is its efficiency."}),
+            (68, "tool_complete", LEAD, {"tool": "call_subagent", "success": True, "result": "<subagent_result>…"}),
+            (70, "llm_chunk", LEAD, {"content": "Heat pumps are efficient."}),
+            (71, "complete", "", {"response": "Heat pumps are efficient.", "duration_ms": 71000}),
+        ],
+    )
+    return heat
+
+
+def test_each_agents_steps_sit_under_its_hand_over_with_their_results_and_times(user):
+    run = RunFactory(message__conversation__owner=user)
+    heat = _research_turn(run)
+
+    fold = run_activity(run=run)
+
+    assert _tree(fold.steps) == [
+        ("tool", LEAD, "create_artifact", "“Task plan”", "ok", "v1", "500 ms", []),
+        ("agent", SEARCH, "", "“Find heat pump sources”", "ok", "reported back", "2.0 s", [
+            ("tool", SEARCH, "web_search", "“heat pump efficiency”", "ok", "1 result", "250 ms", []),
+        ]),
+        # The fetch names the document by the title its search found; the
+        # minute spent waiting for the user counts in no duration.
+        ("agent", CRAWL, "", f"“Read {heat.url}”", "ok", "reported back", "3.0 s", [
+            ("tool", CRAWL, "web_fetch", f"“Heat pumps” {heat.url}", "ok", "", "1.0 s", []),
+        ]),
+    ]
+    assert fold.work == timedelta(seconds=11) and fold.wait == timedelta(seconds=60)
+    assert fold.tool_calls == 5
+    crawl = fold.steps[2]
+    assert crawl.by == LEAD and crawl.children[0].permission == "approve"
+    assert crawl.body == "A heat pump's COP is its efficiency."
+    # The live list is the same fold, event by event, streamed text and all.
+    assert _tree(_live(run).steps) == _tree(fold.steps)
+
+
+def test_a_denied_call_is_not_run_and_its_wait_is_not_counted(user):
+    run = RunFactory(message__conversation__owner=user)
+    _research_turn(run, decision="deny")
+
+    fetch = run_activity(run=run).steps[2].children[0]
+
+    assert (fetch.status, fetch.status_text, fetch.permission_text, fetch.duration_text) == (
+        "denied", "not run", "you denied it", "1.0 s"
+    )
+    assert fetch.text == "The user denied this call."
+
+
+def test_the_status_line_names_the_agent_and_what_it_does(user):
+    run = RunFactory(message__conversation__owner=user)
+    heat = _research_turn(run)
+    view = RunView()
+    lines = []
+    for event in run.events.order_by("seq"):
+        run_view_apply(view, event)
+        lines.append((event.type, view.activity))
+
+    assert lines == [
+        ("metadata", "Starting"),
+        ("agent_start", "lead_agent · thinking"),
+        ("tool_start", "lead_agent · writing “Task plan”"),
+        ("tool_complete", "lead_agent · thinking"),
+        ("tool_start", "lead_agent · handing over to search_agent"),
+        ("agent_start", "search_agent · working on “Find heat pump sources”"),
+        ("tool_start", "search_agent · searching the team library for “heat pump efficiency”"),
+        ("tool_complete", "search_agent · thinking"),
+        ("agent_complete", "lead_agent · reading search_agent’s report"),
+        ("tool_complete", "lead_agent · thinking"),
+        ("tool_start", "lead_agent · handing over to crawl_agent"),
+        ("agent_start", f"crawl_agent · working on “Read {heat.url}”"),
+        ("tool_start", f"crawl_agent · reading “Heat pumps” ({heat.url})"),
+        ("permission_request", "Waiting for your approval"),
+        ("permission_result", f"crawl_agent · reading “Heat pumps” ({heat.url})"),
+        ("tool_complete", "crawl_agent · thinking"),
+        ("agent_complete", "lead_agent · reading crawl_agent’s report"),
+        ("tool_complete", "lead_agent · thinking"),
+        ("llm_chunk", "lead_agent · writing the answer"),
+        ("complete", ""),
+    ]
+
+
+def test_search_results_fetched_pages_and_artifacts_are_read_from_the_tools_xml(user):
+    documents = [
+        LibraryDocumentFactory(title="Heat pumps", content="Heat pump efficiency is measured as COP."),
+        LibraryDocumentFactory(title="Heat pump sizing", content="A heat pump sized too small runs all day."),
+    ]
+    long_page = "<page url=\"https://example.org/cop\" title=\"COP explained\"><content>" + escape("# COP\n\n**Coefficient** of performance " + "word " * 500) + "</content></page>"
+    run = RunFactory(message__conversation__owner=user)
+    _log(
+        run,
+        [
+            (0, "tool_start", SEARCH, {"tool": "web_search", "params": {"query": "heat pump"}}),
+            (1, "tool_complete", SEARCH, {"tool": "web_search", "success": True, "result": _search_result("heat pump")}),
+            (2, "tool_start", CRAWL, {"tool": "web_fetch", "params": {"url": "https://example.org/cop"}}),
+            # Too long for the context: kept as an artifact, the model shown a preview.
+            (3, "tool_complete", CRAWL, {
+                "tool": "web_fetch", "success": True, "url": "https://example.org/cop", "stored_as": "web_fetch_result_1",
+                "result": f'<stored_result artifact="web_fetch_result_1" chars="3000"><preview>{escape(long_page[:1500])}…</preview><note>Stored.</note></stored_result>',
+            }),
+            (4, "tool_start", LEAD, {"tool": "read_artifact", "params": {"id": "notes"}}),
+            (5, "tool_complete", LEAD, {"tool": "read_artifact", "success": True, "result": '<artifact id="notes" version="4" content_type="text/markdown" title="My notes"><content>…</content></artifact>'}),
+            (6, "tool_start", LEAD, {"tool": "update_artifact", "params": {"id": "ghost", "old_str": "a", "new_str": "b"}}),
+            (7, "tool_complete", LEAD, {"tool": "update_artifact", "success": False, "result": '<error tool="update_artifact"><id>ghost</id><message>No artifact ghost &amp; no draft.</message></error>'}),
+        ],
+    )
+
+    search, fetch, read, update = run_activity(run=run).steps
+
+    assert sorted((s.title, s.url) for s in search.sources) == sorted((d.title, d.url) for d in documents)
+    # The library marks its matches with ** for the model; the page shows plain words.
+    assert all("**" not in s.excerpt and s.excerpt for s in search.sources)
+    assert search.sources[0].href == ""
+    assert (fetch.page.title, fetch.page.url, fetch.page.href) == ("COP explained", "https://example.org/cop", "https://example.org/cop")
+    assert fetch.page.excerpt.startswith("COP Coefficient of performance word") and len(fetch.page.excerpt) <= 300
+    assert fetch.subject == "“COP explained” https://example.org/cop"
+    assert fetch.stored.artifact_id == "web_fetch_result_1" and not fetch.text
+    assert (read.artifact.artifact_id, read.artifact.title, read.artifact.version, read.outcome) == ("notes", "My notes", 4, "v4")
+    assert (update.status, update.text, update.outcome) == ("failed", "No artifact ghost & no draft.", "No artifact ghost & no draft.")
+
+
+@pytest.mark.parametrize(
+    "result, text",
+    [
+        ("<search_results><result><title>Unclosed", "<search_results><result><title>Unclosed"),
+        ("<<not xml>> & all", "<<not xml>> & all"),
+        ("<page url='x", "<page url='x"),
+        (None, ""),
+        ({"result": "a dict"}, ""),
+    ],
+)
+def test_a_result_of_no_shape_we_read_is_kept_as_plain_text(user, result, text):
+    run = RunFactory(message__conversation__owner=user)
+    _log(
+        run,
+        [
+            (0, "tool_start", SEARCH, {"tool": "web_search", "params": {"query": "q"}}),
+            (1, "tool_complete", SEARCH, {"tool": "web_search", "success": True, "result": result}),
+        ],
+    )
+
+    (step,) = run_activity(run=run).steps
+
+    assert (step.text, step.sources, step.page, step.status) == (text, [], None, "ok")
+
+
+def test_a_result_cut_short_keeps_what_came_before_the_cut(user):
+    hits = "".join(
+        f"<result><title>Source {n}</title><url>https://example.org/{n}</url><snippet>About {n}.</snippet></result>" for n in range(3)
+    )
+    whole = f'<search_results provider="searxng" query="q">{hits}</search_results>'
+    # The event keeps the result's first 2,000 characters: here, up to the middle of a snippet.
+    cut = whole[: whole.index("About 2") + 3]
+    run = RunFactory(message__conversation__owner=user)
+    _log(
+        run,
+        [
+            (0, "tool_start", SEARCH, {"tool": "web_search", "params": {"query": "q"}}),
+            (1, "tool_complete", SEARCH, {"tool": "web_search", "success": True, "result": cut, "truncated": True}),
+        ],
+    )
+
+    (step,) = run_activity(run=run).steps
+
+    assert [(s.title, s.url) for s in step.sources] == [(f"Source {n}", f"https://example.org/{n}") for n in range(3)]
+    assert [s.excerpt for s in step.sources] == ["About 0.", "About 1.", "Abo"]
+
+
+def test_titles_and_urls_stay_text_whatever_a_page_put_in_them(user):
+    title = '<img src=x onerror="alert(1)">'
+    result = (
+        "<search_results provider=\"searxng\" query=\"q\">"
+        f"<result><title>{escape(title)}</title><url>javascript:alert(1)</url><snippet>{escape('<b>hi</b>')}</snippet></result>"
+        "</search_results>"
+    )
+    run = RunFactory(message__conversation__owner=user)
+    _log(
+        run,
+        [
+            (0, "tool_start", SEARCH, {"tool": "web_search", "params": {"query": "q"}}),
+            (1, "tool_complete", SEARCH, {"tool": "web_search", "success": True, "result": result}),
+            (2, "tool_start", CRAWL, {"tool": "web_fetch", "params": {"url": "javascript:alert(1)"}}),
+            (3, "tool_complete", CRAWL, {"tool": "web_fetch", "success": True, "result": f"<page url={quoteattr('javascript:alert(1)')} title={quoteattr(title)}><content>x</content></page>"}),
+        ],
+    )
+
+    search, fetch = run_activity(run=run).steps
+
+    # Unescaped once, to be escaped by the template; never a link.
+    assert (search.sources[0].title, search.sources[0].excerpt, search.sources[0].href) == (title, "<b>hi</b>", "")
+    assert (fetch.page.title, fetch.page.href) == (title, "")
+
+
+def test_a_worker_that_died_mid_call_leaves_the_call_interrupted_and_the_redo_its_own_step(user):
+    run = RunFactory(message__conversation__owner=user)
+    _log(
+        run,
+        [
+            (0, "tool_start", LEAD, {"tool": "create_artifact", "params": {"id": "report", "content": "…"}}),
+            (30, "metadata", "", {"model": "m", "resumed": True}),
+            (31, "tool_start", LEAD, {"tool": "create_artifact", "params": {"id": "report", "content": "…"}}),
+            (32, "tool_complete", LEAD, {"tool": "create_artifact", "success": True, "result": '<artifact version="1"><id>report</id>Created.</artifact>'}),
+            (33, "error", "", {"message": "The model service answered 500."}),
+        ],
+    )
+
+    steps = run_activity(run=run).steps
+
+    assert [(s.kind, s.tool, s.status, s.outcome) for s in steps] == [
+        ("tool", "create_artifact", "stopped", "interrupted, done again"),
+        ("resumed", "", "ok", ""),
+        ("tool", "create_artifact", "ok", "v1"),
+    ]
+
+
+def test_a_run_that_ends_while_a_call_waits_for_an_answer_stops_it(user):
+    run = RunFactory(message__conversation__owner=user, status=Run.Status.CANCELLED)
+    _log(
+        run,
+        [
+            (0, "tool_start", CRAWL, {"tool": "web_fetch", "params": {"url": "https://example.org"}}),
+            (1, "permission_request", CRAWL, {"id": "p", "tool": "web_fetch", "params": {"url": "https://example.org"}}),
+            (600, "error", "", {"message": "Cancelled.", "cancelled": True}),
+        ],
+    )
+
+    fold = run_activity(run=run)
+
+    (fetch,) = fold.steps
+    assert (fetch.status, fetch.permission_text, fetch.duration_text) == ("stopped", "the run ended before an answer", "1.0 s")
+    assert fold.wait == timedelta(seconds=599)
+
+
+def test_a_real_turn_folds_each_agents_steps(user, demo_model):
+    conversation = conversation_services.conversation_start(user=user, content="How efficient are heat pumps?", enqueue=False)
+    run = conversation.active_branch.runs.get()
+    services.run_execute(run_id=run.pk)
+    run.refresh_from_db()
+    asking = _live(run).steps[-1].children[-1]
+    services.permission_answer(
+        run_id=run.pk, user=user, request_id=run.checkpoint["turn"]["pending"]["id"], decision="always", enqueue=False
+    )
+    run = services.run_execute(run_id=run.pk)
+
+    fold = run_activity(run=run)
+
+    def shape(steps):
+        return [(s.kind, s.agent, s.tool, s.status, shape(s.children)) for s in steps]
+
+    # The demo reads the first two sources its search found.
+    fetches = min(2, len(fold.steps[1].children[0].sources))
+    assert fetches
+    assert shape(fold.steps) == [
+        ("tool", LEAD, "create_artifact", "ok", []),
+        ("agent", SEARCH, "", "ok", [("tool", SEARCH, "web_search", "ok", [])]),
+        ("tool", LEAD, "update_artifact", "ok", []),
+        ("agent", CRAWL, "", "ok", [("tool", CRAWL, "web_fetch", "ok", [])] * fetches),
+        ("tool", LEAD, "update_artifact", "ok", []),
+        ("tool", LEAD, "create_artifact", "ok", []),
+        ("tool", LEAD, "update_artifact", "ok", []),
+    ]
+    # While it waited, the page listed the fetch as asking.
+    assert (asking.tool, asking.status_text) == ("web_fetch", "waiting for your approval")
+    assert fold.steps[3].children[0].permission == "always"
+    assert fold.steps[3].children[0].page.title
+    assert fold.steps[3].body.startswith("### ")
+
+
+def test_a_compaction_and_a_retry_are_steps_of_the_agent_they_happened_to(user):
+    run = RunFactory(message__conversation__owner=user)
+    _log(
+        run,
+        [
+            (0, "tool_start", LEAD, {"tool": "call_subagent", "params": {"agent": SEARCH, "instruction": "Find"}}),
+            (0, "agent_start", SEARCH, {"instruction": "Find", "from": LEAD}),
+            (1, "compaction", SEARCH, {"summary": "## Goal\nFind sources.", "tokens_before": 120000, "tokens_after": 9000}),
+            (2, "llm_retry", SEARCH, {"reason": "The stream broke off after 12 s."}),
+            (3, "llm_retry", LEAD, {"reason": "The stream broke off."}),
+        ],
+    )
+
+    handover, lead_retry = run_activity(run=run).steps
+
+    compaction, retry = handover.children
+    assert (compaction.kind, compaction.agent, compaction.subject) == (
+        "compaction", SEARCH, "summarised its context to make room: 120,000 → 9,000 tokens (estimated)"
+    )
+    assert "<h2>Goal</h2>" in compaction.body_html
+    assert (retry.kind, retry.agent, retry.text) == ("retry", SEARCH, "The stream broke off after 12 s.")
+    assert (lead_retry.kind, lead_retry.agent, handover.status) == ("retry", LEAD, "running")

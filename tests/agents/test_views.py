@@ -1,6 +1,8 @@
 import asyncio
 import time
+from xml.sax.saxutils import escape
 
+import lxml.html
 import pytest
 from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
@@ -8,10 +10,11 @@ from django.test import Client
 from django.urls import reverse
 
 from agents import services
-from agents.models import Run
+from agents.models import Run, RunEvent
 from artifactflow.asgi import application
 from conversations import services as conversation_services
 from tests.agents.test_engine import call
+from tests.factories import RunFactory
 from tests.model_server import Text
 
 pytestmark = pytest.mark.django_db
@@ -33,7 +36,10 @@ def waiting_run(user, scripted_model, settings):
 def test_the_page_shows_the_permission_prompt(client, user, waiting_run):
     client.force_login(user)
     html = client.get(reverse("conversation-detail", args=[waiting_run.message.conversation_id])).content.decode()
-    assert "create_artifact</strong> needs your approval" in html
+    assert "create_artifact</strong> needs your approval: lead_agent wants to run it on" in html
+    assert '<span class="subject">draft</span>' in html
+    # Sent once: the buttons are disabled while the answer is on its way.
+    assert 'hx-disabled-elt="form.permission button"' in html
     assert f'value="{waiting_run.checkpoint["turn"]["pending"]["id"]}"' in html
     assert 'name="decision" value="always"' in html
 
@@ -49,7 +55,9 @@ def test_approving_from_the_page_queues_the_run_and_shows_the_message(client, us
     assert response.status_code == 200 and f'id="message-{waiting_run.message_id}"' in response.content.decode()
     assert waiting_run.status == Run.Status.QUEUED
     assert waiting_run.checkpoint["turn"]["pending"]["decision"] == "approve"
-    assert repeated.status_code == 409 and "no longer open" in repeated.content.decode()
+    # A repeated answer (a double click, another tab) shows the turn as it is, saying why.
+    assert repeated.status_code == 200 and "no longer open" in repeated.content.decode()
+    assert "form class=\"permission\"" not in repeated.content.decode()
 
 
 def test_another_user_gets_a_404_for_both_controls(client, other_user, waiting_run):
@@ -89,8 +97,11 @@ def test_the_activity_of_a_turn_with_its_metrics_for_its_owner_only(client, user
     client.force_login(user)
     page = client.get(url).content.decode()
 
-    assert page.count('class="step step-tool') == 2
-    assert "show more" in page
+    assert page.count('class="run-step step-tool') == 2
+    # Both calls name the artifact, linked to open it in the pane.
+    pane = reverse("artifact-detail", args=[conversation.pk, "notes"])
+    assert page.count(f'hx-get="{pane}" hx-target="#artifact-pane"') == 2
+    assert "word word" not in page, "the artifact's text is the pane's to show"
     assert "<caption>Model use</caption>" in page and "lead_agent" in page and "2 tool calls" in page
     detail = client.get(reverse("conversation-detail", args=[conversation.pk])).content.decode()
     assert f'hx-get="{url}"' in detail
@@ -129,3 +140,39 @@ async def test_a_cancel_through_the_asgi_app_answers_at_once_and_leaves_other_re
     assert f'id="message-{conversation.active_branch_id}"' in pushed and 'data-status="cancelled"' in pushed
     await sync_to_async(run.refresh_from_db)()
     assert run.status == Run.Status.CANCELLED
+
+
+def test_the_activity_shows_sources_and_reports_as_text_and_links_only_to_the_web(signed_in, user):
+    """A page's title, URL and snippet, and a subagent's report, are what
+    strangers wrote: the activity shows them, it never runs them."""
+    hostile = '<img src=x onerror="alert(1)">'
+    results = (
+        '<search_results provider="searxng" query="q">'
+        f"<result><title>{escape(hostile)}</title><url>javascript:alert(1)</url><snippet>{escape('<script>x()</script>')}</snippet></result>"
+        "<result><title>Heat pumps &amp; you</title><url>https://example.org/heat?a=1&amp;b=2</url><snippet>COP.</snippet></result>"
+        "</search_results>"
+    )
+    run = RunFactory(message__conversation__owner=user, status=Run.Status.COMPLETED)
+    events = [
+        ("tool_start", "lead_agent", {"tool": "call_subagent", "params": {"agent": "search_agent", "instruction": "Find"}}),
+        ("agent_start", "search_agent", {"instruction": "Find", "from": "lead_agent"}),
+        ("tool_start", "search_agent", {"tool": "web_search", "params": {"query": "q"}}),
+        ("tool_complete", "search_agent", {"tool": "web_search", "success": True, "result": results}),
+        ("agent_complete", "search_agent", {"response": f"**Found** [it](javascript:alert(1)) {hostile}<script>x()</script>"}),
+        ("tool_complete", "lead_agent", {"tool": "call_subagent", "success": True, "result": "<subagent_result>…"}),
+    ]
+    for seq, (type, agent, data) in enumerate(events, start=1):
+        RunEvent.objects.create(run=run, seq=seq, type=type, agent=agent, data=data)
+
+    html = signed_in.get(reverse("run-activity", args=[run.pk])).content.decode()
+    tree = lxml.html.fragment_fromstring(html, create_parent="div")
+
+    assert "<img" not in html and "<script" not in html and "javascript:" not in "".join(tree.xpath("//a/@href"))
+    assert [a.text_content() for a in tree.xpath("//ul[@class='step-sources']//a")] == ["Heat pumps & you"]
+    assert tree.xpath("//ul[@class='step-sources']//a/@href") == ["https://example.org/heat?a=1&b=2"]
+    assert hostile in tree.xpath("//ul[@class='step-sources']/li[1]")[0].text_content()
+    # The report is rendered Markdown: emphasis kept, the rest inert.
+    report = tree.xpath("//details[contains(@class, 'step-report')]/div")[0]
+    assert report.xpath(".//strong")[0].text == "Found" and hostile in report.text_content()
+    # The search sits under the hand-over to its agent.
+    assert tree.xpath("//li[contains(@class, 'step-agent')]//li[contains(@class, 'step-tool')]//code")[0].text == "web_search"

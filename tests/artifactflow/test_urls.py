@@ -25,8 +25,9 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import transaction
 from django.db.models import Q
 from django.test import Client
-from django.urls import URLResolver, get_resolver, resolve
+from django.urls import URLResolver, get_resolver, resolve, reverse
 from django.urls.exceptions import Resolver404
+from django.views.defaults import server_error
 
 from agents import services as agent_services
 from agents.models import Run, RunEvent
@@ -343,3 +344,22 @@ def test_no_admin_url_opens_for_a_user_who_is_not_staff(world):
     assert len(routes) > 50
     problems = _walk(world, routes, admin=True)
     assert not problems, _report(problems)
+
+
+def test_favicon_ico_leads_anyone_to_the_svg_icon_that_pages_link(client):
+    # Signed out, as a browser asks on the sign-in page.
+    page = client.get(reverse("login"))
+    response = client.get("/favicon.ico")
+    icon = client.get(response["Location"])
+
+    assert response.status_code == 302 and 'rel="icon" href="' + response["Location"] + '"' in page.content.decode()
+    assert icon.status_code == 200 and icon["Content-Type"] == "image/svg+xml"
+    assert _body(icon).startswith("<svg")
+
+
+def test_the_server_error_page_renders_without_a_request_or_the_database(rf, django_assert_num_queries):
+    with django_assert_num_queries(0):
+        response = server_error(rf.get("/"))
+
+    assert response.status_code == 500
+    assert "Something went wrong" in response.content.decode() and 'href="/"' in response.content.decode()

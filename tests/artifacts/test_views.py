@@ -65,10 +65,13 @@ def test_another_users_artifacts_are_a_404_on_every_url(signed_in, other_user):
         assert signed_in.get(url).status_code == 404, url
     posts = [
         (_url("artifact-edit", theirs, "report"), {"content": "mine now", "lock_version": "2"}),
+        (_url("artifact-restore", theirs, "report"), {"version": "1", "lock_version": "2"}),
+        (_url("artifact-preview", theirs, "report"), {"content": "# mine"}),
         (_url("artifact-pane", theirs), {"file": SimpleUploadedFile("x.md", b"x")}),
     ]
     for url, data in posts:
         assert signed_in.post(url, data).status_code == 404, url
+    assert signed_in.get(theirs.get_absolute_url() + "?artifact=report&version=1").status_code == 404
     assert Artifact.objects.get(session=theirs.artifact_session).content == "secret v2"
 
 
@@ -104,9 +107,9 @@ def test_a_version_can_be_shown_and_two_compared(signed_in, conversation):
     diff = signed_in.get(_url("artifact-diff", conversation, "report") + "?from=1&to=2", **HTMX).content.decode()
 
     assert "line two" in old and "version 1 of 2" in old
-    assert '<span class="diff-del">-line two</span>' in diff
-    assert '<span class="diff-add">+line 2</span>' in diff
-    assert '<span class="diff-add">+line three</span>' in diff
+    assert '<div class="diff-line diff-del"><span class="diff-sign">-</span>line <del>two</del></div>' in diff
+    assert '<div class="diff-line diff-add"><span class="diff-sign">+</span>line <ins>2</ins></div>' in diff
+    assert '<div class="diff-line diff-add"><span class="diff-sign">+</span>line three</div>' in diff
     # A refresh after another change keeps the user on what they look at.
     assert f'data-refresh-url="{_url("artifact-detail", conversation, "report")}?version=1"' in old
     assert f'data-refresh-url="{_url("artifact-diff", conversation, "report")}?from=1&amp;to=2"' in diff

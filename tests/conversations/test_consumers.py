@@ -170,7 +170,7 @@ async def test_connect_sends_what_is_still_running_not_the_thread(user):
 async def test_a_run_the_page_shows_as_running_but_that_ended_is_sent_in_its_final_form(user):
     conversation, message, run = await _finished_conversation(user)
     communicator = await _connected(conversation, user)
-    assert "artifacts-changed" in await communicator.receive_from(timeout=5)
+    await _received(communicator, until=lambda html: "artifacts-changed" in html)
     await communicator.send_to(text_data=json.dumps({"running": [run.pk]}))
     html = await communicator.receive_from(timeout=5)
     await communicator.disconnect()
@@ -253,6 +253,20 @@ async def _watching_a_run(user):
     return conversation, message, run, communicator, page
 
 
+def _announcer(conversation, run, communicator, page):
+    """Announces the run's event `seq` as a worker would; the page takes in the push it brings."""
+
+    async def push(seq):
+        await get_channel_layer().group_send(
+            conversation.group_name, {"type": realtime.RUN_EVENT, "run_id": run.pk, "seq": seq}
+        )
+        html = await communicator.receive_from(timeout=5)
+        page.apply(html)
+        return html
+
+    return push
+
+
 def _event_writer(run):
     @sync_to_async
     def write(seq, type, **data):
@@ -288,15 +302,27 @@ async def test_lost_wake_ups_are_healed_by_the_next(user):
     assert "First paragraph" not in tail_push and len(tail_push) < 200
 
 
+async def test_the_composer_offers_stop_while_a_turn_runs_and_send_once_it_has_ended(user):
+    conversation, message, run, communicator, page = await _watching_a_run(user)
+    write, push = _event_writer(run), _announcer(conversation, run, communicator, page)
+
+    # The snapshot on connect brings the composer as it is now: Stop for this turn.
+    actions = page.find("composer-actions")
+    assert actions.get("data-busy") is not None and actions.find("button").text == "Stop"
+    await write(1, RunEvent.Type.METADATA, model="m")
+    await write(2, RunEvent.Type.LLM_CHUNK, content="Working on it.")
+    assert "composer-actions" not in await push(2)
+    await write(3, RunEvent.Type.COMPLETE, response="Done.")
+    await sync_to_async(Run.objects.filter(pk=run.pk).update)(status=Run.Status.COMPLETED)
+    await push(3)
+    await communicator.disconnect()
+    actions = page.find("composer-actions")
+    assert actions.get("data-busy") is None and actions.find("button").text == "Send"
+
+
 async def test_a_turn_resumed_after_its_worker_died_replaces_the_text_it_had_shown(user):
     conversation, message, run, communicator, page = await _watching_a_run(user)
-    write = _event_writer(run)
-
-    async def push(seq):
-        await get_channel_layer().group_send(
-            conversation.group_name, {"type": realtime.RUN_EVENT, "run_id": run.pk, "seq": seq}
-        )
-        page.apply(await communicator.receive_from(timeout=5))
+    write, push = _event_writer(run), _announcer(conversation, run, communicator, page)
 
     await write(1, RunEvent.Type.METADATA, model="m")
     await write(2, RunEvent.Type.AGENT_START)

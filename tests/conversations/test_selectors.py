@@ -1,4 +1,4 @@
-from datetime import timedelta
+from datetime import UTC, date, datetime, timedelta
 
 import pytest
 from django.utils import timezone
@@ -128,3 +128,96 @@ def test_a_page_is_one_query_for_only_what_the_list_shows(user, django_assert_nu
 def test_a_malformed_cursor_gives_the_first_page(user, cursor):
     newest = _conversations(user, 3)[0]
     assert selectors.conversation_list(user=user, before=cursor).items[0] == newest
+
+
+TODAY = date(2026, 10, 15)
+
+
+@pytest.mark.parametrize(
+    ("moment", "heading"),
+    [
+        (datetime(2026, 10, 15, 0, 30, tzinfo=UTC), ("today", "Today")),
+        # Another machine's clock a little ahead.
+        (datetime(2026, 10, 16, 8, 0, tzinfo=UTC), ("today", "Today")),
+        (datetime(2026, 10, 14, 23, 59, tzinfo=UTC), ("yesterday", "Yesterday")),
+        (datetime(2026, 10, 13, 12, 0, tzinfo=UTC), ("previous-7-days", "Previous 7 days")),
+        (datetime(2026, 10, 8, 0, 0, tzinfo=UTC), ("previous-7-days", "Previous 7 days")),
+        (datetime(2026, 10, 7, 23, 59, tzinfo=UTC), ("previous-30-days", "Previous 30 days")),
+        (datetime(2026, 9, 15, 0, 0, tzinfo=UTC), ("previous-30-days", "Previous 30 days")),
+        (datetime(2026, 9, 14, 23, 59, tzinfo=UTC), ("2026-09", "September")),
+        (datetime(2026, 1, 1, 0, 0, tzinfo=UTC), ("2026-01", "January")),
+        (datetime(2025, 12, 31, 23, 59, tzinfo=UTC), ("2025-12", "December 2025")),
+    ],
+)
+def test_a_conversation_goes_under_the_heading_of_its_days_age(moment, heading):
+    assert selectors.date_heading(moment=moment, today=TODAY) == heading
+
+
+def test_days_are_counted_in_the_active_time_zone():
+    # 23:00 on the 14th in New York, 01:00 on the 15th in Kiritimati (UTC+14).
+    new_york_night = datetime(2026, 10, 15, 3, 0, tzinfo=UTC)
+    kiritimati_morning = datetime(2026, 10, 14, 11, 0, tzinfo=UTC)
+
+    assert selectors.date_heading(moment=new_york_night, today=TODAY)[1] == "Today"
+    with timezone.override("America/New_York"):
+        assert selectors.date_heading(moment=new_york_night, today=TODAY)[1] == "Yesterday"
+    assert selectors.date_heading(moment=kiritimati_morning, today=TODAY)[1] == "Yesterday"
+    with timezone.override("Pacific/Kiritimati"):
+        assert selectors.date_heading(moment=kiritimati_morning, today=TODAY)[1] == "Today"
+
+
+def _spread(user, count: int, *, step: timedelta) -> list:
+    """`count` conversations `step` apart from now back, newest first."""
+    now = timezone.now()
+    conversations = Conversation.objects.bulk_create(Conversation(owner=user, title=f"c{i}") for i in range(count))
+    for i, conversation in enumerate(conversations):
+        conversation.updated_at = now - i * step
+    Conversation.objects.bulk_update(conversations, ["updated_at"])
+    return conversations
+
+
+def expected_label(moment, today: date) -> str:
+    """The heading the list should show over a conversation last updated at `moment`."""
+    day = timezone.localtime(moment).date()
+    age = (today - day).days
+    if age == 0:
+        return "Today"
+    if age == 1:
+        return "Yesterday"
+    if age <= 7:
+        return "Previous 7 days"
+    if age <= 30:
+        return "Previous 30 days"
+    return day.strftime("%B" if day.year == today.year else "%B %Y")
+
+
+def test_a_thousand_conversations_page_under_their_headings_each_shown_once(
+    user, other_user, settings, django_assert_num_queries
+):
+    # A zone far from UTC, so a day here is not a day in UTC.
+    settings.TIME_ZONE = "Pacific/Kiritimati"
+    # Ten hours apart: today to more than a year back.
+    conversations = _spread(user, 1000, step=timedelta(hours=10))
+    _spread(other_user, 30, step=timedelta(days=20))
+
+    pages = []
+    cursor = ""
+    while not pages or cursor:
+        with django_assert_num_queries(1):
+            pages.append(selectors.conversation_list(user=user, before=cursor))
+        cursor = pages[-1].next_cursor
+
+    today = timezone.localdate()
+    assert len(pages) == 20
+    headings, shown = [], []
+    for number, page in enumerate(pages):
+        ended_in = pages[number - 1].groups[-1].key if number else None
+        assert [group.continued for group in page.groups] == [page.groups[0].key == ended_in] + [False] * (len(page.groups) - 1)
+        headings += [group.label for group in page.groups if not group.continued]
+        for group in page.groups:
+            assert {expected_label(c.updated_at, today) for c in group.items} == {group.label}
+            shown += group.items
+    assert [c.pk for c in shown] == [c.pk for c in conversations]
+    assert len(headings) == len(set(headings))
+    assert headings[:4] == ["Today", "Yesterday", "Previous 7 days", "Previous 30 days"]
+    assert len(headings) >= 16 and f"{today.year - 1}" in headings[-1]

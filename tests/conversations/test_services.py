@@ -10,6 +10,12 @@ from tests.factories import ConversationFactory, MessageFactory
 pytestmark = pytest.mark.django_db
 
 
+def _answered(conversation):
+    """The conversation with its turns finished, so another may start."""
+    Run.objects.filter(message__conversation=conversation).update(status=Run.Status.COMPLETED)
+    return conversation
+
+
 def test_start_creates_conversation_session_first_message_and_queued_run(user):
     conversation = services.conversation_start(user=user, content="  What is   SQLite WAL?  ")
 
@@ -31,8 +37,8 @@ def test_without_a_parent_the_active_branch_continues(user):
     conversation = services.conversation_start(user=user, content="first")
     first = conversation.active_branch
 
-    second = services.message_post(conversation=conversation, content="second")
-    third = services.message_post(conversation=conversation, content="third")
+    second = services.message_post(conversation=_answered(conversation), content="second")
+    third = services.message_post(conversation=_answered(conversation), content="third")
 
     assert second.parent == first
     assert third.parent == second
@@ -43,9 +49,9 @@ def test_without_a_parent_the_active_branch_continues(user):
 def test_naming_a_parent_starts_a_branch_there_and_makes_it_active(user):
     conversation = services.conversation_start(user=user, content="root")
     root = conversation.active_branch
-    services.message_post(conversation=conversation, content="child A")
+    services.message_post(conversation=_answered(conversation), content="child A")
 
-    branch = services.message_post(conversation=conversation, content="child B", parent=root)
+    branch = services.message_post(conversation=_answered(conversation), content="child B", parent=root)
 
     assert branch.parent == root
     assert sorted(root.children.values_list("content", flat=True)) == ["child A", "child B"]
@@ -56,12 +62,60 @@ def test_naming_a_parent_starts_a_branch_there_and_makes_it_active(user):
 def test_no_parent_starts_a_new_root(user):
     conversation = services.conversation_start(user=user, content="root one")
 
-    new_root = services.message_post(conversation=conversation, content="root two", parent=None)
+    new_root = services.message_post(conversation=_answered(conversation), content="root two", parent=None)
 
     assert new_root.parent is None
     assert conversation.messages.filter(parent=None).count() == 2
     conversation.refresh_from_db()
     assert conversation.active_branch == new_root
+
+
+@pytest.mark.parametrize("status", [Run.Status.QUEUED, Run.Status.RUNNING, Run.Status.WAITING_PERMISSION])
+def test_one_turn_at_a_time_a_message_while_a_turn_is_active_is_refused_on_any_branch(user, status):
+    conversation = services.conversation_start(user=user, content="first")
+    root = conversation.active_branch
+    root.runs.update(status=status)
+
+    for parent in (services.ACTIVE_BRANCH, root, None):
+        with pytest.raises(ValidationError, match="A turn is still running in this conversation"):
+            services.message_post(conversation=conversation, content="too soon", parent=parent)
+
+    assert conversation.messages.count() == 1 and Run.objects.count() == 1
+    conversation.refresh_from_db()
+    assert conversation.active_branch == root
+    # Another conversation of the same user is not held up.
+    assert services.conversation_start(user=user, content="elsewhere").active_branch.runs.get().status == Run.Status.QUEUED
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_messages_sent_at_once_start_one_turn(user):
+    """Two tabs sending together: the conversation row serialises them, on SQLite and Postgres."""
+    import threading
+
+    from django.db import connection
+
+    conversation = _answered(services.conversation_start(user=user, content="first"))
+    barrier = threading.Barrier(2)
+    outcomes = []
+
+    def send(text):
+        barrier.wait()
+        try:
+            services.message_post(conversation=Conversation.objects.get(pk=conversation.pk), content=text)
+            outcomes.append("sent")
+        except ValidationError:
+            outcomes.append("refused")
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=send, args=(text,)) for text in ("one", "two")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert sorted(outcomes) == ["refused", "sent"]
+    assert Run.objects.filter(status=Run.Status.QUEUED).count() == 1
 
 
 def test_a_parent_from_another_conversation_is_refused(user):

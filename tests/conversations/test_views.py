@@ -1,9 +1,12 @@
 import gzip
 import re
+import uuid
 from datetime import timedelta
 from html import unescape
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
@@ -12,6 +15,7 @@ from artifacts.manager import ArtifactManager
 from artifacts.models import ArtifactSession
 from conversations import selectors, services
 from conversations.models import Conversation
+from tests.conversations.test_selectors import expected_label
 from tests.factories import PASSWORD, ConversationFactory, MessageFactory, RunFactory
 
 pytestmark = pytest.mark.django_db
@@ -86,6 +90,66 @@ def test_posting_answers_with_the_thread_including_the_new_message(signed_in, us
     assert 'id="thread"' in html
     assert "Next?" in html
     assert 'data-status="queued"' in html
+
+
+def test_while_a_turn_runs_the_composer_offers_stop_and_a_second_question_is_refused(signed_in, user):
+    conversation = ConversationFactory(owner=user)
+    posted = signed_in.post(reverse("message-create", args=[conversation.pk]), {"content": "First"}, **HTMX).content.decode()
+    run = Run.objects.get(message__conversation=conversation)
+
+    # The thread comes with the composer's actions, swapped out of band: Stop for this turn.
+    assert 'id="composer-actions"' in posted and 'hx-swap-oob="true"' in posted
+    assert reverse("run-cancel", args=[run.pk]) in posted and ">Send</button>" not in posted
+    second = signed_in.post(reverse("message-create", args=[conversation.pk]), {"content": "Second"}, **HTMX)
+    assert second.status_code == 422 and "A turn is still running in this conversation" in second.content.decode()
+    assert conversation.messages.count() == 1
+
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.COMPLETED)
+    page = signed_in.get(conversation.get_absolute_url()).content.decode()
+    assert ">Send</button>" in page and reverse("run-cancel", args=[run.pk]) not in page
+
+
+def test_always_allowed_tools_show_under_the_thread_and_can_be_revoked(signed_in, user, other_user):
+    from django.test import Client
+
+    conversation = ConversationFactory(owner=user)
+    root = MessageFactory(conversation=conversation, metadata={"allowed_tools": ["web_fetch", "web_search"]})
+    leaf = MessageFactory(conversation=conversation, parent=root, metadata={"allowed_tools": ["web_fetch"]})
+    other_branch = MessageFactory(conversation=conversation, metadata={"allowed_tools": ["web_fetch"]})
+    conversation.active_branch = leaf
+    conversation.save()
+    url = reverse("allowed-tool-revoke", args=[conversation.pk])
+
+    page = signed_in.get(conversation.get_absolute_url()).content.decode()
+    assert "Always allowed on this branch" in page and 'value="web_fetch"' in page and 'value="web_search"' in page
+    other = Client()
+    other.force_login(other_user)
+    assert other.post(url, {"tool": "web_fetch"}, **HTMX).status_code == 404
+    strict = Client(enforce_csrf_checks=True)
+    strict.force_login(user)
+    assert strict.post(url, {"tool": "web_fetch"}, **HTMX).status_code == 403
+
+    revoked = signed_in.post(url, {"tool": "web_fetch"}, **HTMX).content.decode()
+
+    assert 'value="web_fetch"' not in revoked and 'value="web_search"' in revoked
+    assert "The next turn asks before web_fetch again" in revoked
+    root.refresh_from_db(), leaf.refresh_from_db(), other_branch.refresh_from_db()
+    assert root.metadata["allowed_tools"] == ["web_search"] and leaf.metadata["allowed_tools"] == []
+    # Another branch keeps what it allows.
+    assert other_branch.metadata["allowed_tools"] == ["web_fetch"]
+
+
+def test_a_new_conversation_offers_questions_about_what_the_library_holds(signed_in):
+    from tests.factories import LibraryDocumentFactory
+
+    assert "The team library is empty" in signed_in.get(reverse("chat")).content.decode()
+    LibraryDocumentFactory(title="Heat pumps in cold climates")
+
+    page = signed_in.get(reverse("chat")).content.decode()
+
+    assert "<strong>Heat pumps in cold climates</strong>" in page
+    assert 'value="What does our library say about Heat pumps in cold climates? Summarise the key points."' in page
+    assert "autofocus" in page
 
 
 def test_posting_with_a_parent_branches(signed_in, user):
@@ -169,7 +233,7 @@ def test_a_reload_mid_turn_shows_the_text_streamed_so_far(signed_in, user):
 
     assert "Half of an answer" in html
     assert 'data-status="running"' in html
-    assert "Writing…" in html
+    assert "lead_agent · writing the answer…" in html
 
 
 def test_a_failed_turn_shows_why(signed_in, user):
@@ -220,6 +284,29 @@ def test_rename_updates_the_head_and_the_list(signed_in, user):
     assert conversation.title == "New <b>name</b>"
 
 
+def test_another_users_conversation_is_the_404_page_with_the_top_bar_and_a_way_back(signed_in, other_user, settings):
+    assert not settings.DEBUG  # as in production: Django's own debug page otherwise
+    theirs = ConversationFactory(owner=other_user, title="Their secret plans")
+
+    response = signed_in.get(theirs.get_absolute_url())
+    missing = signed_in.get(reverse("conversation-detail", args=[uuid.uuid4()]))
+
+    page = response.content.decode()
+    assert response.status_code == 404 and [t.name for t in response.templates][0] == "404.html"
+    assert '<header class="topbar">' in page and "does not exist, or it is not yours" in page
+    assert f'<a href="{reverse("chat")}">Back to your conversations</a>' in page
+    assert "Their secret plans" not in page
+    assert missing.status_code == 404 and "does not exist, or it is not yours" in missing.content.decode()
+
+
+def test_signed_out_the_404_page_offers_to_sign_in(client):
+    # A URL that resolves to no view is a 404 before sign-in is asked for.
+    response = client.get("/no/such/page/")
+
+    assert response.status_code == 404
+    assert f'<a href="{reverse("login")}">Sign in</a>' in response.content.decode()
+
+
 def test_delete_redirects_to_the_start_and_another_users_is_a_404(signed_in, user, other_user):
     mine = ConversationFactory(owner=user)
     theirs = ConversationFactory(owner=other_user)
@@ -264,13 +351,13 @@ def test_a_failed_turn_offers_retry_which_queues_a_new_run(signed_in, user):
     assert message.runs.count() == 2
 
 
-def _conversations(user, count: int) -> list[Conversation]:
-    """`count` conversations a second apart, newest first."""
+def _conversations(user, count: int, *, step: timedelta = timedelta(seconds=1)) -> list[Conversation]:
+    """`count` conversations `step` apart from now back, newest first."""
     now = timezone.now()
     conversations = Conversation.objects.bulk_create(Conversation(owner=user, title=f"c{i}") for i in range(count))
     ArtifactSession.objects.bulk_create(ArtifactSession(conversation=c) for c in conversations)
     for i, conversation in enumerate(conversations):
-        conversation.updated_at = now - timedelta(seconds=i)
+        conversation.updated_at = now - i * step
     Conversation.objects.bulk_update(conversations, ["updated_at"])
     return conversations
 
@@ -289,6 +376,28 @@ def _more(html: str) -> tuple[str, str] | None:
     return (unescape(found[1]), unescape(found[2])) if found else None
 
 
+_SECTION = re.compile(
+    r'<h2 id="conversation-group-(?P<heading>[\w-]+)-heading">(?P<label>[^<]*)</h2>'
+    r'|<ul hx-swap-oob="beforeend:#conversation-group-(?P<appended>[\w-]+)">'
+    r'|<li><a href="/c/(?P<item>[0-9a-f-]+)/"'
+)
+
+
+def _groups(html: str) -> list[tuple[str, str | None, list[str]]]:
+    """The date groups of a list or page of it, in order: (key, heading,
+    conversation ids), the heading None where htmx appends the conversations
+    to the group of that key already on screen."""
+    groups = []
+    for found in _SECTION.finditer(html):
+        if found["heading"]:
+            groups.append((found["heading"], unescape(found["label"]), []))
+        elif found["appended"]:
+            groups.append((found["appended"], None, []))
+        else:
+            groups[-1][2].append(found["item"])
+    return groups
+
+
 @pytest.mark.parametrize("count", [10, 1000])
 def test_the_chat_page_and_a_list_page_take_the_same_few_queries_however_many_conversations(
     signed_in, user, count, django_assert_max_num_queries
@@ -296,13 +405,13 @@ def test_the_chat_page_and_a_list_page_take_the_same_few_queries_however_many_co
     conversations = _conversations(user, count)
     conversation = ConversationFactory(owner=user)
     before = selectors.conversation_list(user=user, limit=5).next_cursor
-    # the session, the user, the list's page
-    with django_assert_max_num_queries(3):
+    # the session, the user, the list's page (and for a new conversation's examples, the library's titles)
+    with django_assert_max_num_queries(3 + 1):
         chat = signed_in.get(reverse("chat")).content.decode()
     with django_assert_max_num_queries(3):
         more = signed_in.get(reverse("conversation-search"), {"before": before}, **HTMX).content.decode()
-    # and the conversation, its thread and its artifact pane
-    with django_assert_max_num_queries(3 + 5):
+    # and the conversation, its thread, its artifact pane and its turn still running (Stop or Send)
+    with django_assert_max_num_queries(3 + 5 + 1):
         signed_in.get(conversation.get_absolute_url())
     assert len(_items(chat)) == min(count + 1, 50) and str(conversations[0].pk) in chat
     assert len(_items(more)) == min(count + 1 - 5, 50)
@@ -315,10 +424,64 @@ def test_load_more_appends_the_next_page_in_place_of_itself_until_the_last(signe
     second = signed_in.get(_more(first)[1], **HTMX).content.decode()
     third = signed_in.get(_more(second)[1], **HTMX).content.decode()
 
-    assert "<ul" not in second and "<nav" not in second
+    assert 'id="conversation-items"' not in second and "<nav" not in second
     assert [len(_items(page)) for page in (first, second, third)] == [50, 50, 20]
     assert _items(first) + _items(second) + _items(third) == [str(c.pk) for c in conversations]
     assert _more(third) is None and "No conversations yet" not in third
+
+
+def test_a_thousand_conversations_load_under_date_headings_none_shown_twice_in_the_same_queries_a_page(
+    signed_in, user, settings
+):
+    # A zone far from UTC, so a day here is not a day in UTC.
+    settings.TIME_ZONE = "Pacific/Kiritimati"
+    # Ten hours apart: today to more than a year back.
+    conversations = _conversations(user, 1000, step=timedelta(hours=10))
+
+    pages = [signed_in.get(reverse("chat")).content.decode()]
+    queries = []
+    while more := _more(pages[-1]):
+        with CaptureQueriesContext(connection) as captured:
+            pages.append(signed_in.get(more[1], **HTMX).content.decode())
+        queries.append(len(captured))
+
+    # the session, the user, the list's page: however deep the page
+    assert len(pages) == 20 and queries == [3] * 19
+    headings, order = {}, []
+    for number, page in enumerate(pages):
+        for position, (key, heading, ids) in enumerate(_groups(page)):
+            if heading is None:
+                # Only a page's first group continues one: the group the list on screen ends with.
+                assert number and position == 0 and key == order[-1], (number, key)
+                headings[key][1].extend(ids)
+            else:
+                assert key not in headings, f"{heading} shown twice"
+                headings[key] = (heading, ids)
+                order.append(key)
+    today = timezone.localdate()
+    by_id = {str(c.pk): c for c in conversations}
+    assert [pk for key in order for pk in headings[key][1]] == list(by_id)
+    for heading, ids in headings.values():
+        assert {expected_label(by_id[pk].updated_at, today) for pk in ids} == {heading}
+    labels = [headings[key][0] for key in order]
+    assert labels[:4] == ["Today", "Yesterday", "Previous 7 days", "Previous 30 days"]
+    assert len(set(labels)) == len(labels) >= 16
+
+
+def test_search_results_keep_their_snippets_under_date_headings(signed_in, user):
+    now = timezone.now()
+    for age in (0, 3, 45):
+        conversation = ConversationFactory(owner=user, title=f"{age} days")
+        MessageFactory(conversation=conversation, content="How loud is a heat pump?")
+        Conversation.objects.filter(pk=conversation.pk).update(updated_at=now - timedelta(days=age))
+    ConversationFactory(owner=user, title="Batteries")
+
+    page = signed_in.get(reverse("conversation-search"), {"q": "loud"}, **HTMX).content.decode()
+
+    headings = [heading for _, heading, _ in _groups(page)]
+    assert headings == ["Today", "Previous 7 days", expected_label(now - timedelta(days=45), timezone.localdate())]
+    # Postgres's headline ends with the space that joins question and answer.
+    assert len(re.findall(r"<small>How <mark>loud</mark> is a heat pump\? ?</small>", page)) == 3 and "Batteries" not in page
 
 
 def test_without_javascript_load_more_is_a_link_to_the_page_with_the_next_list_page(signed_in, user):
@@ -337,6 +500,11 @@ def test_without_javascript_load_more_is_a_link_to_the_page_with_the_next_list_p
     assert f'<a href="/c/{open_conversation.pk}/" aria-current="page">' in next_page
     fragment = signed_in.get(htmx_url, **HTMX).content.decode()
     assert f'<a href="/c/{open_conversation.pk}/" aria-current="page">' in fragment
+    # Both continue the group the first page ended in; only the page without
+    # that first page above it shows the group's heading.
+    ended_in = _groups(page)[-1][0]
+    assert [(key, heading is None) for key, heading, _ in _groups(next_page)] == [(ended_in, False)]
+    assert [(key, heading is None) for key, heading, _ in _groups(fragment)] == [(ended_in, True)]
 
 
 def test_search_results_load_more_with_the_query(signed_in, user):
@@ -350,6 +518,8 @@ def test_search_results_load_more_with_the_query(signed_in, user):
 
     assert "q=postgres" in href and "q=postgres" in htmx_url
     assert len(_items(first)) == 50 and len(_items(rest)) == 5 and "<mark>Postgres</mark>" in rest
+    # All from the same moment: the rest joins the group the first page ended in.
+    assert [(key, heading) for key, heading, _ in _groups(rest)] == [(_groups(first)[-1][0], None)]
     without_js = signed_in.get(reverse("conversation-search"), {"q": "postgres", "before": "x"})
     assert without_js.url == reverse("chat") + "?q=postgres&before=x"
 
@@ -373,15 +543,18 @@ def test_with_redis_down_one_signs_in_and_sees_a_running_turn(disposable_redis, 
         artifact_id="draft", content="work in progress"
     )
     theirs = ConversationFactory(owner=other_user)
+    idle = ConversationFactory(owner=user)
     disposable_redis.kill()
 
     # Sessions and sign-in throttling (django-axes) keep to the database.
     signed = client.post(reverse("login"), {"username": user.username, "password": PASSWORD})
     page = client.get(reverse("conversation-detail", args=[conversation.pk]))
-    posted = client.post(reverse("message-create", args=[conversation.pk]), {"content": "And then?"}, **HTMX)
+    posted = client.post(reverse("message-create", args=[idle.pk]), {"content": "And then?"}, **HTMX)
 
     assert signed.status_code == 302
     assert page.status_code == 200 and posted.status_code == 200 and "And then?" in posted.content.decode()
     html = page.content.decode()
     assert f'id="message-{message.pk}"' in html and "work in progress" not in html
+    # The running turn's conversation offers Stop, not Send.
+    assert reverse("run-cancel", args=[run.pk]) in html and ">Send</button>" not in html
     assert client.get(reverse("conversation-detail", args=[theirs.pk])).status_code == 404

@@ -56,6 +56,16 @@ class Portal:
     users: list[User]
     model_server: ScriptedModelServer
     logs: dict[str, Path]
+    env: dict
+
+    def shell(self, code: str) -> str:
+        """Runs Python in `manage.py shell` on the portal's database; returns what it printed."""
+        result = subprocess.run(
+            [sys.executable, "manage.py", "shell", "--no-imports", "-c", code], cwd=REPO, env=self.env, capture_output=True, text=True
+        )
+        if result.returncode:
+            raise RuntimeError(f"manage.py shell failed:\n{result.stderr[-3000:]}")
+        return result.stdout
 
     def log_tails(self, *, lines: int = 40) -> str:
         return "\n".join(
@@ -163,7 +173,7 @@ def portal(tmp_path_factory):
     port = _free_port()
     users = [User(f"e2e-user-{i}", secrets.token_urlsafe(12)) for i in (1, 2)]
     logs = {name: data_dir / f"{name}.log" for name in ("setup", "daphne", "qcluster")}
-    result = Portal(base_url=f"http://127.0.0.1:{port}", users=users, model_server=server, logs=logs)
+    result = Portal(base_url=f"http://127.0.0.1:{port}", users=users, model_server=server, logs=logs, env=env)
     processes = []
     try:
         _manage("migrate", "--noinput", "--verbosity", "0", env=env, log=logs["setup"])

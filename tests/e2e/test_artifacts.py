@@ -1,5 +1,8 @@
 """The artifact pane in the browser: it follows a running turn, and a user
-uploads, edits, compares and exports."""
+uploads, edits, compares, restores and exports, with what the pane shows
+kept in the page's URL."""
+
+import re
 
 import pytest
 from docx import Document
@@ -57,13 +60,17 @@ def test_upload_edit_compare_and_export(portal, model_server, page, screenshot, 
 
     pane.get_by_role("link", name="Edit").click()
     pane.get_by_label("Content of").fill(NOTES.decode().replace("- second", "- second\n- third"))
+    # The preview is rendered as the pane will show the text, before it is saved.
+    pane.get_by_role("button", name="Preview").click()
+    expect(pane.locator("#edit-preview li", has_text="third")).to_be_visible()
+    expect(pane.locator(".artifact-head")).to_contain_text("version 1")
     pane.get_by_role("button", name="Save as a new version").click()
     expect(pane.locator(".artifact-head")).to_contain_text("version 2")
 
     pane.get_by_label("Compare").select_option("1")
     pane.get_by_label("with").select_option("2")
     pane.get_by_role("button", name="Compare", exact=True).click()
-    expect(pane.locator(".diff .diff-add")).to_contain_text("+- third")
+    expect(pane.locator(".diff .diff-add")).to_have_text("+- third")
     screenshot(page, name="compare")
 
     pane.get_by_label("Version").select_option("1")
@@ -97,7 +104,7 @@ COUNT_PANE_SWAPS_JS = """() => {
   window.paneSwaps = 0;
   new MutationObserver((records) => {
     for (const record of records) for (const node of record.addedNodes) if (node.id === "artifact-pane") window.paneSwaps += 1;
-  }).observe(document.querySelector(".layout"), { childList: true });
+  }).observe(document.querySelector(".layout"), { childList: true, subtree: true });
 }"""
 
 
@@ -128,3 +135,121 @@ def test_a_refresh_that_brings_nothing_new_leaves_the_pane_alone(portal, model_s
 
     assert page.evaluate("window.paneSwaps") == 1
     expect(page.locator("#artifact-pane .artifact-content h1")).to_have_text("Field notes")
+
+
+LONG_LINE = "Heat pumps keep working in cold climates, " * 12
+
+
+def _shots(page, screenshot, *, name):
+    """The page in light and in dark, for a person to look at."""
+    for scheme in ("light", "dark"):
+        page.emulate_media(color_scheme=scheme)
+        screenshot(page, name=f"{name}-{scheme}")
+    page.emulate_media(color_scheme="light")
+
+
+def _save_edit(pane, *, text, version):
+    pane.get_by_role("link", name="Edit").click()
+    pane.get_by_label("Content of").fill(text)
+    pane.get_by_role("button", name="Save as a new version").click()
+    expect(pane.locator(".artifact-head")).to_contain_text(f"version {version}")
+
+
+def test_an_old_version_is_compared_word_by_word_and_restored(portal, model_server, new_page, screenshot):
+    page = new_page(viewport={"width": 1366, "height": 900})
+    model_server.add(Text("Ready for your notes."))
+    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    ask(page, question="Keep my heat pump notes")
+    expect(page.locator("article.turn")).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
+    pane = page.locator("#artifact-pane")
+    first = NOTES.decode() + "\n" + LONG_LINE + "\n"
+    page.set_input_files("#artifact-file", files=[{"name": "pumps.md", "mimeType": "text/markdown", "buffer": first.encode()}])
+    page.get_by_role("button", name="Upload", exact=True).click()
+    expect(pane.locator(".artifact-content h1")).to_have_text("Field notes")
+    second = first.replace("- first", "- first, checked twice").replace("cold climates, H", "cold and damp climates, H", 1)
+    _save_edit(pane, text=second, version=2)
+    _save_edit(pane, text=second.replace("| north | 3 |", "| north | 4 |"), version=3)
+
+    pane.get_by_label("Compare").select_option("1")
+    pane.get_by_label("with").select_option("3")
+    pane.get_by_role("button", name="Compare", exact=True).click()
+
+    expect(page).to_have_url(re.compile(r"\?artifact=pumps\.md&from=1&to=3$"))
+    expect(pane.get_by_label("Compare")).to_have_value("1")
+    expect(pane.get_by_label("with")).to_have_value("3")
+    added = pane.locator(".diff-line.diff-add")
+    expect(added.filter(has_text="checked twice").locator("ins")).to_have_text(", checked twice")
+    expect(added.filter(has_text="north").locator("ins")).to_have_text("4")
+    expect(added.filter(has_text="damp").locator("ins")).to_have_text("and damp")
+    # Long lines wrap inside the pane, and short ones sit one line apart.
+    lines = pane.locator(".diff-lines")
+    assert lines.evaluate("el => el.scrollWidth <= el.clientWidth")
+    short = pane.locator(".diff-line.diff-same", has_text="## Findings").bounding_box()
+    line_height = float(lines.evaluate("el => parseFloat(getComputedStyle(el).lineHeight)"))
+    assert short["height"] < 1.5 * line_height
+    _shots(page, screenshot, name="diff")
+
+    pane.get_by_label("Version").select_option("1")
+    expect(pane.locator(".old-version")).to_contain_text("You are viewing version 1 of 3 — not the current text.")
+    expect(page).to_have_url(re.compile(r"\?artifact=pumps\.md&version=1$"))
+    _shots(page, screenshot, name="old-version")
+    pane.get_by_role("button", name="Restore this version").click()
+
+    expect(pane.locator(".artifact-head")).to_contain_text("version 4")
+    expect(pane).to_contain_text("The text of version 1 is current again, as version 4.")
+    # The restore's own change signal brings nothing new: the message stays.
+    with page.expect_response(lambda r: r.url.endswith("/artifacts/pumps.md/")) as refresh:
+        page.evaluate(SIGNAL_ARTIFACTS_CHANGED_JS)
+    refresh.value.finished()
+    page.wait_for_timeout(300)
+    expect(pane).to_contain_text("The text of version 1 is current again, as version 4.")
+    expect(pane.locator(".old-version")).to_have_count(0)
+    expect(pane.locator(".artifact-content")).not_to_contain_text("checked twice")
+    expect(pane.locator(".artifact-content table")).to_contain_text("3")
+    expect(page).to_have_url(re.compile(r"\?artifact=pumps\.md$"))
+
+
+def test_a_link_opens_the_artifact_it_names_and_back_goes_back_to_it(portal, model_server, page):
+    model_server.add(Text("Ready for your notes."))
+    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    ask(page, question="Keep two notes")
+    expect(page.locator("article.turn")).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
+    conversation_url = page.url
+    for name, title in (("alpha.md", "Alpha"), ("beta.md", "Beta")):
+        page.set_input_files("#artifact-file", files=[{"name": name, "mimeType": "text/markdown", "buffer": f"# {title}\n".encode()}])
+        page.get_by_role("button", name="Upload", exact=True).click()
+        expect(page.locator("#artifact-pane .artifact-content h1")).to_have_text(title)
+
+    page.goto(conversation_url + "?artifact=alpha.md")
+    pane = page.locator("#artifact-pane")
+    expect(pane.locator(".artifact-content h1")).to_have_text("Alpha")
+    expect(pane.locator(".artifact-list a[aria-current]")).to_contain_text("alpha.md")
+
+    page.evaluate("window.samePage = true")
+    pane.locator(".artifact-list a", has_text="beta.md").click()
+    expect(page).to_have_url(conversation_url + "?artifact=beta.md")
+    expect(pane.locator(".artifact-content h1")).to_have_text("Beta")
+    # The pane was swapped and the URL pushed, not a page loaded from the link's href.
+    assert page.evaluate("window.samePage") is True
+
+    page.go_back()
+    expect(page).to_have_url(conversation_url + "?artifact=alpha.md")
+    expect(pane.locator(".artifact-content h1")).to_have_text("Alpha")
+    expect(pane.locator(".artifact-list a[aria-current]")).to_contain_text("alpha.md")
+    # Back loads the page afresh from its URL rather than from a snapshot htmx
+    # kept, which would show the thread and pane as they were back then.
+    page.wait_for_load_state()
+    assert page.evaluate("window.samePage") is None
+    page.go_forward()
+    expect(pane.locator(".artifact-content h1")).to_have_text("Beta")
+
+    # A link naming an artifact that is not there still opens the conversation,
+    # and says so until something changes (the page's connect-time refresh,
+    # or this one, changes nothing).
+    page.goto(conversation_url + "?artifact=gone.md")
+    expect(pane.locator(".artifact-content h1")).to_have_text("Beta")
+    with page.expect_response(lambda r: r.url.endswith("/artifacts/")) as refresh:
+        page.evaluate(SIGNAL_ARTIFACTS_CHANGED_JS)
+    refresh.value.finished()
+    page.wait_for_timeout(300)
+    expect(pane.locator(".notice")).to_have_text("The artifact this link names is not in this conversation; showing the newest.")

@@ -44,11 +44,30 @@ def test_approve_deny_and_cancel(portal, model_server, page, screenshot):
     prompt = page.locator("form.permission")
     expect(prompt).to_contain_text("web_fetch needs your approval", timeout=TURN_TIMEOUT)
     expect(page.locator(".activity").last).to_contain_text("Waiting for your approval")
+    # What each agent does stays listed in the answer while the turn works.
+    steps = page.locator("article.turn .live-steps")
+    expect(steps.locator("span.step-agent").filter(has_text="lead_agent → crawl_agent")).to_have_count(1)
+    expect(steps.locator(".step-children .run-step")).to_contain_text("web_fetch")
+    expect(prompt).to_contain_text("crawl_agent wants to read library://999")
+    expect(prompt).to_contain_text("Its task: Read library://999")
+    # One turn at a time: while it runs the composer offers Stop, not Send.
+    expect(page.locator("#composer-actions").get_by_role("button", name="Stop")).to_be_visible()
+    expect(page.get_by_role("button", name="Send", exact=True)).to_have_count(0)
     screenshot(page, name="permission")
+    # The answer is sent once: its buttons are disabled while it is on its way.
+    page.evaluate(
+        """document.addEventListener("htmx:beforeSend", (event) => {
+             const form = event.detail.elt.closest("form.permission");
+             if (form) window.permissionButtons = [...form.querySelectorAll("button")].map((button) => button.disabled);
+           })"""
+    )
     prompt.get_by_role("button", name="Approve").click()
+    page.wait_for_function("window.permissionButtons !== undefined")
+    assert page.evaluate("window.permissionButtons") == [True, True, True]
     turns = page.locator("article.turn")
     expect(turns.nth(0)).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
     expect(turns.nth(0).locator(".answer")).to_have_text("First done.")
+    expect(page.get_by_role("button", name="Send", exact=True)).to_be_visible()
 
     _fetch_turn(model_server, answer="Second done without it.")
     _send(page, "Try again")
@@ -56,8 +75,8 @@ def test_approve_deny_and_cancel(portal, model_server, page, screenshot):
     page.locator("form.permission").get_by_role("button", name="Deny").click()
     expect(turns.nth(1)).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
     turns.nth(1).locator(".activity-log summary").click()
-    expect(turns.nth(1).locator(".steps")).to_contain_text("web_fetch: deny")
-    expect(turns.nth(1).locator(".steps")).to_contain_text("crawl_agent starts (from lead_agent)")
+    expect(turns.nth(1).locator(".activity-steps")).to_contain_text("you denied it")
+    expect(turns.nth(1).locator(".activity-steps")).to_contain_text("lead_agent → crawl_agent")
 
     model_server.add(Text("A long answer that keeps going " * 40, chunk_size=4, delay=0.05))
     _send(page, "Write at length")
@@ -72,8 +91,14 @@ def test_approve_deny_and_cancel(portal, model_server, page, screenshot):
     expect(turns.nth(2).locator(".activity-body")).to_be_visible()
     expect(draft).to_have_value("A draft typed while it streams")
     expect(draft).to_be_focused()
-    turns.nth(2).get_by_role("button", name="Cancel").click()
+    # Enter in the composer sends nothing while the turn runs; Stop stops it.
+    page.locator("#composer-input").fill("Not yet")
+    page.locator("#composer-input").press("Enter")
+    page.locator("#composer-actions").get_by_role("button", name="Stop").click()
     expect(turns.nth(2)).to_have_attribute("data-status", "cancelled", timeout=TURN_TIMEOUT)
+    expect(turns).to_have_count(3)
+    expect(page.get_by_role("button", name="Send", exact=True)).to_be_visible()
+    expect(page.locator("#composer-input")).to_have_value("Not yet")
     expect(turns.nth(2).locator(".answer")).to_contain_text("A long answer")
     model_server.add(Text("Short this time."))
     turns.nth(2).get_by_role("button", name="Retry").click()
@@ -121,7 +146,7 @@ def test_search_rename_and_delete_conversations(portal, model_server, page):
     ask(page, question="Zebra stripes")
     expect(page.locator("article.turn")).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
 
-    items = page.locator("#conversation-items li")
+    items = page.locator("#conversation-items ul > li")
     page.get_by_label("Search conversations").fill("aardvark")
     expect(items).to_have_count(1)
     # The title, then where the search matched.

@@ -1,0 +1,38 @@
+"""Data the browser tests need at a size no test should type in: run inside
+the portal's process environment through `Portal.shell`."""
+
+from django.contrib.auth import get_user_model
+
+from agents.models import Run
+from artifacts.models import Artifact, ArtifactSession
+from artifacts.services import artifact_version_save
+from conversations.markdown import markdown_render
+from conversations.models import Conversation, Message
+
+PARAGRAPH = " ".join(["Air-source heat pumps keep a useful coefficient of performance well below freezing."] * 5)
+
+
+def long_conversation(*, username: str, turns: int) -> str:
+    """A conversation of `turns` answered questions with a plan and a
+    two-version report; returns its id."""
+    owner = get_user_model().objects.get(username=username)
+    conversation = Conversation.objects.create(owner=owner, title=f"A thread of {turns} turns")
+    session = ArtifactSession.objects.create(conversation=conversation)
+    parent = None
+    for number in range(1, turns + 1):
+        answer = f"## Answer {number}\n\n{PARAGRAPH}\n\n- a point\n- another point\n\n{PARAGRAPH}"
+        parent = Message.objects.create(
+            conversation=conversation,
+            parent=parent,
+            content=f"Question {number}: and what about part {number}?",
+            response=answer,
+            response_html=markdown_render(answer),
+        )
+        Run.objects.create(message=parent, status=Run.Status.COMPLETED, model="scripted")
+    conversation.active_branch = parent
+    conversation.save(update_fields=["active_branch"])
+    for artifact_id, title in (("task_plan", "Task plan"), ("research_report", "Report")):
+        artifact = Artifact.objects.create(session=session, artifact_id=artifact_id, title=title, current_version=0)
+        artifact_version_save(artifact=artifact, content=f"# {title}\n\nFirst draft.", version=1, update_type="create")
+        artifact_version_save(artifact=artifact, content=f"# {title}\n\n{PARAGRAPH}", version=2, update_type="update")
+    return str(conversation.pk)

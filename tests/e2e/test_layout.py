@@ -1,0 +1,111 @@
+"""The page a team lives in, at the sizes it is used: a thread of 45 turns
+on a laptop, a tablet and a phone, in light and dark."""
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.e2e.test_first_turn import sign_in
+
+pytestmark = pytest.mark.e2e
+
+TURNS = 45
+SIZES = {"laptop": (1366, 900), "tablet": (1024, 768), "phone": (390, 844)}
+
+
+@pytest.fixture(scope="module")
+def long_thread(portal):
+    code = f"from tests.e2e.seed import long_conversation; print(long_conversation(username={portal.users[0].username!r}, turns={TURNS}))"
+    return f"{portal.base_url}/c/{portal.shell(code).strip()}/"
+
+
+def _inside_viewport(page, locator) -> bool:
+    box = locator.bounding_box()
+    viewport = page.viewport_size
+    return box is not None and box["y"] >= 0 and box["y"] + box["height"] <= viewport["height"] + 0.5 and box["x"] >= 0 and box["x"] + box["width"] <= viewport["width"] + 0.5
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+@pytest.mark.parametrize("size", list(SIZES))
+def test_a_long_thread_opens_at_its_newest_turn_with_the_composer_and_pane_at_hand(
+    portal, long_thread, new_page, screenshot, size, scheme
+):
+    width, height = SIZES[size]
+    page = new_page(viewport={"width": width, "height": height}, color_scheme=scheme)
+    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    page.goto(long_thread)
+
+    turns = page.locator("article.turn")
+    expect(turns).to_have_count(TURNS)
+    # The composer and Send are on screen without scrolling; the page itself never scrolls.
+    assert _inside_viewport(page, page.locator("#composer-input"))
+    assert _inside_viewport(page, page.get_by_role("button", name="Send", exact=True))
+    assert page.evaluate("document.scrollingElement.scrollHeight <= window.innerHeight")
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    # The thread scrolls inside itself and opens at the newest turn.
+    page.wait_for_function(
+        "() => { const t = document.getElementById('thread'); return t.scrollHeight > t.clientHeight && t.scrollHeight - t.scrollTop - t.clientHeight < 2; }"
+    )
+    expect(turns.last.locator(".answer")).to_be_in_viewport()
+    expect(turns.first).not_to_be_in_viewport()
+    screenshot(page, name=f"{size}-{scheme}")
+
+    pane = page.locator("#artifact-pane")
+    if size == "phone":
+        # The pane is a sheet over the chat, opened by its button and closed by Escape.
+        expect(pane).to_be_hidden()
+        toggle = page.get_by_role("button", name="Artifacts")
+        toggle.click()
+        expect(pane).to_be_visible()
+        assert _inside_viewport(page, page.locator("#pane-frame"))
+        expect(pane.locator(".artifact-list")).to_contain_text("Report")
+        screenshot(page, name=f"{size}-{scheme}-pane")
+        page.keyboard.press("Escape")
+        expect(pane).to_be_hidden()
+        expect(toggle).to_be_focused()
+    else:
+        # Chat and pane side by side, each whole on screen.
+        expect(pane).to_be_visible()
+        chat, beside = page.locator("#thread").bounding_box(), page.locator("#pane-frame").bounding_box()
+        assert beside["x"] >= chat["x"] + chat["width"] - 1 and beside["width"] >= 280
+        assert _inside_viewport(page, page.locator("#pane-frame"))
+
+    list_ = page.locator("#conversation-list")
+    if size == "laptop":
+        expect(list_).to_be_in_viewport()
+        expect(page.locator(".drawer-toggle")).to_be_hidden()
+    else:
+        # The conversation list is a drawer: out of sight until asked for.
+        expect(list_).not_to_be_in_viewport()
+        drawer = page.locator(".drawer-toggle")
+        drawer.click()
+        expect(list_).to_be_in_viewport()
+        page.wait_for_timeout(300)  # the slide, for the picture
+        expect(list_.get_by_role("link", name="+ New conversation")).to_be_focused()
+        screenshot(page, name=f"{size}-{scheme}-drawer")
+        page.keyboard.press("Escape")
+        expect(list_).not_to_be_in_viewport()
+        expect(drawer).to_be_focused()
+
+
+def test_a_new_conversation_focuses_the_composer_and_offers_a_skip_link(portal, page):
+    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    page.goto(f"{portal.base_url}/")
+    expect(page.locator("#composer-input")).to_be_focused()
+    expect(page.locator(".empty-state")).to_contain_text("What should the agents research?")
+
+    page.locator(".skip-link").focus()
+    expect(page.locator(".skip-link")).to_be_in_viewport()
+    page.keyboard.press("Enter")
+    expect(page.locator("#main")).to_be_focused()
+
+
+def test_rename_and_edit_open_on_their_field_and_escape_folds_them(portal, long_thread, page):
+    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    page.goto(long_thread)
+    for fold, field in (("details.rename", "#rename-title"), ("article.turn:last-of-type details.edit", "textarea")):
+        summary = page.locator(f"{fold} summary")
+        summary.click()
+        expect(page.locator(f"{fold} {field}")).to_be_focused()
+        page.keyboard.press("Escape")
+        expect(page.locator(fold)).not_to_have_attribute("open", "")
+        expect(summary).to_be_focused()
