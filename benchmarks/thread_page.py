@@ -11,9 +11,8 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 
 from agents.models import Run, RunEvent
-from artifacts.models import Artifact, ArtifactSession
-from conversations.markdown import markdown_render
-from conversations.models import Conversation, Message
+from conversations.models import Conversation
+from tests.e2e.seed import long_conversation
 
 REQUESTS = 20
 PARAGRAPH = "Air-source heat pumps keep a useful coefficient of performance well below freezing. " * 12
@@ -21,20 +20,7 @@ ANSWER = "\n\n".join(f"## Part {n}\n\n{PARAGRAPH}\n\n- a point\n- another point"
 
 
 def _thread(user, *, turns: int) -> Conversation:
-    conversation = Conversation.objects.create(owner=user, title=f"{turns} turns")
-    ArtifactSession.objects.create(conversation=conversation)
-    html = markdown_render(ANSWER)
-    parent = None
-    for number in range(turns):
-        parent = Message.objects.create(
-            conversation=conversation, parent=parent, content=f"Question {number}?", response=ANSWER, response_html=html
-        )
-        Run.objects.create(message=parent, status=Run.Status.COMPLETED, model="bench")
-    conversation.active_branch = parent
-    conversation.save(update_fields=["active_branch"])
-    for artifact_id in ("task_plan", "research_report"):
-        Artifact.objects.create(session_id=conversation.pk, artifact_id=artifact_id, title=artifact_id, content=ANSWER)
-    return conversation
+    return Conversation.objects.get(pk=long_conversation(username=user.username, turns=turns, answer=ANSWER))
 
 
 def _running(conversation, *, steps: int) -> None:

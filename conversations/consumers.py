@@ -126,9 +126,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         except asyncio.CancelledError:
             raise
         except Exception:
-            # The page reconnects and is sent a fresh snapshot.
-            logger.exception("Websocket listening failed for conversation %s", self.conversation.pk)
-            await self.close(code=TRY_AGAIN_LATER)
+            await self._give_up("listening")
 
     async def _poll(self, *, rejoined: bool):
         """What wake-ups would have said: the runs still active or still
@@ -161,6 +159,11 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         # The page re-fetches the artifact it shows (it alone knows which one).
         await self.send(text_data=ARTIFACTS_CHANGED_SIGNAL)
 
+    async def _give_up(self, what: str):
+        # The page reconnects and is sent a fresh snapshot.
+        logger.exception("Websocket %s failed for conversation %s", what, self.conversation.pk)
+        await self.close(code=TRY_AGAIN_LATER)
+
     def _push_soon(self):
         if self.dirty and self.pusher is None:
             self.pusher = asyncio.create_task(self._push())
@@ -179,9 +182,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         except asyncio.CancelledError:
             raise
         except Exception:
-            # The page reconnects and is sent a fresh snapshot.
-            logger.exception("Websocket push failed for conversation %s", self.conversation.pk)
-            await self.close(code=TRY_AGAIN_LATER)
+            await self._give_up("push")
         finally:
             self.pusher = None
 

@@ -138,20 +138,6 @@ def test_a_retried_error_that_recovers_completes(user, scripted_model):
     assert message.response == "Recovered."
 
 
-def test_a_stream_dropped_midway_is_asked_again_and_the_page_forgets_the_broken_part(user, scripted_model):
-    scripted_model.add(Drop("The beginning of an answer that never"), Text("A whole answer."))
-    message, run = _turn(user)
-
-    services.run_execute(run_id=run.pk)
-
-    run.refresh_from_db()
-    message.refresh_from_db()
-    assert run.status == Run.Status.COMPLETED and message.response == "A whole answer."
-    assert run.events.filter(type=RunEvent.Type.LLM_RETRY).count() == 1
-    view = run_views(runs=[run])[run.pk]
-    assert view.text == "A whole answer."
-
-
 def test_a_stream_that_keeps_dropping_fails_the_run_with_the_reason(user, scripted_model):
     scripted_model.add(*(Drop("The beginning of an answer that never") for _ in range(3)))
     _, run = _turn(user)
@@ -165,8 +151,17 @@ def test_a_stream_that_keeps_dropping_fails_the_run_with_the_reason(user, script
     assert run.events.last().type == RunEvent.Type.ERROR
 
 
-def test_a_stream_that_ends_before_its_finish_reason_is_asked_again_not_taken_as_the_answer(user, scripted_model):
-    scripted_model.add(Truncated("The beginning of an answer that never"), Text("A whole answer."))
+@pytest.mark.parametrize(
+    ("broken", "reason"),
+    [
+        # A connection dropped midway.
+        (Drop, None),
+        # A stream that ends before its finish reason is not taken as the answer.
+        (Truncated, "the stream ended before the answer was finished"),
+    ],
+)
+def test_a_broken_stream_is_asked_again_and_the_page_forgets_the_broken_part(user, scripted_model, broken, reason):
+    scripted_model.add(broken("The beginning of an answer that never"), Text("A whole answer."))
     message, run = _turn(user)
 
     services.run_execute(run_id=run.pk)
@@ -176,7 +171,8 @@ def test_a_stream_that_ends_before_its_finish_reason_is_asked_again_not_taken_as
     assert run.status == Run.Status.COMPLETED and message.response == "A whole answer."
     assert len(scripted_model.requests) == 2
     [retry] = run.events.filter(type=RunEvent.Type.LLM_RETRY)
-    assert retry.data["reason"] == "the stream ended before the answer was finished"
+    if reason:
+        assert retry.data["reason"] == reason
     assert run_views(runs=[run])[run.pk].text == "A whole answer."
 
 

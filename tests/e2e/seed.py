@@ -12,21 +12,22 @@ from conversations.models import Conversation, Message
 PARAGRAPH = " ".join(["Air-source heat pumps keep a useful coefficient of performance well below freezing."] * 5)
 
 
-def long_conversation(*, username: str, turns: int) -> str:
-    """A conversation of `turns` answered questions with a plan and a
-    two-version report; returns its id."""
+def long_conversation(*, username: str, turns: int, answer: str = "") -> str:
+    """A conversation of `turns` answered questions (each `answer`, or a
+    short one naming its number) with a plan and a two-version report;
+    returns its id."""
     owner = get_user_model().objects.get(username=username)
     conversation = Conversation.objects.create(owner=owner, title=f"A thread of {turns} turns")
     session = ArtifactSession.objects.create(conversation=conversation)
     parent = None
     for number in range(1, turns + 1):
-        answer = f"## Answer {number}\n\n{PARAGRAPH}\n\n- a point\n- another point\n\n{PARAGRAPH}"
+        text = answer or f"## Answer {number}\n\n{PARAGRAPH}\n\n- a point\n- another point\n\n{PARAGRAPH}"
         parent = Message.objects.create(
             conversation=conversation,
             parent=parent,
             content=f"Question {number}: and what about part {number}?",
-            response=answer,
-            response_html=markdown_render(answer),
+            response=text,
+            response_html=markdown_render(text),
         )
         Run.objects.create(message=parent, status=Run.Status.COMPLETED, model="scripted")
     conversation.active_branch = parent

@@ -1,0 +1,449 @@
+"""A run's steps, folded from its event log: who did what, with which tool,
+and how it went, subagents' steps under their hand-over. The page lists them
+while a run works and the activity under a finished answer shows them again
+with what each tool found (agents.selectors), so both tell one story.
+
+Tool results are read from the XML the model was shown, never trusted: a
+result of an unknown shape, or one cut short, stays plain text.
+"""
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from html import unescape
+
+from artifactflow.ids import ArtifactIdConverter
+from conversations.markdown import markdown_render
+
+from .config import CALL_SUBAGENT, LEAD_AGENT
+from .models import RunEvent
+from .search import WEB_SEARCH, search_provider
+from .web import WEB_FETCH
+
+# What a step is: a subagent's delegated work (its own steps nested under it), a
+# tool call, a permission question no open call explains, a compaction, a
+# model call asked again, a worker's death and the resumption after it.
+AGENT, TOOL, PERMISSION, COMPACTION, RETRY, RESUMED = "agent", "tool", "permission", "compaction", "retry", "resumed"
+# How it went.
+RUNNING, OK, FAILED, DENIED, STOPPED = "running", "ok", "failed", "denied", "stopped"
+
+STATUS_WORDS = {RUNNING: "working", OK: "ok", FAILED: "failed", DENIED: "not run", STOPPED: "stopped"}
+PERMISSION_WORDS = {
+    "asked": "waiting for your approval",
+    "approve": "you approved it",
+    "always": "you allowed it from now on",
+    "deny": "you denied it",
+    "expired": "nobody answered in time",
+    "unanswered": "the run ended before an answer",
+}
+# The status line's verb for each artifact tool.
+_ARTIFACT_VERBS = {"create_artifact": "writing", "update_artifact": "editing", "rewrite_artifact": "rewriting", "read_artifact": "reading"}
+SUBJECT_CHARS = 60
+EXCERPT_CHARS = 300
+OUTCOME_CHARS = 120
+
+
+@dataclass(frozen=True)
+class Source:
+    """A page a tool found or read, as the activity lists it."""
+
+    title: str
+    url: str
+    excerpt: str = ""
+
+    @property
+    def href(self) -> str:
+        """The URL when it is one a browser should open: a javascript: or data:
+        URL planted in a search result must not become a link, and a
+        library:// URL names a document no browser can reach."""
+        return self.url if self.url.lower().startswith(("http://", "https://")) else ""
+
+
+@dataclass(frozen=True)
+class ArtifactRef:
+    artifact_id: str
+    title: str = ""
+    version: int | None = None
+
+    @property
+    def linkable(self) -> bool:
+        """Whether the pane's URL can carry the id: an odd one in a hand-written
+        or old event is shown as text rather than failing the page."""
+        return re.fullmatch(ArtifactIdConverter.regex, self.artifact_id) is not None
+
+
+@dataclass
+class Step:
+    """One thing an agent did, with its result once it is finished.
+
+    `subject` says in a few words what it is about (a query, a page, an
+    artifact, a subagent's instruction); the result fields are what the
+    folded activity shows of the tool's answer."""
+
+    kind: str
+    agent: str
+    tool: str = ""
+    subject: str = ""
+    # Who delegated a subagent's work.
+    by: str = ""
+    # A subagent's whole instruction, or why the model was asked again.
+    detail: str = ""
+    params: dict = field(default_factory=dict)
+    status: str = RUNNING
+    # The result in a few words: "4 results", "v3", an error's first line.
+    outcome: str = ""
+    # A permission question about this call: "asked", then the decision.
+    permission: str = ""
+    # On the run's work clock (StepFold.work), which stops while a person is asked.
+    started: timedelta = timedelta(0)
+    duration: timedelta | None = None
+    children: list["Step"] = field(default_factory=list)
+    sources: list[Source] = field(default_factory=list)
+    page: Source | None = None
+    artifact: ArtifactRef | None = None
+    # The result too long for the model's context, kept as an artifact.
+    stored: ArtifactRef | None = None
+    # Markdown: a subagent's report or a compaction's summary.
+    body: str = ""
+    # Plain text: an error message, or a result of no shape we read.
+    text: str = ""
+    # What the engine told the model along with the result.
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def is_running(self) -> bool:
+        return self.status == RUNNING
+
+    @property
+    def is_asking(self) -> bool:
+        return self.permission == "asked"
+
+    @property
+    def status_text(self) -> str:
+        # A call held for a person's answer is not working.
+        return PERMISSION_WORDS["asked"] if self.is_asking else STATUS_WORDS[self.status]
+
+    @property
+    def permission_text(self) -> str:
+        return PERMISSION_WORDS.get(self.permission, self.permission)
+
+    @property
+    def summary(self) -> str:
+        """How it went, for the end of its line: "4 results · 120 ms"; a step
+        that did not simply work says so first."""
+        if self.is_running:
+            return self.status_text
+        parts = [] if self.status == OK else [self.status_text]
+        parts += [self.outcome, self.permission_text if self.permission else "", self.duration_text]
+        return " · ".join(part for part in parts if part)
+
+    @property
+    def shows_params(self) -> bool:
+        """Whether the activity lists the call's parameters: the line and the
+        result say all of a search's, a fetch's or an artifact call's."""
+        return self.kind == TOOL and bool(self.params) and self.tool not in (WEB_SEARCH, WEB_FETCH, *_ARTIFACT_VERBS)
+
+    @property
+    def duration_text(self) -> str:
+        return _duration_text(self.duration) if self.duration is not None else ""
+
+    @property
+    def body_html(self) -> str:
+        # The project's renderer: raw HTML off, unsafe links refused, then nh3.
+        return markdown_render(self.body)
+
+
+@dataclass
+class StepFold:
+    """A run's steps, folded from its events, and what folding needs to go on."""
+
+    steps: list[Step] = field(default_factory=list)
+    # The seq of the last event that changed the steps: a page that was sent
+    # them after this event has them.
+    changed_seq: int = 0
+    # The run's time between its events, split into working and waiting for a
+    # person to answer a permission question, which no duration counts.
+    work: timedelta = timedelta(0)
+    wait: timedelta = timedelta(0)
+    tool_calls: int = 0
+    # Each agent's call in progress (the lead's while its subagent works).
+    running: dict[str, Step] = field(default_factory=dict)
+    # Each working subagent's step, under which its own steps go.
+    groups: dict[str, Step] = field(default_factory=dict)
+    asking: Step | None = None
+    # Titles seen in this run by URL and artifact id, to name what a later call reads.
+    titles: dict[str, str] = field(default_factory=dict)
+    last_at: datetime | None = None
+
+    @property
+    def work_text(self) -> str:
+        return _duration_text(self.work)
+
+    @property
+    def wait_text(self) -> str:
+        return _duration_text(self.wait)
+
+
+def _duration_text(duration: timedelta) -> str:
+    ms = duration // timedelta(milliseconds=1)
+    if ms < 1000:
+        return f"{ms} ms"
+    if ms < 60_000:
+        return f"{ms / 1000:.1f} s"
+    minutes, seconds = divmod(round(ms / 1000), 60)
+    return f"{minutes} min {seconds} s"
+
+
+def step_fold_apply(fold: StepFold, event: RunEvent) -> None:
+    _clock_advance(fold, event)
+    data = event.data
+    agent = event.agent
+    match event.type:
+        case RunEvent.Type.METADATA if data.get("resumed"):
+            # The worker died and the step it was in starts again, tool call
+            # included; a subagent's work goes on under its hand-over.
+            for open_agent, step in list(fold.running.items()):
+                if step.kind != AGENT:
+                    _finish(fold, step, STOPPED, outcome="interrupted, done again")
+                    del fold.running[open_agent]
+            # Among the steps of the agent that was at work: the newest hand-over's, else the lead's.
+            _place(fold, next(reversed(fold.groups), LEAD_AGENT)).append(
+                Step(RESUMED, "", subject="the worker stopped; the run went on where it was", status=OK, started=fold.work)
+            )
+        case RunEvent.Type.AGENT_START if agent != LEAD_AGENT:
+            instruction = str(data.get("instruction", ""))
+            by = str(data.get("from") or LEAD_AGENT)
+            step = fold.running.get(by)
+            if step is None or step.kind != AGENT or step.agent != agent:
+                # A hand-over with no call logged before it still gets a step.
+                step = Step(AGENT, agent, by=by, started=fold.work)
+                _place(fold, by).append(step)
+            step.subject, step.detail = quoted(instruction), instruction
+            fold.groups[agent] = step
+        case RunEvent.Type.AGENT_COMPLETE if agent != LEAD_AGENT:
+            step = fold.groups.pop(agent, None)
+            if step is not None:
+                # The whole report; the lead's tool result holds it cut.
+                step.body = str(data.get("response", ""))
+        case RunEvent.Type.TOOL_START:
+            tool = str(data.get("tool", ""))
+            params = data.get("params") if isinstance(data.get("params"), dict) else {}
+            if tool == CALL_SUBAGENT:
+                instruction = str(params.get("instruction", ""))
+                step = Step(AGENT, str(params.get("agent", "")), by=agent, subject=quoted(instruction), detail=instruction)
+            else:
+                step = Step(TOOL, agent, tool=tool, subject=_subject(tool, params, fold.titles), params=params)
+                if tool in _ARTIFACT_VERBS and params.get("title"):
+                    fold.titles[str(params.get("id", ""))] = str(params["title"])
+            step.started = fold.work
+            fold.tool_calls += 1
+            _place(fold, agent).append(step)
+            fold.running[agent] = step
+        case RunEvent.Type.TOOL_COMPLETE:
+            step = fold.running.pop(agent, None)
+            if step is None:
+                # A call the engine could not parse never started; it fails on its own.
+                step = Step(TOOL, agent, tool=str(data.get("tool", "")), started=fold.work)
+                fold.tool_calls += 1
+                _place(fold, agent).append(step)
+            _result_read(fold, step, data)
+            if step.permission in ("deny", "expired"):
+                _finish(fold, step, DENIED)
+            else:
+                _finish(fold, step, OK if data.get("success") else FAILED, outcome=_outcome(step, data))
+        case RunEvent.Type.PERMISSION_REQUEST:
+            tool = str(data.get("tool", ""))
+            step = fold.running.get(agent)
+            if step is None or step.tool != tool:
+                params = data.get("params") if isinstance(data.get("params"), dict) else {}
+                step = Step(PERMISSION, agent, tool=tool, subject=_subject(tool, params, fold.titles), started=fold.work)
+                _place(fold, agent).append(step)
+            step.permission = "asked"
+            fold.asking = step
+        case RunEvent.Type.PERMISSION_RESULT:
+            step, fold.asking = fold.asking, None
+            if step is None:
+                return
+            step.permission = str(data.get("decision", ""))
+            if step.kind == PERMISSION:
+                _finish(fold, step, OK if step.permission in ("approve", "always") else DENIED)
+        case RunEvent.Type.COMPACTION:
+            before, after = data.get("tokens_before"), data.get("tokens_after")
+            sizes = f": {before:,} → {after:,} tokens (estimated)" if isinstance(before, int) and isinstance(after, int) else ""
+            compacted = Step(COMPACTION, agent, subject=f"summarised its context to make room{sizes}", status=OK, started=fold.work)
+            compacted.body = str(data.get("summary", ""))
+            _place(fold, agent).append(compacted)
+        case RunEvent.Type.LLM_RETRY:
+            retry = Step(RETRY, agent, subject="the model's reply broke off; asked again", status=OK, started=fold.work)
+            retry.text = str(data.get("reason", ""))
+            _place(fold, agent).append(retry)
+        case RunEvent.Type.COMPLETE | RunEvent.Type.ERROR:
+            if fold.asking is not None:
+                if fold.asking.kind == PERMISSION:
+                    _finish(fold, fold.asking, STOPPED)
+                fold.asking.permission, fold.asking = "unanswered", None
+            for step in fold.running.values():
+                _finish(fold, step, STOPPED)
+            fold.running.clear()
+            fold.groups.clear()
+        case _:
+            return
+    fold.changed_seq = event.seq
+
+
+def _clock_advance(fold: StepFold, event: RunEvent) -> None:
+    """Adds the time since the previous event to work, or to wait while a
+    permission question is open (its answer is the event that ends the wait)."""
+    if fold.last_at is not None and event.created_at is not None:
+        elapsed = max(event.created_at - fold.last_at, timedelta(0))
+        if fold.asking is not None:
+            fold.wait += elapsed
+        else:
+            fold.work += elapsed
+    fold.last_at = event.created_at
+
+
+def _place(fold: StepFold, agent: str) -> list[Step]:
+    """Where an agent's steps go: under its hand-over for a subagent at work,
+    else the run's own list."""
+    group = fold.groups.get(agent)
+    return group.children if group is not None else fold.steps
+
+
+def _finish(fold: StepFold, step: Step, status: str, *, outcome: str = "") -> None:
+    step.status, step.duration = status, fold.work - step.started
+    step.outcome = outcome or step.outcome
+
+
+def shortened(text, limit: int) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def quoted(text, limit: int = SUBJECT_CHARS) -> str:
+    return f"“{shortened(text, limit)}”"
+
+
+def _subject(tool: str, params: dict, titles: dict[str, str]) -> str:
+    """A call's parameters in a few words, naming what it reads or writes by
+    the title this run has seen for it."""
+    if tool == WEB_SEARCH:
+        return quoted(params.get("query", ""))
+    if tool == WEB_FETCH:
+        url = str(params.get("url", "")).strip()
+        return f"{quoted(titles[url])} {url}" if titles.get(url) else url
+    if tool in _ARTIFACT_VERBS:
+        artifact_id = str(params.get("id", ""))
+        title = params.get("title") or titles.get(artifact_id)
+        return quoted(title) if title else artifact_id
+    return shortened(", ".join(f"{name}={value}" for name, value in params.items()), SUBJECT_CHARS)
+
+
+def status_line(step: Step | None, fold: StepFold, agent: str) -> str:
+    """The status line for a call that starts or runs now."""
+    if step is None:
+        return f"{agent} · working"
+    params = step.params
+    if step.kind == AGENT:
+        return f"{step.by} · handing over to {step.agent}"
+    if step.tool == WEB_SEARCH:
+        where = "the team library" if search_provider() == "local" else "the web"
+        return f"{agent} · searching {where} for {quoted(params.get('query', ''))}"
+    if step.tool == WEB_FETCH:
+        url = str(params.get("url", "")).strip()
+        title = fold.titles.get(url)
+        return f"{agent} · reading {quoted(title)} ({url})" if title else f"{agent} · reading {url}"
+    if step.tool in _ARTIFACT_VERBS:
+        return f"{agent} · {_ARTIFACT_VERBS[step.tool]} {step.subject}"
+    return f"{agent} · running {step.tool}"
+
+
+# --- reading tool results -----------------------------------------------------------
+# The XML shapes the tools write for the model (agents/search.py, agents/web.py,
+# agents/library.py, artifacts/tools.py, agents/tooling.py, the engine's
+# subagent_result and stored_result). The event keeps the first 2,000
+# characters, so a result may stop anywhere: every pattern takes what is there.
+
+_OPENING = re.compile(r"\s*<(\w+)((?:\s+[\w:-]+=(?:\"[^\"]*\"|'[^']*'))*)\s*>")
+_ATTRIBUTE = re.compile(r"([\w:-]+)=(?:\"([^\"]*)\"|'([^']*)')")
+_HIT = re.compile(r"<result>\s*<title>(.*?)</title>\s*<url>(.*?)</url>\s*(?:<snippet>(.*?)(?:</snippet>|$))?", re.DOTALL)
+_CONTENT = re.compile(r"<content>(.*?)(?:</content>|$)", re.DOTALL)
+_PREVIEW = re.compile(r"<preview>(.*?)(?:…</preview>|</preview>|$)", re.DOTALL)
+_ERROR_MESSAGE = re.compile(r"<message>(.*?)(?:</message>|$)", re.DOTALL)
+_NOTE = re.compile(r"\n<note>(.*?)</note>", re.DOTALL)
+_TAG = re.compile(r"<[^>]*>")
+# Markdown emphasis and heading marks in snippets and page text, which the
+# activity shows as plain text (the library marks search matches with **).
+_MARKUP = re.compile(r"\*\*|__|(?:^|(?<=\s))#{1,6}(?=\s)")
+
+
+def _attributes(text: str) -> dict[str, str]:
+    return {name: unescape(double or single) for name, double, single in _ATTRIBUTE.findall(text)}
+
+
+def _plain(text: str, limit: int) -> str:
+    return shortened(_MARKUP.sub("", unescape(text)), limit)
+
+
+def _result_read(fold: StepFold, step: Step, data: dict) -> None:
+    """What a tool's result says, read from the XML the model was shown:
+    sources, a page, an artifact, a report or an error. A result of another
+    shape, or one cut before anything could be read, stays plain text."""
+    result = data.get("result") if isinstance(data.get("result"), str) else ""
+    result, _, notes = result.partition("\n<note>")
+    step.notes = [unescape(note) for note in _NOTE.findall("\n<note>" + notes)] if notes else []
+    change = data.get("artifact_change")
+    if isinstance(change, dict) and change.get("artifact_id"):
+        step.artifact = ArtifactRef(str(change["artifact_id"]), str(change.get("title") or ""), change.get("version"))
+        if change.get("title"):
+            fold.titles[step.artifact.artifact_id] = step.artifact.title
+    opening = _OPENING.match(result)
+    tag, attributes = (opening[1], _attributes(opening[2])) if opening else ("", {})
+    if tag == "stored_result":
+        step.stored = ArtifactRef(attributes.get("artifact", ""))
+        # The preview is the start of the result itself, escaped once more.
+        preview = _PREVIEW.search(result)
+        result = unescape(preview[1]) if preview else ""
+        opening = _OPENING.match(result)
+        tag, attributes = (opening[1], _attributes(opening[2])) if opening else ("", {})
+    inner = result[opening.end() :] if opening else ""
+    if tag == "error":
+        message = _ERROR_MESSAGE.search(inner)
+        step.text = unescape(message[1] if message else _TAG.sub("", inner)).strip()
+    elif tag == "search_results" and (hits := _HIT.findall(inner)):
+        step.sources = [Source(_plain(title, 200), unescape(url).strip(), _plain(snippet, EXCERPT_CHARS)) for title, url, snippet in hits]
+        fold.titles.update((source.url, source.title) for source in step.sources if source.title)
+    elif tag == "search_results" and "<result" not in inner:
+        # "No results. Try other or fewer words."
+        step.text = unescape(_TAG.sub("", inner)).strip()
+    elif tag == "page":
+        url = attributes.get("url") or str(data.get("url", ""))
+        title = attributes.get("title") or str(data.get("title", ""))
+        content = _CONTENT.search(inner)
+        step.page = Source(title, url, _plain(content[1], EXCERPT_CHARS) if content else "")
+        if title:
+            fold.titles[url] = title
+            step.subject = _subject(step.tool, step.params, fold.titles)
+    elif tag == "artifact" and step.artifact is None:
+        # read_artifact names what it read in its attributes; the changing tools in artifact_change.
+        artifact_id = attributes.get("id") or unescape(_TAG.sub("", inner.split("</id>", 1)[0]))
+        version = attributes.get("version", "")
+        step.artifact = ArtifactRef(artifact_id, attributes.get("title", ""), int(version) if version.isdigit() else None)
+    elif tag == "subagent_result":
+        step.body = step.body or unescape(inner.rsplit("</subagent_result>", 1)[0]).strip()
+    elif tag != "artifact":
+        step.text = result
+
+
+def _outcome(step: Step, data: dict) -> str:
+    """A finished call's result in a few words."""
+    if not data.get("success"):
+        return shortened(step.text.splitlines()[0] if step.text.strip() else "", OUTCOME_CHARS)
+    if step.kind == AGENT:
+        return "reported back" if step.body else "no report"
+    if step.tool == WEB_SEARCH:
+        count = len(step.sources)
+        return f"{count} result{'s' if count != 1 else ''}" if count else "no results"
+    if step.artifact and step.artifact.version is not None:
+        return f"v{step.artifact.version}"
+    return ""
