@@ -3,6 +3,9 @@ in `agents/prompts/<name>.md`; the engine needs no change."""
 
 from dataclasses import dataclass
 
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
 from artifacts.tools import ARTIFACT_TOOLS
 
 from .search import WEB_SEARCH_TOOL
@@ -19,6 +22,7 @@ class AgentConfig:
     description: str
     tools: tuple[Tool, ...]
     # Tool calls the agent may make in one activation; then it must answer.
+    # settings.MAX_TOOL_ROUNDS overrides it (max_tool_rounds below).
     max_tool_rounds: int
     # Subagents see only the instruction they were given, not the conversation.
     sees_history: bool = False
@@ -52,7 +56,7 @@ SUBAGENTS = {
             name="crawl_agent",
             description="Reads given URLs (web pages, PDFs, library documents) and reports their relevant content.",
             tools=(WEB_FETCH_TOOL,),
-            max_tool_rounds=5,
+            max_tool_rounds=2,
         ),
     )
 }
@@ -61,11 +65,23 @@ LEAD = AgentConfig(
     name=LEAD_AGENT,
     description="Plans the work, delegates, and writes the answer and its artifacts.",
     tools=(*ARTIFACT_TOOLS, CALL_SUBAGENT_TOOL),
-    max_tool_rounds=20,
+    max_tool_rounds=100,
     sees_history=True,
 )
 
 AGENTS = {LEAD_AGENT: LEAD, **SUBAGENTS}
+
+
+def max_tool_rounds(agent: str) -> int:
+    """The agent's tool calls per activation, as the environment sets them or else its default."""
+    # Checked here, not in the settings, which load before the agents exist; a
+    # misspelt name would otherwise leave the agent it meant at its default unnoticed.
+    if unknown := sorted(settings.MAX_TOOL_ROUNDS.keys() - AGENTS.keys()):
+        raise ImproperlyConfigured(
+            f"ARTIFACTFLOW_MAX_TOOL_ROUNDS names an agent that does not exist: {', '.join(unknown)}. "
+            f"The agents are {', '.join(AGENTS)}."
+        )
+    return settings.MAX_TOOL_ROUNDS.get(agent, AGENTS[agent].max_tool_rounds)
 
 
 def subagents_describe() -> str:

@@ -5,13 +5,15 @@ this turn's request and its tool interactions."""
 from functools import cache
 from pathlib import Path
 
+from django.utils import timezone
+
 from artifacts.manager import ArtifactManager
 from artifacts.selectors import TASK_PLAN
 from conversations.selectors import message_path
 
 from .config import LEAD_AGENT, subagents_describe
 from .llm import NATIVE
-from .models import RunEvent
+from .models import Run, RunEvent
 from .toolcalls import toolcalls_describe
 
 PROMPTS_DIR = Path(__file__).parent / "prompts"
@@ -30,14 +32,16 @@ NATIVE_TOOLS_TEXT = (
 
 
 def system_prompt(*, config, artifacts: ArtifactManager, tool_mode: str) -> str:
-    """The agent's role, its tools, and for the lead the subagents, the whole
-    task plan and an inventory of the artifacts (seed 004)."""
+    """The agent's role, its tools, and for the lead the subagents, the current
+    time, the whole task plan and an inventory of the artifacts (seed 004)."""
     # Native function calling sends the tools' schemas beside the messages.
     tools = NATIVE_TOOLS_TEXT if tool_mode == NATIVE else toolcalls_describe(config.tools)
     parts = [prompt_text(config.name), tools]
     if config.name != LEAD_AGENT:
         return "\n\n".join(parts)
     parts.append(subagents_describe())
+    # After the parts that never change, so a provider's prompt cache keeps them (seed 003 <system_time>).
+    parts.append(_time_text())
     inventory = artifacts.inventory()
     plan = next((a for a in inventory if a["artifact_id"] == TASK_PLAN), None)
     if plan is not None:
@@ -47,13 +51,23 @@ def system_prompt(*, config, artifacts: ArtifactManager, tool_mode: str) -> str:
     return "\n\n".join(parts)
 
 
+def _time_text() -> str:
+    now = timezone.localtime()
+    return (
+        f"# Current time\n\n{now:%A} {now.isoformat(sep=' ', timespec='minutes')} "
+        f"(time zone {timezone.get_current_timezone_name()}). Judge what is recent or out of date by it."
+    )
+
+
 def _inventory_text(inventory: list[dict]) -> str:
     if not inventory:
         return "# Artifacts\n\nThis conversation has no artifacts yet."
     lines = ["# Artifacts", ""]
     for artifact in inventory:
-        content = artifact["content"]
-        preview = " ".join(content.split())[:PREVIEW_CHARS] if content else "(a stored file, not text)"
+        if not artifact["is_text"]:
+            preview = "(a stored file, not text)"
+        else:
+            preview = " ".join(artifact["content"].split())[:PREVIEW_CHARS] or "(empty)"
         lines.append(
             f"- `{artifact['artifact_id']}` — {artifact['title']} ({artifact['content_type']}, "
             f"version {artifact['version']}, from {artifact['source']}): {preview}"
@@ -82,7 +96,12 @@ def _history(message) -> list[dict]:
     start, history = 0, []
     boundary = (
         RunEvent.objects.filter(
-            type=RunEvent.Type.COMPACTION, agent=LEAD_AGENT, run__message_id__in=[m.pk for m in path]
+            type=RunEvent.Type.COMPACTION,
+            agent=LEAD_AGENT,
+            run__message_id__in=[m.pk for m in path],
+            # A failed or cancelled attempt's summary may stand for work that
+            # was lost or never answered; only a finished turn's is the past.
+            run__status=Run.Status.COMPLETED,
         )
         .order_by("-id")
         .values_list("run__message_id", "data")

@@ -26,12 +26,25 @@ from django.utils import timezone
 from artifacts.manager import ArtifactManager
 
 from . import compaction, context
-from .config import AGENTS, CALL_SUBAGENT, LEAD_AGENT, SUBAGENTS, AgentConfig
+from .config import (
+    AGENTS,
+    CALL_SUBAGENT,
+    LEAD_AGENT,
+    SUBAGENTS,
+    AgentConfig,
+    max_tool_rounds,
+)
 from .events import RunEventLog
 from .llm import NATIVE, AgentModels, ModelError
 from .models import RunEvent
+from .toolcalls import (
+    OPEN_TAG,
+    ToolCall,
+    text_before_calls,
+    toolcalls_from_native,
+    toolcalls_parse,
+)
 from .tooling import CONFIRM, Tool, ToolContext, ToolResult, tool_error
-from .toolcalls import OPEN_TAG, ToolCall, text_before_calls, toolcalls_from_native, toolcalls_parse
 
 # How much of a tool result the event log keeps for the page; the model gets all of it.
 EVENT_RESULT_CHARS = 2000
@@ -40,6 +53,9 @@ EVENT_RESULT_CHARS = 2000
 EVENT_PARAM_CHARS = 2000
 # How often a streaming model call looks at the cancel flag.
 CANCEL_CHECK_SECONDS = 0.3
+# From this many tool calls left, the lead is told how many, so it can plan
+# its answer rather than be cut off (seed 003); a subagent has only a few.
+ROUNDS_LEFT_WARNING = 5
 
 APPROVE, ALWAYS, DENY, EXPIRED = "approve", "always", "deny", "expired"
 DECISIONS = (APPROVE, ALWAYS, DENY, EXPIRED)
@@ -109,6 +125,16 @@ class TurnOutcome:
     status: str  # "completed", "waiting_permission" or "cancelled"
     response: str
     metrics: dict
+    # The open permission request of a turn that waits for it.
+    pending: dict | None = None
+
+
+def permission_request_data(pending: dict) -> dict:
+    """The permission_request event of a turn's open question. The service
+    logs it in the transaction that marks the run as waiting: a page that
+    takes a run's status from its row never sees the question before the
+    row says the run waits, nor misses it after."""
+    return {**{k: pending[k] for k in ("id", "tool", "expires_at")}, **_event_params(pending["params"])}
 
 
 @dataclass
@@ -196,6 +222,8 @@ class Turn:
     def _step(self, state: TurnState) -> TurnOutcome | None:
         frame = state.frames[-1]
         config = AGENTS[frame.agent]
+        # Before the model call: a misconfigured limit fails the turn before it costs one.
+        rounds = max_tool_rounds(frame.agent)
         tools = {tool.name: tool for tool in config.tools}
         reply = self._model_call(state, frame, config)
         schemas = {name: tool.parameters for name, tool in tools.items()}
@@ -204,7 +232,7 @@ class Turn:
         else:
             calls = toolcalls_parse(reply.content, schemas=schemas)
 
-        if not calls or frame.rounds >= config.max_tool_rounds:
+        if not calls or frame.rounds >= rounds:
             # Past its rounds the agent was told to answer; what it wrote
             # before another call is all the answer there is.
             response = text_before_calls(reply.content) if calls else reply.content
@@ -215,14 +243,17 @@ class Turn:
         frame.interactions.append(self._call_message(frame, reply, call))
         if len(calls) > 1:
             frame.notes.append(f"Only the first of your {len(calls)} tool calls was run: call one tool at a time.")
-        if frame.rounds >= config.max_tool_rounds:
+        left = rounds - frame.rounds
+        if left == 0:
             frame.notes.append("You have used all your tool calls. Write your final answer now, without calling a tool.")
+        elif left <= ROUNDS_LEFT_WARNING and frame.agent == LEAD_AGENT:
+            frame.notes.append(f"You have {left} tool call{'s' if left > 1 else ''} left; then write your final answer.")
 
         if call.error:
             self._tool_report(frame, call, tool_error(tool=call.name, message=call.error))
             return None
-        self.log.emit(RunEvent.Type.TOOL_START, agent=frame.agent, data={"tool": call.name, **_event_params(call.params)})
         if call.name == CALL_SUBAGENT:
+            self._tool_start(frame, call)
             self._subagent_start(state, frame, call)
             return None
         tool = tools[call.name]
@@ -352,7 +383,7 @@ class Turn:
         """`out_of_rounds`: the agent still only called tools after its last
         round; an empty response then says so, rather than "empty answer"."""
         self.log.emit(RunEvent.Type.AGENT_COMPLETE, agent=frame.agent, data={"response": response})
-        rounds = AGENTS[frame.agent].max_tool_rounds
+        rounds = max_tool_rounds(frame.agent)
         if len(state.frames) == 1:
             if not response and out_of_rounds:
                 raise ModelError(
@@ -378,6 +409,9 @@ class Turn:
             success=bool(response),
             content=f"<subagent_result agent={quoteattr(frame.agent)}>\n{escape(report)}\n</subagent_result>",
         )
+        # A long report is the subagent's detailed product, kept like a long tool result.
+        instruction = " ".join(frame.instruction.split())
+        result = self._result_spill(result=result, name=f"{frame.agent}_report", title=f"{frame.agent} report ({instruction[:200]})")
         self._tool_report(lead, ToolCall(name=CALL_SUBAGENT, id=frame.call_id), result)
         return None
 
@@ -393,13 +427,24 @@ class Turn:
 
     # --- tools -------------------------------------------------------------------
 
+    def _tool_start(self, frame: Frame, call: ToolCall) -> None:
+        self.log.emit(RunEvent.Type.TOOL_START, agent=frame.agent, data={"tool": call.name, **_event_params(call.params)})
+
     def _tool_execute(self, state: TurnState, frame: Frame, tool: Tool, call: ToolCall) -> None:
+        """Runs the call; one that needed the user's approval has it by now,
+        so tool_start follows permission_result (seed 004)."""
+        self._tool_start(frame, call)
         state.phase = Phase.TOOL_EXECUTING
         started = time.monotonic()
         result = tool.handler(self.tool_context, **call.params)
         duration_ms = int((time.monotonic() - started) * 1000)
-        if tool.spill and len(result.content) > settings.TOOL_RESULT_MAX_CHARS:
-            result = self._result_spill(tool, call, result)
+        if tool.spill:
+            about = ", ".join(f"{k}={v}" for k, v in call.params.items())
+            # A subagent cannot read artifacts; the lead it reports to can.
+            reader = "" if frame.agent == LEAD_AGENT else "Name it in your report: the lead agent can read it whole."
+            result = self._result_spill(
+                result=result, name=f"{tool.name}_result", title=f"{tool.name} result ({about[:200]})", reader=reader
+            )
         state.tool_metrics.append({"tool_name": tool.name, "agent": frame.agent, "success": result.success, "duration_ms": duration_ms})
         self._tool_report(frame, call, result, duration_ms=duration_ms)
 
@@ -425,19 +470,16 @@ class Turn:
                 {"role": "user", "content": f"<tool_result tool={quoteattr(call.name)}>\n{content}\n</tool_result>"}
             )
 
-    def _result_spill(self, tool: Tool, call: ToolCall, result: ToolResult) -> ToolResult:
+    def _result_spill(self, *, result: ToolResult, name: str, title: str, reader: str = "") -> ToolResult:
         """A result too large for the context becomes an artifact of the
-        session; the model gets a preview and the id to read it by (seed 001)."""
+        session, `<name>_<n>`; the model gets a preview and the id to read it
+        by (seed 001). A result that fits is returned as it is."""
+        if len(result.content) <= settings.TOOL_RESULT_MAX_CHARS:
+            return result
         existing = {a["artifact_id"] for a in self.artifacts.inventory()}
-        number = next(n for n in range(1, len(existing) + 2) if f"{tool.name}_result_{n}" not in existing)
-        artifact_id = f"{tool.name}_result_{number}"
-        about = ", ".join(f"{k}={v}" for k, v in call.params.items())[:200]
-        self.artifacts.create(
-            artifact_id=artifact_id,
-            title=f"{tool.name} result ({about})",
-            content=result.content,
-            content_type="text/xml",
-        )
+        number = next(n for n in range(1, len(existing) + 2) if f"{name}_{n}" not in existing)
+        artifact_id = f"{name}_{number}"
+        self.artifacts.create(artifact_id=artifact_id, title=title, content=result.content, content_type="text/xml")
         preview = result.content[: settings.TOOL_RESULT_PREVIEW_CHARS]
         return ToolResult(
             success=result.success,
@@ -445,7 +487,7 @@ class Turn:
                 f'<stored_result artifact={quoteattr(artifact_id)} chars="{len(result.content)}">'
                 f"<preview>{escape(preview)}…</preview>"
                 f"<note>The whole result is too long to show here; it is stored as the artifact "
-                f"{artifact_id}. Read it with read_artifact when you need more than the preview.</note>"
+                f"{artifact_id}. {reader or 'Read it with read_artifact, in parts by line or character range, when you need more than the preview.'}</note>"
                 f"</stored_result>"
             ),
             metadata={**result.metadata, "stored_as": artifact_id},
@@ -464,11 +506,7 @@ class Turn:
             "expires_at": expires_at.isoformat(),
         }
         state.phase = Phase.WAITING_PERMISSION
-        self.log.emit(
-            RunEvent.Type.PERMISSION_REQUEST,
-            agent=frame.agent,
-            data={**{k: state.pending[k] for k in ("id", "tool", "expires_at")}, **_event_params(call.params)},
-        )
+        # The service logs the question with the run's pause (permission_request_data).
         return self._outcome("waiting_permission", state)
 
     def _pending_resolve(self, state: TurnState) -> None:
@@ -506,6 +544,7 @@ class Turn:
                 "agent_executions": list(state.agent_metrics.values()),
                 "tool_calls": state.tool_metrics,
             },
+            pending=state.pending if status == "waiting_permission" else None,
         )
 
 

@@ -99,6 +99,9 @@ def run_view_apply(view: RunView, event: RunEvent) -> None:
         case RunEvent.Type.TOOL_COMPLETE:
             view.activity = f"{agent} · thinking"
         case RunEvent.Type.PERMISSION_REQUEST:
+            # No tool_start precedes a call that needs approval: the question ends the step's prose.
+            if agent == LEAD_AGENT:
+                view.text = ""
             view.status = Run.Status.WAITING_PERMISSION
             # The question in the user's terms: who asks, for what, and the
             # work it was given, from the step the fold keeps for the call.

@@ -11,6 +11,7 @@ from django.utils import timezone
 from django_q.tasks import async_task
 
 from artifactflow.db import TRANSIENT_ERRORS, transient_retry
+from artifacts.branches import Branch, branch_at
 from artifacts.manager import ArtifactManager, FlushReport
 from conversations.markdown import markdown_render
 from conversations.models import Conversation
@@ -31,6 +32,7 @@ WORKER_DIED = "The worker running this turn stopped twice. Ask again to retry."
 # fails it. Claims after a permission answer are not deaths.
 WORKER_DEATHS_RESUMED = 1
 CANCELLED = "Cancelled."
+ARTIFACTS_NOT_SAVED = "The answer is complete, but not all its artifacts were saved. Ask again to have them written."
 INTERNAL_ERROR = "An internal error stopped this turn. It has been logged."
 # Message metadata key: tools the user always allows on the branch through it.
 ALLOWED_TOOLS = "allowed_tools"
@@ -136,7 +138,7 @@ def run_execute(*, run_id: int, on_event=None) -> Run | None:
     lease = Lease(run_id=run.pk, attempt=run.attempts)
     log = RunEventLog(run=run, lease=lease, on_event=on_event)
     artifacts = ArtifactManager(
-        session=run.message.conversation.artifact_session,
+        branch=_run_branch(run),
         run_id=run.pk,
         on_change=log.artifacts_changed,
         fence=lease.hold,
@@ -181,11 +183,18 @@ def _run_drive(*, run: Run, lease: Lease, log: RunEventLog, artifacts: ArtifactM
         logger.exception("Run %s failed", run.pk)
         _run_fail(run=run, lease=lease, log=log, error=INTERNAL_ERROR, flush=artifacts.flush_all())
     else:
-        # Whatever way the loop ended, the turn's artifacts are saved first;
-        # the checkpoint then no longer carries them.
-        flush = artifacts.flush_all()
+        # However the loop ended, the turn's artifacts are saved first; the
+        # checkpoint then no longer carries them. A turn paused for the user's
+        # permission keeps them in the checkpoint instead: one version per
+        # artifact per turn, paused or not (seed 000).
+        flush = FlushReport() if outcome.status == "waiting_permission" else artifacts.flush_all()
         _run_checkpoint(run=run, lease=lease, state=state, artifacts=artifacts)
         _run_finish(run=run, lease=lease, log=log, outcome=outcome, flush=flush)
+
+
+def _run_branch(run: Run) -> Branch:
+    """The artifacts a turn works on: its message's branch."""
+    return branch_at(session=run.message.conversation.artifact_session, message_id=run.message_id)
 
 
 def _run_interrupted(*, run: Run, heartbeat: Heartbeat) -> bool:
@@ -265,14 +274,24 @@ def _run_finish(*, run: Run, lease: Lease, log: RunEventLog, outcome: engine.Tur
             run.metrics = outcome.metrics
             if outcome.status == "waiting_permission":
                 # No worker waits for a human: the task ends here and an answer
-                # enqueues the run again (permission_answer).
+                # enqueues the run again (permission_answer). The question and
+                # the status a page shows it by commit together.
+                log.emit(
+                    RunEvent.Type.PERMISSION_REQUEST,
+                    agent=outcome.pending["agent"],
+                    data=engine.permission_request_data(outcome.pending),
+                )
                 run.status = Run.Status.WAITING_PERMISSION
                 run.save(update_fields=["status", "metrics"])
                 return
             _answer_keep(message=run.message, text=outcome.response)
             if outcome.status == "cancelled":
-                log.emit(RunEvent.Type.ERROR, data={"message": CANCELLED, "cancelled": True, **_flush_data(flush)})
+                _error_emit(log=log, flush=flush, message=CANCELLED, cancelled=True)
                 run.status = Run.Status.CANCELLED
+            elif flush.failed:
+                # An answer whose artifacts were lost is not complete (seed 000).
+                run.error = _error_emit(log=log, flush=flush, message=ARTIFACTS_NOT_SAVED)
+                run.status = Run.Status.FAILED
             else:
                 log.emit(
                     RunEvent.Type.COMPLETE,
@@ -284,11 +303,18 @@ def _run_finish(*, run: Run, lease: Lease, log: RunEventLog, outcome: engine.Tur
                 )
                 run.status = Run.Status.COMPLETED
             run.finished_at = timezone.now()
-            run.save(update_fields=["status", "finished_at", "metrics"])
+            run.save(update_fields=["status", "finished_at", "metrics", "error"])
 
-    if outcome.status == "waiting_permission" and flush.failed:
-        logger.error("Run %s paused with unsaved artifacts: %s", run.pk, flush.failed)
     transient_retry(write, what=f"the end of run {run.pk}")
+
+
+def _error_emit(*, log: RunEventLog, flush: FlushReport, message: str, cancelled: bool = False) -> str:
+    """The `error` event of a turn that did not complete, naming the artifacts
+    it could not save; returns the message it wrote."""
+    if flush.failed:
+        message += f" These artifacts could not be saved: {', '.join(sorted(flush.failed))}."
+    log.emit(RunEvent.Type.ERROR, data={"message": message, **({"cancelled": True} if cancelled else {}), **_flush_data(flush)})
+    return message
 
 
 def _run_fail(*, run: Run, lease: Lease, log: RunEventLog, error: str, flush: FlushReport) -> None:
@@ -304,7 +330,7 @@ def _run_end_unheld(*, run: Run, log: RunEventLog, status: str, error: str = "")
     """End a run no worker holds (queued, waiting for permission, or its worker
     dead), inside the caller's transaction: the artifacts its checkpoint
     carries are saved first."""
-    artifacts = ArtifactManager(session=run.message.conversation.artifact_session, run_id=run.pk, on_change=log.artifacts_changed)
+    artifacts = ArtifactManager(branch=_run_branch(run), run_id=run.pk, on_change=log.artifacts_changed)
     artifacts.restore((run.checkpoint or {}).get("artifacts", []))
     flush = artifacts.flush_all()
     if run.checkpoint:
@@ -318,9 +344,9 @@ def _run_end_save(*, run: Run, log: RunEventLog, status: str, error: str, flush:
     changes) and the run's row saved."""
     _answer_keep(message=run.message, text=_answer_shown(run=run))
     if status == Run.Status.CANCELLED:
-        log.emit(RunEvent.Type.ERROR, data={"message": CANCELLED, "cancelled": True, **_flush_data(flush)})
+        _error_emit(log=log, flush=flush, message=CANCELLED, cancelled=True)
     else:
-        log.emit(RunEvent.Type.ERROR, data={"message": error, **_flush_data(flush)})
+        error = _error_emit(log=log, flush=flush, message=error)
     run.status, run.finished_at, run.error = status, timezone.now(), error
     run.save(update_fields=["status", "finished_at", "error", "checkpoint", "worker_deaths"])
 

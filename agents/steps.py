@@ -21,9 +21,9 @@ from .search import WEB_SEARCH, search_provider
 from .web import WEB_FETCH
 
 # What a step is: a subagent's delegated work (its own steps nested under it), a
-# tool call, a permission question no open call explains, a compaction, a
-# model call asked again, a worker's death and the resumption after it.
-AGENT, TOOL, PERMISSION, COMPACTION, RETRY, RESUMED = "agent", "tool", "permission", "compaction", "retry", "resumed"
+# tool call, a compaction, a model call asked again, a worker's death and the
+# resumption after it.
+AGENT, TOOL, COMPACTION, RETRY, RESUMED = "agent", "tool", "compaction", "retry", "resumed"
 # How it went.
 RUNNING, OK, FAILED, DENIED, STOPPED = "running", "ok", "failed", "denied", "stopped"
 
@@ -226,19 +226,11 @@ def step_fold_apply(fold: StepFold, event: RunEvent) -> None:
                 # The whole report; the lead's tool result holds it cut.
                 step.body = str(data.get("response", ""))
         case RunEvent.Type.TOOL_START:
-            tool = str(data.get("tool", ""))
-            params = data.get("params") if isinstance(data.get("params"), dict) else {}
-            if tool == CALL_SUBAGENT:
-                instruction = str(params.get("instruction", ""))
-                step = Step(AGENT, str(params.get("agent", "")), by=agent, subject=quoted(instruction), detail=instruction)
-            else:
-                step = Step(TOOL, agent, tool=tool, subject=_subject(tool, params, fold.titles), params=params)
-                if tool in _ARTIFACT_VERBS and params.get("title"):
-                    fold.titles[str(params.get("id", ""))] = str(params["title"])
-            step.started = fold.work
-            fold.tool_calls += 1
-            _place(fold, agent).append(step)
-            fold.running[agent] = step
+            step = fold.running.get(agent)
+            # A call that needed approval has had its step since it asked;
+            # its tool_start follows the approval.
+            if step is None or step.tool != data.get("tool") or step.permission not in ("approve", "always"):
+                _call_start(fold, agent, data)
         case RunEvent.Type.TOOL_COMPLETE:
             step = fold.running.pop(agent, None)
             if step is None:
@@ -252,12 +244,10 @@ def step_fold_apply(fold: StepFold, event: RunEvent) -> None:
             else:
                 _finish(fold, step, OK if data.get("success") else FAILED, outcome=_outcome(step, data))
         case RunEvent.Type.PERMISSION_REQUEST:
-            tool = str(data.get("tool", ""))
             step = fold.running.get(agent)
-            if step is None or step.tool != tool:
-                params = data.get("params") if isinstance(data.get("params"), dict) else {}
-                step = Step(PERMISSION, agent, tool=tool, subject=_subject(tool, params, fold.titles), started=fold.work)
-                _place(fold, agent).append(step)
+            # A log written when tool_start came before the question has the call's step already.
+            if step is None or step.tool != data.get("tool"):
+                step = _call_start(fold, agent, data)
             step.permission = "asked"
             fold.asking = step
         case RunEvent.Type.PERMISSION_RESULT:
@@ -265,8 +255,6 @@ def step_fold_apply(fold: StepFold, event: RunEvent) -> None:
             if step is None:
                 return
             step.permission = str(data.get("decision", ""))
-            if step.kind == PERMISSION:
-                _finish(fold, step, OK if step.permission in ("approve", "always") else DENIED)
         case RunEvent.Type.COMPACTION:
             before, after = data.get("tokens_before"), data.get("tokens_after")
             sizes = f": {before:,} → {after:,} tokens (estimated)" if isinstance(before, int) and isinstance(after, int) else ""
@@ -279,8 +267,6 @@ def step_fold_apply(fold: StepFold, event: RunEvent) -> None:
             _place(fold, agent).append(retry)
         case RunEvent.Type.COMPLETE | RunEvent.Type.ERROR:
             if fold.asking is not None:
-                if fold.asking.kind == PERMISSION:
-                    _finish(fold, fold.asking, STOPPED)
                 fold.asking.permission, fold.asking = "unanswered", None
             for step in fold.running.values():
                 _finish(fold, step, STOPPED)
@@ -289,6 +275,25 @@ def step_fold_apply(fold: StepFold, event: RunEvent) -> None:
         case _:
             return
     fold.changed_seq = event.seq
+
+
+def _call_start(fold: StepFold, agent: str, data: dict) -> Step:
+    """The step of a tool call, from its tool_start or, for one that needs
+    approval, its permission_request: both carry the tool and its params."""
+    tool = str(data.get("tool", ""))
+    params = data.get("params") if isinstance(data.get("params"), dict) else {}
+    if tool == CALL_SUBAGENT:
+        instruction = str(params.get("instruction", ""))
+        step = Step(AGENT, str(params.get("agent", "")), by=agent, subject=quoted(instruction), detail=instruction)
+    else:
+        step = Step(TOOL, agent, tool=tool, subject=_subject(tool, params, fold.titles), params=params)
+        if tool in _ARTIFACT_VERBS and params.get("title"):
+            fold.titles[str(params.get("id", ""))] = str(params["title"])
+    step.started = fold.work
+    fold.tool_calls += 1
+    _place(fold, agent).append(step)
+    fold.running[agent] = step
+    return step
 
 
 def _clock_advance(fold: StepFold, event: RunEvent) -> None:

@@ -353,6 +353,25 @@ MODELS_FILE = env.str("ARTIFACTFLOW_MODELS_FILE", default="")
 # Per-tool override of whether the user must approve a call, e.g.
 # ARTIFACTFLOW_TOOL_PERMISSIONS="web_fetch=auto,web_search=confirm".
 TOOL_PERMISSIONS = env.dict("ARTIFACTFLOW_TOOL_PERMISSIONS", default={})
+
+
+def _max_tool_rounds(value: str) -> dict[str, int]:
+    rounds = {}
+    for item in filter(None, (part.strip() for part in value.split(","))):
+        agent, _, count = (side.strip() for side in item.partition("="))
+        if not agent or not count.isdecimal() or int(count) < 1:
+            raise ImproperlyConfigured(
+                f"ARTIFACTFLOW_MAX_TOOL_ROUNDS: {item!r} is not agent=count with a count of at least 1, "
+                "e.g. lead_agent=100,crawl_agent=2."
+            )
+        rounds[agent] = int(count)
+    return rounds
+
+
+# Per-agent override of the tool calls an agent may make before it must
+# answer (the defaults are in agents/config.py; agent names are checked there),
+# e.g. ARTIFACTFLOW_MAX_TOOL_ROUNDS="lead_agent=100,crawl_agent=2".
+MAX_TOOL_ROUNDS = _max_tool_rounds(env.str("ARTIFACTFLOW_MAX_TOOL_ROUNDS", default=""))
 # An unanswered permission request counts as denied after this many seconds.
 PERMISSION_TIMEOUT = env.int("ARTIFACTFLOW_PERMISSION_TIMEOUT", default=3600)
 # A tool result longer than this is stored as an artifact and the model gets a preview.

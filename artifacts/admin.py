@@ -24,7 +24,9 @@ class ArtifactAdmin(admin.ModelAdmin):
     list_filter = ("source", "content_type", "updated_at")
     search_fields = ("artifact_id", "title", "content", "session__conversation__title")
     raw_id_fields = ("session",)
-    readonly_fields = ("lock_version", "created_at", "updated_at")
+    # The text and its number are the newest version's; a change here would be
+    # on no branch (artifacts.branches). Versions are changed by deleting them.
+    readonly_fields = ("content", "current_version", "created_at", "updated_at")
     inlines = [ArtifactVersionInline]
 
 

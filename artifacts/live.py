@@ -55,7 +55,9 @@ def live_put(*, session_id, run_id: int | None, artifacts: list[dict]) -> bool:
         cache.set,
         _key(session_id=session_id, run_id=run_id),
         {a["artifact_id"]: a for a in artifacts},
-        timeout=settings.RUN_TIME_LIMIT + 300,
+        # A turn waiting for permission keeps its working copies unsaved (its
+        # checkpoint holds them) and the page shows them all the while.
+        timeout=max(settings.RUN_TIME_LIMIT, settings.PERMISSION_TIMEOUT) + 300,
     )
     return ok
 
@@ -67,15 +69,16 @@ def live_clear(*, session_id, run_id: int | None) -> None:
         _cache_call(cache.delete, _key(session_id=session_id, run_id=run_id))
 
 
-def live_get(*, session_id) -> dict[str, dict]:
-    """The unflushed working copies of the session's active runs, by artifact id.
-    A run that ended (or whose worker died) contributes nothing, whatever the cache holds.
-    Nothing while the cache is down."""
-    run_ids = sorted(
-        Run.objects.filter(message__conversation_id=session_id, status__in=Run.ACTIVE_STATUSES).values_list(
-            "pk", flat=True
-        )
-    )
+def _active_runs(*, session_id):
+    return Run.objects.filter(message__conversation_id=session_id, status__in=Run.ACTIVE_STATUSES)
+
+
+def live_get(*, session_id, path: tuple[int, ...]) -> dict[str, dict]:
+    """The unflushed working copies of the session's active runs on the branch
+    `path` (the message ids root → leaf), by artifact id. A run that ended (or
+    whose worker died) contributes nothing, whatever the cache holds. Nothing
+    while the cache is down."""
+    run_ids = sorted(_active_runs(session_id=session_id).filter(message_id__in=path).values_list("pk", flat=True))
     if not run_ids:
         return {}
     keys = [_key(session_id=session_id, run_id=run_id) for run_id in run_ids]
@@ -86,6 +89,21 @@ def live_get(*, session_id) -> dict[str, dict]:
     for key in keys:
         merged.update(entries.get(key, {}))
     return merged
+
+
+def live_writing(*, session_id) -> set[str]:
+    """The ids of the artifacts the session's active runs have changed and not
+    saved: what the cache shows, and what their checkpoints carry, in case the
+    cache is down or the run waits on the user past the cache's memory."""
+    # Only the checkpoint's artifacts: the rest is the turn's whole context.
+    runs = list(_active_runs(session_id=session_id).values_list("pk", "checkpoint__artifacts"))
+    ids = {entry["artifact_id"] for _, entries in runs for entry in entries or []}
+    if runs:
+        keys = [_key(session_id=session_id, run_id=pk) for pk, _ in runs]
+        ok, entries = _cache_call(cache.get_many, keys)
+        if ok:
+            ids.update(artifact_id for working in entries.values() for artifact_id in working)
+    return ids
 
 
 def live_announce(*, session_id) -> None:

@@ -1,13 +1,17 @@
 """The write-back artifact manager of one run (seed 000).
 
-During a turn the agents' create/update/rewrite change only this manager's
-working set; `flush_all` writes each changed artifact once when the engine loop
-ends, so a turn that edits `task_plan` ten times leaves one version row. While
-the turn runs, the working copies are published to the shared cache, where any
-web process overlays them on the database (see `artifacts.selectors`).
+A turn works on the artifacts of its branch (`artifacts.branches`): it reads
+each artifact's newest version on the path to its message, and the versions it
+saves record that message. During a turn the agents' create/update/rewrite
+change only this manager's working set; `flush_all` writes each changed
+artifact once when the turn ends, so a turn that edits `task_plan` ten times
+leaves one version row. While the turn runs, the working copies are published
+to the shared cache, where any web process overlays them on the database (see
+`artifacts.selectors`).
 
 The run's checkpoint holds the working copies too, since the cache may be gone
-when a run resumes after its worker died; it stores each one as the saved
+when a run resumes after its worker died or an answer to a permission request
+(a pause saves nothing); it stores each one as the saved
 version it started from (or the text a create or rewrite gave it) and the
 splices made since, so that a small edit of a large artifact checkpoints small.
 """
@@ -23,8 +27,9 @@ from django.utils import timezone
 from artifactflow.db import transient_retry
 
 from . import live
+from .branches import Branch, branch_head, branch_heads, version_is_text, version_title
 from .matching import compute_update
-from .models import Artifact, ArtifactSession, ArtifactVersion
+from .models import Artifact, ArtifactVersion
 from .services import artifact_version_save
 
 logger = logging.getLogger(__name__)
@@ -45,8 +50,13 @@ class WorkingArtifact:
     source: str
     # Counts every change; the flushed version row gets this number.
     version: int
-    # The lock_version read from the database; None for an artifact new this turn.
-    base_lock_version: int | None
+    # The branch's version this turn started from; None for an artifact new
+    # this turn. Saving finds another one there when someone wrote it since.
+    read_version: int | None
+    # The highest version number saved on any branch when it was read: the
+    # first change counts on from it, so branches never share a number.
+    taken: int = 0
+    is_text: bool = True
     update_type: str = ""
     changes: list = field(default_factory=list)
     dirty: bool = False
@@ -58,21 +68,27 @@ class WorkingArtifact:
     edits: list = field(default_factory=list)
 
     @classmethod
-    def from_row(cls, row: Artifact) -> "WorkingArtifact":
+    def from_head(cls, head: ArtifactVersion) -> "WorkingArtifact":
+        artifact = head.artifact
         return cls(
-            artifact_id=row.artifact_id,
-            content_type=row.content_type,
-            title=row.title,
-            content=row.content if row.is_text else "",
-            source=row.source,
-            version=row.current_version,
-            base_lock_version=row.lock_version,
-            base_version=row.current_version,
+            artifact_id=artifact.artifact_id,
+            content_type=artifact.content_type,
+            title=version_title(head),
+            content=head.content,
+            source=artifact.source,
+            version=head.version,
+            read_version=head.version,
+            taken=artifact.current_version,
+            is_text=version_is_text(head),
+            base_version=head.version,
         )
 
     @property
     def is_new(self):
-        return self.base_lock_version is None
+        return self.read_version is None
+
+    def count_change(self) -> None:
+        self.version = max(self.version, self.taken) + 1
 
     def rewrite(self, content: str) -> None:
         self.content = self.base_content = content
@@ -89,6 +105,7 @@ class WorkingArtifact:
             "content": self.content,
             "version": self.version,
             "source": self.source,
+            "is_text": self.is_text,
         }
 
 
@@ -115,14 +132,15 @@ class ArtifactManager:
     def __init__(
         self,
         *,
-        session: ArtifactSession,
+        branch: Branch,
         run_id: int | None = None,
         on_change: Callable[[], None] | None = None,
         fence: Callable[[], None] | None = None,
     ):
         """`fence` is called first in every flush transaction; it raises to
         stop a worker that no longer holds its run from writing (agents.lease)."""
-        self.session = session
+        self.branch = branch
+        self.session = branch.session
         self.run_id = run_id
         self._on_change = on_change
         self._fence = fence
@@ -142,14 +160,21 @@ class ArtifactManager:
             raise ArtifactError(
                 f"Artifact '{artifact_id}' already exists. Use update_artifact or rewrite_artifact to change it."
             )
+        # An artifact of another branch may have the id: its numbers are taken.
+        taken = (
+            Artifact.objects.filter(session=self.session, artifact_id=artifact_id)
+            .values_list("current_version", flat=True)
+            .first()
+        ) or 0
         working = WorkingArtifact(
             artifact_id=artifact_id,
             content_type=content_type or "text/markdown",
             title=title or artifact_id,
             content=content,
             source=Artifact.Source.AGENT,
-            version=1,
-            base_lock_version=None,
+            version=taken + 1,
+            read_version=None,
+            taken=taken,
             update_type="create",
             base_content=content,
         )
@@ -168,7 +193,7 @@ class ArtifactManager:
         working.changes.append([old_str, new_str])
         if not working.is_new:
             working.update_type = "update_fuzzy" if result.layer == "fuzzy" else "update"
-        working.version += 1
+        working.count_change()
         self._changed(working)
         return Change(
             artifact=working, removed=end - start, added=len(new_str), layer=result.layer, similarity=result.similarity
@@ -180,33 +205,29 @@ class ArtifactManager:
         working.rewrite(content)
         if not working.is_new:
             working.update_type = "rewrite"
-        working.version += 1
+        working.count_change()
         self._changed(working)
         return Change(artifact=working, removed=removed, added=len(content))
 
     def read(self, *, artifact_id: str, version: int | None = None) -> dict:
-        """The working copy, or a flushed version from the database."""
+        """The working copy, or a version saved on this branch."""
         if version is None:
             return self._require(artifact_id).snapshot()
-        row = ArtifactVersion.objects.filter(
-            artifact__session=self.session, artifact__artifact_id=artifact_id, version=version
-        ).select_related("artifact").first()
+        row = (
+            ArtifactVersion.objects.filter(
+                self.branch.visible(), artifact__session=self.session, artifact__artifact_id=artifact_id, version=version
+            )
+            .select_related("artifact")
+            .first()
+        )
         if row is None:
-            raise ArtifactError(f"Artifact '{artifact_id}' has no saved version {version}.")
-        return {
-            "artifact_id": artifact_id,
-            "title": row.artifact.title,
-            "content_type": row.artifact.content_type,
-            "content": row.content,
-            "version": row.version,
-            "source": row.artifact.source,
-        }
+            raise ArtifactError(f"Artifact '{artifact_id}' has no saved version {version} on this branch.")
+        return {**WorkingArtifact.from_head(row).snapshot(), "version": row.version}
 
     def inventory(self) -> list[dict]:
-        """Every artifact of the session as this turn sees it: saved rows with
-        this turn's working copies over them, oldest first."""
-        rows = Artifact.objects.filter(session=self.session).order_by("created_at", "pk")
-        entries = {row.artifact_id: WorkingArtifact.from_row(row) for row in rows}
+        """Every artifact of the branch as this turn sees it: the saved ones
+        with this turn's working copies over them, oldest first."""
+        entries = {head.artifact.artifact_id: WorkingArtifact.from_head(head) for head in branch_heads(branch=self.branch)}
         entries.update(self._working)
         return [working.snapshot() for working in entries.values()]
 
@@ -218,6 +239,7 @@ class ArtifactManager:
 
     def restore(self, entries: list[dict]) -> None:
         for entry in entries:
+            entry = self._entry_upgraded(entry)
             if "content" in entry:
                 # The earlier format, whole working copies: a run that was
                 # paused or whose worker died across the upgrade.
@@ -227,6 +249,21 @@ class ArtifactManager:
             self._working[working.artifact_id] = working
         if entries:
             self._live_publish()
+
+    def _entry_upgraded(self, entry: dict) -> dict:
+        """A checkpoint entry from before branches (a run paused across the
+        upgrade) held the artifact's lock_version where `read_version` is now:
+        it continues from what the branch holds."""
+        if "base_lock_version" not in entry:
+            return entry
+        entry = dict(entry)
+        if entry.pop("base_lock_version") is None:
+            entry["read_version"] = None
+        else:
+            artifact = Artifact.objects.filter(session=self.session, artifact_id=entry["artifact_id"]).first()
+            head = branch_head(branch=self.branch, artifact=artifact) if artifact else None
+            entry["read_version"] = head.version if head else None
+        return entry
 
     def _replayed(self, entry: dict) -> str:
         text = entry["base_content"]
@@ -295,7 +332,7 @@ class ArtifactManager:
         ).exists()
 
     def _write(self, working: WorkingArtifact) -> bool:
-        """Returns True when someone else wrote the artifact since it was read."""
+        """Returns True when someone else wrote the artifact on this branch since it was read."""
         row = Artifact.objects.select_for_update().filter(session=self.session, artifact_id=working.artifact_id).first()
         if row is None:
             row = Artifact.objects.create(
@@ -303,34 +340,31 @@ class ArtifactManager:
                 artifact_id=working.artifact_id,
                 content_type=working.content_type,
                 title=working.title,
-                content=working.content,
-                current_version=working.version,
                 source=working.source,
-            )
-            row.versions.create(
-                version=working.version,
-                content=working.content,
-                update_type=working.update_type,
-                changes=working.changes or None,
+                current_version=0,
             )
             conflicted = False
         else:
-            # A user edit (or an upload of the same id) landed since this turn
-            # read the artifact: the later writer becomes the newer version and
-            # both texts stay in the history.
-            conflicted = working.base_lock_version != row.lock_version
-            if conflicted:
-                working.version = max(working.version, row.current_version + 1)
+            # A user edit landed on this branch since this turn read the
+            # artifact: the later writer becomes the newer version and both
+            # texts stay in the history. Another branch's versions are not in
+            # the way, but their numbers are taken.
+            head = branch_head(branch=self.branch, artifact=row)
+            conflicted = (head.version if head else None) != working.read_version
+            working.version = max(working.version, row.current_version + 1)
             row.title, row.content_type = working.title, working.content_type
-            artifact_version_save(
-                artifact=row,
-                content=working.content,
-                version=working.version,
-                update_type=working.update_type,
-                changes=working.changes or None,
-                conflict_writer="agent" if conflicted else "",
-            )
-        working.base_lock_version = row.lock_version
+        artifact_version_save(
+            artifact=row,
+            content=working.content,
+            version=working.version,
+            update_type=working.update_type,
+            changes=working.changes or None,
+            title=working.title,
+            message_id=self.branch.leaf_id,
+            run_id=self.run_id,
+            conflict_writer="agent" if conflicted else "",
+        )
+        working.read_version = working.taken = working.version
         working.changes = []
         working.base_version, working.base_content, working.edits = working.version, None, []
         return conflicted
@@ -340,16 +374,14 @@ class ArtifactManager:
     def _get(self, artifact_id: str) -> WorkingArtifact | None:
         if artifact_id in self._working:
             return self._working[artifact_id]
-        row = Artifact.objects.filter(session=self.session, artifact_id=artifact_id).first()
-        if row is None:
+        heads = branch_heads(branch=self.branch, artifact_id=artifact_id)
+        if not heads:
             return None
-        if not row.is_text:
-            raise ArtifactError(f"Artifact '{artifact_id}' is a binary file ({row.content_type}); it cannot be read or edited as text.")
-        working = WorkingArtifact.from_row(row)
-        if not ArtifactVersion.objects.filter(artifact=row, version=row.current_version, content=row.content).exists():
-            # Changed without a new version (in the admin): no version row
-            # holds this text, so the checkpoint must hold it.
-            working.base_version, working.base_content = None, working.content
+        working = WorkingArtifact.from_head(heads[0])
+        if not working.is_text:
+            raise ArtifactError(
+                f"Artifact '{artifact_id}' is a binary file ({working.content_type}); it cannot be read or edited as text."
+            )
         self._working[artifact_id] = working
         return working
 

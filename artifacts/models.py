@@ -31,9 +31,10 @@ class Artifact(models.Model):
     content_type = models.CharField(max_length=100, default="text/markdown")
     title = models.CharField(max_length=300, blank=True)
     content = models.TextField(blank=True)
+    # The newest version on any branch, whose text `content` is. Writers lock
+    # the row; a write that overlapped another on its branch is told by the
+    # branch's newest version (`artifacts.branches`), not by this one.
     current_version = models.PositiveIntegerField(default=1)
-    # Optimistic lock: every write is conditional on the value it read.
-    lock_version = models.PositiveIntegerField(default=1)
     source = models.CharField(max_length=20, choices=Source.choices, default=Source.AGENT)
     # The uploaded file as it came: what a binary artifact is, and the
     # original of an upload that was converted to text (.docx, .pdf).
@@ -57,9 +58,26 @@ class Artifact(models.Model):
 
 
 class ArtifactVersion(models.Model):
+    """One saved text of an artifact, on the branch of the message it was
+    written at (see `artifacts.branches`)."""
+
     artifact = models.ForeignKey(Artifact, on_delete=models.CASCADE, related_name="versions")
     version = models.PositiveIntegerField()
     content = models.TextField(blank=True)
+    # What the branch shows as the artifact's title; blank in versions saved
+    # before titles were kept per version, which show the artifact's.
+    title = models.CharField(max_length=300, blank=True)
+    # The message whose branch the version belongs to: the turn's that wrote
+    # it, or the one the user was looking at when uploading or editing. None
+    # (before the first message, and for versions older than branches) is on
+    # every branch. A deleted message takes its branch's versions with it.
+    message = models.ForeignKey(
+        "conversations.Message", null=True, blank=True, on_delete=models.CASCADE, related_name="artifact_versions"
+    )
+    # The run that wrote it; None for the user's own uploads and edits.
+    run = models.ForeignKey(
+        "agents.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="artifact_versions"
+    )
     update_type = models.CharField(max_length=30)
     changes = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

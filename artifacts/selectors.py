@@ -1,6 +1,7 @@
-"""What the artifact pane shows. The current content and the list overlay the
-working copies of a running turn; versions, diffs and exports are what was
-saved (flushed) only."""
+"""What the artifact pane shows: the artifacts of the branch the page shows
+(`artifacts.branches`). The current content and the list overlay the working
+copies of a running turn on that branch; versions, diffs and exports are what
+was saved (flushed) only. The history lists every version, each branch's."""
 
 import difflib
 import re
@@ -9,6 +10,8 @@ from datetime import datetime
 from urllib.parse import urlencode
 
 from django.conf import settings
+from django.db.models import Count
+from django.db.models.functions import Left
 from django.urls import reverse
 from markdown_it import MarkdownIt
 from mdit_py_plugins.tasklists import tasklists_plugin
@@ -17,7 +20,8 @@ from artifactflow.ids import ArtifactIdConverter, id_from_text
 from conversations.selectors import conversation_get
 
 from . import live
-from .models import Artifact, ArtifactSession, ArtifactVersion
+from .branches import Branch, branch_heads, branch_shown, version_is_text, version_title
+from .models import Artifact, ArtifactVersion
 from .uploads import upload_too_large_message
 
 TASK_PLAN = "task_plan"
@@ -68,9 +72,11 @@ class ArtifactView:
     source: str
     # The saved row, None for an artifact a running turn has not flushed yet.
     saved: Artifact | None
+    # The branch's newest saved version; None as for `saved`.
+    head: ArtifactVersion | None = None
     # True when the content is a running turn's unsaved working copy.
     live: bool = False
-    # When the saved row last changed; None for an unsaved working copy.
+    # When the branch's version was saved; None for an unsaved working copy.
     updated_at: datetime | None = None
 
     @property
@@ -97,30 +103,36 @@ class ArtifactView:
 
     @property
     def is_text(self) -> bool:
-        return self.saved is None or self.saved.is_text
+        return self.head is None or version_is_text(self.head)
 
     @property
     def conflict(self) -> dict | None:
-        return self.saved.metadata.get("conflict") if self.saved else None
+        """The overlap of two writes that made the branch's version, if one did."""
+        conflict = self.saved.metadata.get("conflict") if self.saved else None
+        return conflict if conflict and self.head and conflict["version"] == self.head.version else None
 
 
-def artifact_session_get(*, user, conversation_id) -> ArtifactSession | None:
+def artifact_branch_get(*, user, conversation_id) -> Branch | None:
+    """The branch the user's conversation page shows; None for a conversation
+    that is not the user's."""
     conversation = conversation_get(user=user, conversation_id=conversation_id)
     if conversation is None:
         return None
-    return ArtifactSession.objects.get_or_create(conversation=conversation)[0]
+    return branch_shown(conversation=conversation)
 
 
-def _view(row: Artifact, working: dict | None) -> ArtifactView:
+def _view(head: ArtifactVersion, working: dict | None) -> ArtifactView:
+    row = head.artifact
     view = ArtifactView(
         artifact_id=row.artifact_id,
-        title=row.title,
+        title=version_title(head),
         content_type=row.content_type,
-        content=row.content,
-        version=row.current_version,
+        content=head.content,
+        version=head.version,
         source=row.source,
         saved=row,
-        updated_at=row.updated_at,
+        head=head,
+        updated_at=head.created_at,
     )
     if working is not None:
         view.title, view.content, view.version = working["title"], working["content"], working["version"]
@@ -141,27 +153,60 @@ def _working_view(working: dict) -> ArtifactView:
     )
 
 
-def artifact_list(*, session: ArtifactSession) -> list[ArtifactView]:
-    """Saved and unsaved artifacts, `task_plan` first, then oldest first."""
-    working = live.live_get(session_id=session.pk)
-    rows = list(Artifact.objects.filter(session=session).order_by("created_at", "id"))
-    views = [_view(row, working.pop(row.artifact_id, None)) for row in rows]
+def artifact_list(*, branch: Branch) -> list[ArtifactView]:
+    """The branch's saved and unsaved artifacts, `task_plan` first, then oldest first."""
+    working = live.live_get(session_id=branch.session.pk, path=branch.path)
+    views = [_view(head, working.pop(head.artifact.artifact_id, None)) for head in branch_heads(branch=branch)]
     views += [_working_view(w) for w in working.values()]
     return sorted(views, key=lambda v: not v.is_task_plan)
 
 
-def artifact_get(*, session: ArtifactSession, artifact_id: str) -> ArtifactView | None:
-    working = live.live_get(session_id=session.pk).get(artifact_id)
-    row = Artifact.objects.filter(session=session, artifact_id=artifact_id).first()
-    if row is None:
+def artifact_get(*, branch: Branch, artifact_id: str) -> ArtifactView | None:
+    working = live.live_get(session_id=branch.session.pk, path=branch.path).get(artifact_id)
+    heads = branch_heads(branch=branch, artifact_id=artifact_id)
+    if not heads:
         return _working_view(working) if working else None
-    return _view(row, working)
+    return _view(heads[0], working)
 
 
-def artifact_versions(*, artifact: Artifact) -> list[ArtifactVersion]:
+QUESTION_CHARS = 60
+
+
+def artifact_versions(*, artifact: Artifact, branch: Branch) -> list[ArtifactVersion]:
+    """Every saved version, newest first, each with `on_branch` and `where`
+    it was written: "turn 3" on this branch, "other branch: “question…”" with
+    the start of the other branch's question, or "" for a version on every branch."""
     # The related manager hands each row its artifact by reading the row's
     # artifact_id: deferred, that read is a query per version.
-    return list(artifact.versions.order_by("-version").only("artifact", "version", "update_type", "created_at"))
+    versions = list(
+        artifact.versions.order_by("-version")
+        .only("artifact", "version", "update_type", "created_at", "message")
+        .annotate(question=Left("message__content", QUESTION_CHARS + 1))
+    )
+    turns = {message_id: number for number, message_id in enumerate(branch.path, start=1)}
+    for version in versions:
+        version.on_branch = branch.holds(version)
+        question = version.question or ""
+        if len(question) > QUESTION_CHARS:
+            question = question[:QUESTION_CHARS].rstrip() + "…"
+        if version.message_id in turns:
+            version.where = f"turn {turns[version.message_id]}"
+        else:
+            version.where = f"other branch: “{question}”" if question else ""
+    return versions
+
+
+@dataclass(frozen=True)
+class DeleteScope:
+    versions: int
+    # Versions of other branches, which go too.
+    elsewhere: int
+
+
+def artifact_delete_scope(*, artifact: Artifact, branch: Branch) -> DeleteScope:
+    """What deleting the artifact takes with it, for the confirmation."""
+    counts = artifact.versions.aggregate(versions=Count("pk"), elsewhere=Count("pk", filter=~branch.visible()))
+    return DeleteScope(**counts)
 
 
 def artifact_version_get(*, artifact: Artifact, version: int) -> ArtifactVersion | None:
@@ -294,18 +339,22 @@ def _page_url(*, conversation_url: str, selected: ArtifactView | None, version, 
 
 
 def pane_context(
-    *, session: ArtifactSession, selected: ArtifactView | None = None, version=None, diff=None, notice: str = ""
+    *, branch: Branch, selected: ArtifactView | None = None, version=None, diff=None, notice: str = ""
 ) -> dict:
-    """What the artifact pane template needs: the list, the artifact shown
-    (the one chosen, else `artifact_default`'s), its saved versions, and the
-    URL of the conversation page that shows the same (`page_url`)."""
-    artifacts = artifact_list(session=session)
+    """What the artifact pane template needs: the branch's list, the artifact
+    shown (the one chosen, else `artifact_default`'s), its saved versions, and
+    the URL of the conversation page that shows the same (`page_url`)."""
+    session = branch.session
+    artifacts = artifact_list(branch=branch)
     conversation_url = reverse("conversation-detail", args=[session.pk])
     # A pane nobody chose for follows the newest artifact when it refreshes; a chosen one stays.
     chosen = selected is not None
     page_url = _page_url(conversation_url=conversation_url, selected=selected, version=version, diff=diff)
     if selected is None:
         selected = artifact_default(artifacts=artifacts)
+    if version is not None:
+        version.on_branch = branch.holds(version)
+    versions = artifact_versions(artifact=selected.saved, branch=branch) if selected and selected.saved else []
     return {
         "conversation_id": session.pk,
         "conversation_url": conversation_url,
@@ -313,7 +362,12 @@ def pane_context(
         "artifacts": artifacts,
         "selected": selected,
         "chosen": chosen,
-        "versions": artifact_versions(artifact=selected.saved) if selected and selected.saved else [],
+        "versions": versions,
+        # What the version lists select: the version shown, and the pair
+        # compared, else this branch's version and the one before it.
+        "version_selected": version.version if version else selected and selected.version,
+        "compare_from": diff["old"].version if diff else _compare_from(versions=versions, head=selected.head if selected else None),
+        "compare_to": diff["new"].version if diff else selected and selected.version,
         "shown_version": version,
         "diff": diff,
         "pane_notice": notice,
@@ -323,34 +377,57 @@ def pane_context(
     }
 
 
-NO_SUCH_ARTIFACT = "The artifact this link names is not in this conversation; showing the newest."
+def _compare_from(*, versions: list[ArtifactVersion], head: ArtifactVersion | None) -> int | None:
+    """What Compare offers to set the branch's version against: the version
+    before it on the branch, else the one before it of all."""
+    if head is None:
+        return None
+    older = [version for version in versions if version.version < head.version]
+    before = next((version for version in older if version.on_branch), older[0] if older else None)
+    return before.version if before else None
+
+
+NO_SUCH_ARTIFACT = "The artifact this link names is not on this branch of the conversation; showing the newest."
 NO_SUCH_VERSION = "This link names a version that is not saved; showing the current text."
 NO_SUCH_DIFF = "This link compares versions that are not saved; showing the current text."
 
 
 def pane_context_for_page(
-    *, session: ArtifactSession, artifact_id: str, version: str, diff_from: str, diff_to: str
+    *, branch: Branch, artifact_id: str, version: str, diff_from: str, diff_to: str
 ) -> dict:
     """The pane of a conversation page's URL, `?artifact=…`, with `&version=…`
     or `&from=…&to=…` for a diff. A link outlives what it names, so one naming
     nothing shows the nearest there is with a notice, never an error page."""
     if not artifact_id:
-        return pane_context(session=session)
-    # What the URL converter lets through to the artifact views, and never a NUL the database would refuse.
-    named = re.fullmatch(ArtifactIdConverter.regex, artifact_id)
-    selected = artifact_get(session=session, artifact_id=artifact_id) if named else None
+        return pane_context(branch=branch)
+    selected = _artifact_named(branch=branch, artifact_id=artifact_id)
     if selected is None:
-        return pane_context(session=session, notice=NO_SUCH_ARTIFACT)
+        return pane_context(branch=branch, notice=NO_SUCH_ARTIFACT)
     if diff_from or diff_to:
         numbers = {"old_version": id_from_text(diff_from), "new_version": id_from_text(diff_to)}
         diff = artifact_compare(artifact=selected.saved, **numbers) if selected.saved else None
         if diff is None:
-            return pane_context(session=session, selected=selected, notice=NO_SUCH_DIFF)
-        return pane_context(session=session, selected=selected, diff=diff)
+            return pane_context(branch=branch, selected=selected, notice=NO_SUCH_DIFF)
+        return pane_context(branch=branch, selected=selected, diff=diff)
     if version:
         number = id_from_text(version)
         shown = artifact_version_get(artifact=selected.saved, version=number) if selected.saved and number else None
         if shown is None:
-            return pane_context(session=session, selected=selected, notice=NO_SUCH_VERSION)
-        return pane_context(session=session, selected=selected, version=shown)
-    return pane_context(session=session, selected=selected)
+            return pane_context(branch=branch, selected=selected, notice=NO_SUCH_VERSION)
+        return pane_context(branch=branch, selected=selected, version=shown)
+    return pane_context(branch=branch, selected=selected)
+
+
+def pane_context_for_branch_change(*, branch: Branch, artifact_id: str) -> dict:
+    """The pane once the page shows another branch: still the artifact it
+    showed (`artifact_id`, its current text) when the branch has it."""
+    return pane_context(branch=branch, selected=_artifact_named(branch=branch, artifact_id=artifact_id))
+
+
+def _artifact_named(*, branch: Branch, artifact_id: str) -> ArtifactView | None:
+    """The artifact a URL names, if the branch has it. Only what the URL
+    converter lets through to the artifact views is looked for: never a NUL,
+    which the database would refuse."""
+    if not re.fullmatch(ArtifactIdConverter.regex, artifact_id):
+        return None
+    return artifact_get(branch=branch, artifact_id=artifact_id)

@@ -2,14 +2,21 @@
 commit at once (seed 000: an upload is usable the moment it finishes)."""
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.files.base import ContentFile
 from django.core.validators import ProhibitNullCharactersValidator
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from . import live
-from .models import Artifact, ArtifactSession, ArtifactVersion
-from .uploads import UploadError, artifact_id_from_filename, convert_upload, upload_too_large_message
+from .branches import Branch, branch_head
+from .models import Artifact, ArtifactVersion
+from .uploads import (
+    UploadError,
+    artifact_id_from_filename,
+    convert_upload,
+    upload_too_large_message,
+)
 
 
 def artifact_upload_check(*, size: int) -> None:
@@ -18,11 +25,16 @@ def artifact_upload_check(*, size: int) -> None:
         raise UploadError(upload_too_large_message())
 
 
-def artifact_upload(*, session: ArtifactSession, filename: str, data: bytes, content_type: str = "") -> Artifact:
+def artifact_upload(*, branch: Branch, filename: str, data: bytes, content_type: str = "") -> Artifact:
+    """Save an uploaded file as a new artifact on the branch. Its id comes from
+    the file's name, with a suffix when another artifact has it, saved or
+    being written by a running turn (which would otherwise save over it)."""
     artifact_upload_check(size=len(data))
     converted = convert_upload(filename=filename, data=data, content_type=content_type)
+    session = branch.session
+    writing = live.live_writing(session_id=session.pk)
     for _ in range(5):
-        taken = set(Artifact.objects.filter(session=session).values_list("artifact_id", flat=True))
+        taken = writing | set(Artifact.objects.filter(session=session).values_list("artifact_id", flat=True))
         artifact_id = artifact_id_from_filename(filename, taken=taken)
         try:
             with transaction.atomic():
@@ -37,7 +49,12 @@ def artifact_upload(*, session: ArtifactSession, filename: str, data: bytes, con
                 )
                 artifact.file.save(artifact_id, ContentFile(data), save=True)
                 ArtifactVersion.objects.create(
-                    artifact=artifact, version=1, content=converted.content, update_type="upload"
+                    artifact=artifact,
+                    version=1,
+                    content=converted.content,
+                    title=converted.title,
+                    update_type="upload",
+                    message_id=branch.leaf_id,
                 )
                 live.live_announce(session_id=session.pk)
             return artifact
@@ -48,11 +65,21 @@ def artifact_upload(*, session: ArtifactSession, filename: str, data: bytes, con
 
 
 def artifact_version_save(
-    *, artifact: Artifact, content: str, version: int, update_type: str, changes=None, conflict_writer: str = ""
+    *,
+    artifact: Artifact,
+    content: str,
+    version: int,
+    update_type: str,
+    message_id: int | None,
+    title: str = "",
+    changes=None,
+    run_id: int | None = None,
+    conflict_writer: str = "",
 ) -> ArtifactVersion:
-    """Make `content` the artifact's current text as `version` and keep it in the
-    history. With `conflict_writer`, note that this write overlapped another
-    one since the writer read the artifact (the pane shows it)."""
+    """Save `content` as `version` on the branch of `message_id`; as the newest
+    version of all, it is the artifact's current text too. With
+    `conflict_writer`, note that this write overlapped another one on the
+    branch since the writer read the artifact (the pane shows it)."""
     if conflict_writer:
         artifact.metadata = {
             **artifact.metadata,
@@ -64,42 +91,75 @@ def artifact_version_save(
             },
         }
     artifact.content, artifact.current_version = content, version
-    artifact.lock_version += 1
     artifact.save()
     return ArtifactVersion.objects.create(
-        artifact=artifact, version=version, content=content, update_type=update_type, changes=changes
+        artifact=artifact,
+        version=version,
+        content=content,
+        title=title or artifact.title,
+        update_type=update_type,
+        changes=changes,
+        message_id=message_id,
+        run_id=run_id,
     )
 
 
 def artifact_edit(
-    *, artifact: Artifact, content: str, expected_lock_version: int, update_type: str = "user_edit"
-) -> tuple[Artifact, bool]:
-    """Save a user's edit as a new version. Returns the artifact and whether the
-    edit overlapped another write since the user loaded the artifact; then the
-    edit still becomes the newer version and the other text stays in history.
-    Text equal to the current text makes no version."""
-    if not artifact.is_text:
-        raise ValueError("A binary file cannot be edited as text.")
+    *, branch: Branch, artifact: Artifact, content: str, base_version: int, update_type: str = "user_edit"
+) -> tuple[ArtifactVersion, bool]:
+    """Save a user's edit as a new version on the branch. Returns the branch's
+    newest version and whether the edit overlapped another write there since
+    the user loaded `base_version`; then the edit still becomes the newer
+    version and the other text stays in history. Text equal to the branch's
+    current text makes no version."""
     ProhibitNullCharactersValidator()(content)
     with transaction.atomic():
         row = Artifact.objects.select_for_update().get(pk=artifact.pk)
-        if row.content == content:
-            return row, False
-        conflicted = row.lock_version != expected_lock_version
-        artifact_version_save(
+        head = branch_head(branch=branch, artifact=row)
+        if head is None:
+            raise ValidationError("This artifact is not on this branch of the conversation.")
+        if row.file and not head.content:
+            raise ValidationError("A binary file cannot be edited as text.")
+        if head.content == content:
+            return head, False
+        conflicted = head.version != base_version
+        saved = artifact_version_save(
             artifact=row,
             content=content,
             version=row.current_version + 1,
             update_type=update_type,
+            title=head.title,
+            message_id=branch.leaf_id,
             conflict_writer="user" if conflicted else "",
         )
         live.live_announce(session_id=row.session_id)
-    return row, conflicted
+    return saved, conflicted
 
 
-def artifact_restore(*, version: ArtifactVersion, expected_lock_version: int) -> tuple[Artifact, bool]:
-    """Make an old version's text current again, as a new version: the history
-    is never rewritten. Overlapping another write is handled as an edit's is."""
+def artifact_restore(*, branch: Branch, version: ArtifactVersion, base_version: int) -> tuple[ArtifactVersion, bool]:
+    """Make an old version's text current again on the branch, as a new
+    version: the history is never rewritten. It may be another branch's
+    version. Overlapping another write is handled as an edit's is."""
     return artifact_edit(
-        artifact=version.artifact, content=version.content, expected_lock_version=expected_lock_version, update_type="restore"
+        branch=branch, artifact=version.artifact, content=version.content, base_version=base_version, update_type="restore"
     )
+
+
+ARTIFACT_BEING_WRITTEN = "The running turn is writing this artifact. Stop the turn, or wait for it to finish, then delete it."
+
+
+def artifact_delete(*, artifact: Artifact) -> None:
+    """Delete the artifact with all its versions, on every branch, and its
+    uploaded file. Refused while a running turn has unsaved changes to it:
+    saving them would bring it back."""
+    with transaction.atomic():
+        row = Artifact.objects.select_for_update().filter(pk=artifact.pk).first()
+        if row is None:
+            return
+        if row.artifact_id in live.live_writing(session_id=row.session_id):
+            raise ValidationError(ARTIFACT_BEING_WRITTEN)
+        row.delete()
+        live.live_announce(session_id=row.session_id)
+        if row.file:
+            # A delete rolled back must not lose the file.
+            transaction.on_commit(lambda: row.file.delete(save=False))

@@ -6,6 +6,8 @@ The text itself is in the live cache and, once the turn ends, the database."""
 from collections.abc import Callable
 from xml.sax.saxutils import escape, quoteattr
 
+from django.conf import settings
+
 from agents.tooling import Tool, ToolContext, ToolResult
 
 from .manager import ArtifactError, ArtifactManager, Change
@@ -67,19 +69,99 @@ def rewrite_artifact(manager: ArtifactManager, *, id: str, content: str) -> Tool
     return _changed(change, "Rewritten.")
 
 
-def read_artifact(manager: ArtifactManager, *, id: str, version: int | None = None) -> ToolResult:
+def read_artifact(
+    manager: ArtifactManager,
+    *,
+    id: str,
+    version: int | None = None,
+    start_line: int | None = None,
+    end_line: int | None = None,
+    offset: int | None = None,
+    limit: int | None = None,
+) -> ToolResult:
+    """The artifact's text, or the part of it asked for in lines (1-based,
+    inclusive) or characters. No read returns more than TOOL_RESULT_MAX_CHARS
+    characters: a large artifact, such as a spilled tool result (seed 001), is
+    read a part at a time, and a note says how to ask for the next one."""
     try:
         artifact = manager.read(artifact_id=id, version=version)
     except ArtifactError as exc:
         return _error("read_artifact", id, str(exc))
+    try:
+        text, held, note = _part(artifact["content"], start_line=start_line, end_line=end_line, offset=offset, limit=limit)
+    except ValueError as exc:
+        return _error("read_artifact", id, str(exc))
+    attrs = "".join(f" {key}={quoteattr(value)}" for key, value in held.items())
     return ToolResult(
         success=True,
         content=(
             f'<artifact id={quoteattr(artifact["artifact_id"])} version="{artifact["version"]}" '
-            f'content_type={quoteattr(artifact["content_type"])} title={quoteattr(artifact["title"])}>'
-            f'<content>{escape(artifact["content"])}</content></artifact>'
+            f'content_type={quoteattr(artifact["content_type"])} title={quoteattr(artifact["title"])}{attrs}>'
+            f"<content>{escape(text)}</content>{f'<note>{escape(note)}</note>' if note else ''}</artifact>"
         ),
     )
+
+
+# The text to return, the range it is (as XML attributes) and a note on how to read on.
+_Part = tuple[str, dict[str, str], str]
+
+
+def _part(content: str, *, start_line, end_line, offset, limit) -> _Part:
+    """Raises ValueError for a range the model has to correct."""
+    by_lines = start_line is not None or end_line is not None
+    by_chars = offset is not None or limit is not None
+    if by_lines and by_chars:
+        raise ValueError("Give a range in lines (start_line, end_line) or in characters (offset, limit), not both.")
+    lines = content.splitlines(keepends=True)
+    size = f"{len(content)} characters, {len(lines)} lines"
+    most = settings.TOOL_RESULT_MAX_CHARS
+    if by_lines:
+        return _lines_part(lines, start=1 if start_line is None else start_line, end=end_line, size=size, most=most)
+    if by_chars or len(content) > most:
+        return _chars_part(content, offset=offset or 0, limit=most if limit is None else limit, size=size, most=most)
+    return content, {}, ""
+
+
+def _lines_part(lines: list[str], *, start: int, end: int | None, size: str, most: int) -> _Part:
+    total = len(lines)
+    if start < 1 or (end is not None and end < 1):
+        raise ValueError("Lines are numbered from 1.")
+    if end is not None and end < start:
+        raise ValueError(f"end_line {end} is before start_line {start}.")
+    if start > total:
+        raise ValueError(f"start_line {start} is beyond the end: the artifact has {size}.")
+    end = total if end is None else min(end, total)
+    # Whole lines, as many of those asked for as fit in one read.
+    stop, length = start - 1, 0
+    while stop < end and length + len(lines[stop]) <= most:
+        length += len(lines[stop])
+        stop += 1
+    if stop < start:
+        first = sum(len(line) for line in lines[: start - 1])
+        raise ValueError(
+            f"Line {start} alone is longer than one read ({most} characters); read it in characters: offset={first}, limit={most}."
+        )
+    note = ""
+    if stop < total:
+        note = f"This is lines {start}-{stop}; the artifact has {size}. Read on with start_line={stop + 1}."
+    return "".join(lines[start - 1 : stop]), {"lines": f"{start}-{stop}", "of": str(total)}, note
+
+
+def _chars_part(content: str, *, offset: int, limit: int, size: str, most: int) -> _Part:
+    if offset < 0:
+        raise ValueError("offset cannot be negative.")
+    if limit < 1:
+        raise ValueError("limit must be at least 1.")
+    if offset and offset >= len(content):
+        raise ValueError(f"offset {offset} is beyond the end: the artifact has {size}.")
+    stop = min(offset + min(limit, most), len(content))
+    note = ""
+    if stop < len(content):
+        note = (
+            f"This is characters {offset}-{stop}; the artifact has {size}, and one read returns at most {most} characters. "
+            f"Read on with offset={stop} and limit={most}, or by lines with start_line and end_line."
+        )
+    return content[offset:stop], {"chars": f"{offset}-{stop}", "of": str(len(content))}, note
 
 
 def _on_manager(function: Callable[..., ToolResult]) -> Callable[..., ToolResult]:
@@ -132,10 +214,20 @@ ARTIFACT_TOOLS = [
     ),
     Tool(
         name="read_artifact",
-        description="Read an artifact's current content, or a saved earlier version.",
+        description=(
+            "Read an artifact's current content, or a saved earlier version. A long artifact comes a part "
+            "at a time: ask for lines (start_line, end_line) or characters (offset, limit), not both."
+        ),
         parameters={
             "type": "object",
-            "properties": {"id": _ID, "version": {"type": "integer"}},
+            "properties": {
+                "id": _ID,
+                "version": {"type": "integer"},
+                "start_line": {"type": "integer", "description": "First line to read, from 1"},
+                "end_line": {"type": "integer", "description": "Last line to read, included"},
+                "offset": {"type": "integer", "description": "First character to read, from 0"},
+                "limit": {"type": "integer", "description": "How many characters to read"},
+            },
             "required": ["id"],
         },
         handler=_on_manager(read_artifact),

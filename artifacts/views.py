@@ -14,26 +14,27 @@ from .uploads import UploadError
 PANE = "artifacts/pane.html"
 
 
-def _session_or_404(request, conversation_id):
-    session = selectors.artifact_session_get(user=request.user, conversation_id=conversation_id)
-    if session is None:
+def _branch_or_404(request, conversation_id):
+    """The branch the conversation's page shows: every view here works on its artifacts."""
+    branch = selectors.artifact_branch_get(user=request.user, conversation_id=conversation_id)
+    if branch is None:
         raise Http404("No such conversation.")
-    return session
+    return branch
 
 
-def _artifact_or_404(session, artifact_id):
-    view = selectors.artifact_get(session=session, artifact_id=artifact_id)
+def _artifact_or_404(branch, artifact_id):
+    view = selectors.artifact_get(branch=branch, artifact_id=artifact_id)
     if view is None:
-        raise Http404("No such artifact.")
+        raise Http404("No such artifact on this branch.")
     return view
 
 
-def _saved_or_404(session, artifact_id):
+def _saved_or_404(branch, artifact_id):
     """Versions, diffs and exports read what was saved, never a working copy."""
-    view = _artifact_or_404(session, artifact_id)
+    view = _artifact_or_404(branch, artifact_id)
     if view.saved is None:
         raise Http404("This artifact is not saved yet; it will be when the turn ends.")
-    return view.saved
+    return view
 
 
 def _version_number(request, name):
@@ -47,8 +48,8 @@ def _version_or_404(artifact, number):
     return version
 
 
-def _pane(request, session, *, selected=None, version=None, diff=None, status=200, push=True, **extra):
-    context = {**selectors.pane_context(session=session, selected=selected, version=version, diff=diff), **extra}
+def _pane(request, branch, *, selected=None, version=None, diff=None, status=200, push=True, **extra):
+    context = {**selectors.pane_context(branch=branch, selected=selected, version=version, diff=diff), **extra}
     template = f"{PANE}#pane" if request.htmx else PANE
     response = render(request, template, context, status=status)
     # The conversation page's URL says what the pane shows, so that a reload,
@@ -62,105 +63,118 @@ def _pane(request, session, *, selected=None, version=None, diff=None, status=20
 @require_http_methods(["GET", "POST"])
 def artifact_pane(request, conversation_id):
     """The pane; a POST uploads a file into it."""
-    session = _session_or_404(request, conversation_id)
+    branch = _branch_or_404(request, conversation_id)
     if request.method == "POST":
-        return _upload(request, session)
-    return _pane(request, session)
+        return _upload(request, branch)
+    return _pane(request, branch)
 
 
 @require_GET
 def artifact_detail(request, conversation_id, artifact_id):
-    session = _session_or_404(request, conversation_id)
-    selected = _artifact_or_404(session, artifact_id)
+    branch = _branch_or_404(request, conversation_id)
+    selected = _artifact_or_404(branch, artifact_id)
     number = _version_number(request, "version")
-    version = None if number is None else _version_or_404(_saved_or_404(session, artifact_id), number)
-    return _pane(request, session, selected=selected, version=version)
+    version = None if number is None else _version_or_404(_saved_or_404(branch, artifact_id).saved, number)
+    return _pane(request, branch, selected=selected, version=version)
 
 
 @require_GET
 def artifact_diff(request, conversation_id, artifact_id):
-    session = _session_or_404(request, conversation_id)
-    artifact = _saved_or_404(session, artifact_id)
+    branch = _branch_or_404(request, conversation_id)
+    selected = _saved_or_404(branch, artifact_id)
     diff = selectors.artifact_compare(
-        artifact=artifact, old_version=_version_number(request, "from"), new_version=_version_number(request, "to")
+        artifact=selected.saved, old_version=_version_number(request, "from"), new_version=_version_number(request, "to")
     )
     if diff is None:
         raise Http404("Choose two saved versions to compare.")
-    return _pane(request, session, selected=_artifact_or_404(session, artifact_id), diff=diff)
+    return _pane(request, branch, selected=selected, diff=diff)
 
 
-def _text_or_404(session, artifact_id):
-    artifact = _saved_or_404(session, artifact_id)
-    if not artifact.is_text:
+def _text_or_404(branch, artifact_id):
+    selected = _saved_or_404(branch, artifact_id)
+    if not selected.is_text:
         raise Http404("A binary file cannot be edited here.")
-    return artifact
+    return selected
 
 
 @require_http_methods(["GET", "POST"])
 def artifact_edit(request, conversation_id, artifact_id):
-    """The editor, on the current text or with `?version=` on that version's:
-    saving either makes a new version."""
-    session = _session_or_404(request, conversation_id)
-    artifact = _text_or_404(session, artifact_id)
-    selected = _artifact_or_404(session, artifact_id)
+    """The editor, on the branch's text or with `?version=` on that version's:
+    saving either makes a new version on the branch."""
+    branch = _branch_or_404(request, conversation_id)
+    selected = _text_or_404(branch, artifact_id)
     if request.method == "GET":
         number = _version_number(request, "version")
-        version = None if number is None else _version_or_404(artifact, number)
-        text = version.content if version else artifact.content
-        return _pane(request, session, selected=selected, version=version, push=False, editing=artifact, edit_text=text)
+        version = None if number is None else _version_or_404(selected.saved, number)
+        text = version.content if version else selected.head.content
+        return _pane(request, branch, selected=selected, version=version, push=False, editing=True, edit_text=text)
     content = request.POST.get("content", "").replace("\r\n", "\n")
-    lock = id_from_text(request.POST.get("lock_version", ""))
+    base = id_from_text(request.POST.get("base_version", ""))
     # A refused edit keeps the text typed, to fix and save again.
-    refused = {"selected": selected, "editing": artifact, "edit_text": content, "status": 422}
-    if lock is None:
-        return _pane(request, session, **refused, edit_error="The form is out of date; reload it.")
+    refused = {"selected": selected, "editing": True, "edit_text": content, "status": 422}
+    if base is None:
+        return _pane(request, branch, **refused, edit_error="The form is out of date; reload it.")
     try:
-        _, conflicted = services.artifact_edit(artifact=artifact, content=content, expected_lock_version=lock)
+        _, conflicted = services.artifact_edit(branch=branch, artifact=selected.saved, content=content, base_version=base)
     except ValidationError as exc:
-        return _pane(request, session, **refused, edit_error=exc.messages[0])
-    return _pane(request, session, selected=_artifact_or_404(session, artifact_id), saved_conflict=conflicted)
+        return _pane(request, branch, **refused, edit_error=exc.messages[0])
+    return _pane(request, branch, selected=_artifact_or_404(branch, artifact_id), saved_conflict=conflicted)
 
 
 @require_POST
 def artifact_preview(request, conversation_id, artifact_id):
     """The editor's text rendered as the pane will show it once saved."""
-    session = _session_or_404(request, conversation_id)
-    artifact = _text_or_404(session, artifact_id)
+    branch = _branch_or_404(request, conversation_id)
+    selected = _text_or_404(branch, artifact_id)
     text = request.POST.get("content", "").replace("\r\n", "\n")
-    return render(request, f"{PANE}#edit_preview", {"previewing": True, "text": text, "content_type": artifact.content_type})
+    return render(request, f"{PANE}#edit_preview", {"previewing": True, "text": text, "content_type": selected.content_type})
 
 
 @require_POST
 def artifact_restore(request, conversation_id, artifact_id):
-    """Makes the version shown the current text again, as a new version."""
-    session = _session_or_404(request, conversation_id)
-    artifact = _text_or_404(session, artifact_id)
-    version = _version_or_404(artifact, id_from_text(request.POST.get("version", "")))
-    lock = id_from_text(request.POST.get("lock_version", ""))
-    if lock is None:
+    """Makes the version shown (this branch's or another's) the branch's current text again, as a new version."""
+    branch = _branch_or_404(request, conversation_id)
+    selected = _text_or_404(branch, artifact_id)
+    version = _version_or_404(selected.saved, id_from_text(request.POST.get("version", "")))
+    base = id_from_text(request.POST.get("base_version", ""))
+    if base is None:
         return _pane(
-            request, session, selected=_artifact_or_404(session, artifact_id), version=version, status=422,
+            request, branch, selected=selected, version=version, status=422,
             restore_error="The page is out of date; reload it.",
         )
-    restored, conflicted = services.artifact_restore(version=version, expected_lock_version=lock)
+    restored, conflicted = services.artifact_restore(branch=branch, version=version, base_version=base)
     return _pane(
-        request, session, selected=_artifact_or_404(session, artifact_id), saved_conflict=conflicted,
-        restored={"from": version.version, "to": restored.current_version},
+        request, branch, selected=_artifact_or_404(branch, artifact_id), saved_conflict=conflicted,
+        restored={"from": version.version, "to": restored.version},
     )
 
 
-def _upload(request, session):
+@require_http_methods(["GET", "POST"])
+def artifact_delete(request, conversation_id, artifact_id):
+    """GET asks to confirm; POST deletes the artifact on every branch."""
+    branch = _branch_or_404(request, conversation_id)
+    selected = _saved_or_404(branch, artifact_id)
+    if request.method == "GET":
+        return _pane(request, branch, selected=selected, push=False, deleting=selectors.artifact_delete_scope(artifact=selected.saved, branch=branch))
+    try:
+        services.artifact_delete(artifact=selected.saved)
+    except ValidationError as exc:
+        return _pane(request, branch, selected=selected, status=409, delete_error=exc.messages[0])
+    return _pane(request, branch, pane_notice=f"Deleted {selected.title or selected.artifact_id}.")
+
+
+def _upload(request, branch):
     upload = request.FILES.get("file")
     if upload is None:
-        return _pane(request, session, upload_error="Choose a file to upload.", status=422)
+        return _pane(request, branch, upload_error="Choose a file to upload.", status=422)
     try:
         services.artifact_upload_check(size=upload.size)
         artifact = services.artifact_upload(
-            session=session, filename=upload.name, data=upload.read(), content_type=upload.content_type or ""
+            branch=branch, filename=upload.name, data=upload.read(), content_type=upload.content_type or ""
         )
     except UploadError as exc:
-        return _pane(request, session, upload_error=str(exc), status=422)
-    return _pane(request, session, selected=_artifact_or_404(session, artifact.artifact_id))
+        return _pane(request, branch, upload_error=str(exc), status=422)
+    return _pane(request, branch, selected=_artifact_or_404(branch, artifact.artifact_id))
 
 
 def _download_name(artifact, extension):
@@ -170,23 +184,25 @@ def _download_name(artifact, extension):
 
 @require_GET
 def artifact_export_docx(request, conversation_id, artifact_id):
-    session = _session_or_404(request, conversation_id)
-    artifact = _saved_or_404(session, artifact_id)
+    """The branch's text, or with `?version=` that version's, as a Word document."""
+    branch = _branch_or_404(request, conversation_id)
+    selected = _saved_or_404(branch, artifact_id)
     number = _version_number(request, "version")
-    version = selectors.artifact_version_get(artifact=artifact, version=number) if number else None
-    content = version.content if version else artifact.content
-    data = docx_from_markdown(markdown=content, title=artifact.title)
+    version = None if number is None else _version_or_404(selected.saved, number)
+    content = version.content if version else selected.head.content
+    data = docx_from_markdown(markdown=content, title=selected.title)
     response = HttpResponse(data, content_type="application/vnd.openxmlformats-officedocument.wordprocessingml.document")
-    response["Content-Disposition"] = content_disposition_header(True, _download_name(artifact, ".docx"))
+    response["Content-Disposition"] = content_disposition_header(True, _download_name(selected, ".docx"))
     return response
 
 
 @require_GET
 def artifact_raw(request, conversation_id, artifact_id):
-    """The text as a file (.md for markdown), or the uploaded file itself."""
-    session = _session_or_404(request, conversation_id)
-    artifact = _saved_or_404(session, artifact_id)
-    if request.GET.get("original") or not artifact.is_text:
+    """The branch's text as a file (.md for markdown), or the uploaded file itself."""
+    branch = _branch_or_404(request, conversation_id)
+    selected = _saved_or_404(branch, artifact_id)
+    artifact = selected.saved
+    if request.GET.get("original") or not selected.is_text:
         if not artifact.file:
             raise Http404("This artifact has no uploaded original.")
         return FileResponse(
@@ -194,7 +210,7 @@ def artifact_raw(request, conversation_id, artifact_id):
             content_type=artifact.content_type,
         )
     extension = ".md" if artifact.content_type == "text/markdown" else ""
-    response = HttpResponse(artifact.content, content_type=f"{artifact.content_type}; charset=utf-8")
+    response = HttpResponse(selected.head.content, content_type=f"{artifact.content_type}; charset=utf-8")
     response["Content-Disposition"] = content_disposition_header(True, _download_name(artifact, extension))
     response["X-Content-Type-Options"] = "nosniff"
     return response

@@ -3,7 +3,11 @@ artifact, run for real against a scripted model: the bytes its events and
 checkpoints send to the database, against what they were when each carried the
 whole working copy (the baseline, rebuilt from the same run's checkpoints). And
 the artifact pane of an artifact with 200 versions against one with 2, with
-the versions query of before (its foreign key deferred) as the baseline."""
+the versions query of before (its foreign key deferred) as the baseline. And
+the pane of a branch 40 turns deep, beside a second branch at every turn, with
+ten artifacts each written at every turn of both (800 versions), against the
+same at one turn (the baseline): what finding each artifact's version on the
+branch costs."""
 
 import contextlib
 import io
@@ -20,9 +24,11 @@ from django.urls import reverse
 from agents import services as run_services
 from agents.models import RunEvent
 from artifacts import selectors
+from artifacts.branches import branch_shown
 from artifacts.manager import ArtifactManager
-from artifacts.models import Artifact, ArtifactVersion
+from artifacts.models import Artifact, ArtifactSession, ArtifactVersion
 from conversations import services
+from conversations.models import Conversation, Message
 from tests.model_server import ScriptedModelServer, Text
 
 EDITS = 10
@@ -60,9 +66,9 @@ def _checkpoint_written(params) -> dict:
     raise LookupError("an UPDATE of the checkpoint without one")
 
 
-def _whole_copies(session, entries: list[dict]) -> list[dict]:
+def _whole_copies(branch, entries: list[dict]) -> list[dict]:
     """A checkpoint's working copies as the old format held them: whole."""
-    manager = ArtifactManager(session=session)
+    manager = ArtifactManager(branch=branch)
     manager.restore(entries)
     copies = []
     for entry in entries:
@@ -74,7 +80,7 @@ def _whole_copies(session, entries: list[dict]) -> list[dict]:
 
 def _edit_turn(user) -> tuple[list[dict], list[RunEvent], object]:
     conversation = services.conversation_start(user=user, content="Tick the first ten items", enqueue=False)
-    seed = ArtifactManager(session=conversation.artifact_session)
+    seed = ArtifactManager(branch=branch_shown(conversation=conversation))
     seed.create(artifact_id="report", content=LARGE)
     seed.flush_all()
     run = conversation.active_branch.runs.get()
@@ -102,7 +108,7 @@ def _edit_turn(user) -> tuple[list[dict], list[RunEvent], object]:
         server.stop()
         logging.disable(logging.NOTSET)
     assert Artifact.objects.get(session=conversation.artifact_session, artifact_id="report").current_version == EDITS + 1
-    return checkpoints, list(run.events.order_by("seq")), conversation.artifact_session
+    return checkpoints, list(run.events.order_by("seq")), branch_shown(conversation=conversation)
 
 
 def _with_snapshot(data: dict, content: str) -> dict:
@@ -120,9 +126,9 @@ def _with_snapshot(data: dict, content: str) -> dict:
 
 
 def _bytes_written(user) -> None:
-    checkpoints, events, session = _edit_turn(user)
+    checkpoints, events, branch = _edit_turn(user)
     new_checkpoints = sum(_size(c) for c in checkpoints)
-    old_checkpoints = sum(_size({**c, "artifacts": _whole_copies(session, c["artifacts"])}) for c in checkpoints)
+    old_checkpoints = sum(_size({**c, "artifacts": _whole_copies(branch, c["artifacts"])}) for c in checkpoints)
     new_events = sum(_size(e.data) for e in events)
     edits = [e.data for e in events if "artifact_change" in e.data]
     old_events = new_events + sum(
@@ -158,8 +164,11 @@ def _pane(client, url) -> tuple[int, float]:
     return queries, (time.perf_counter() - started) / PANE_REQUESTS
 
 
-def _deferred_fk_versions(*, artifact):
-    return list(artifact.versions.order_by("-version").only("version", "update_type", "created_at"))
+def _deferred_fk_versions(*, artifact, branch):
+    versions = list(artifact.versions.order_by("-version").only("version", "update_type", "created_at", "message"))
+    for version in versions:
+        version.on_branch, version.where = branch.holds(version), ""
+    return versions
 
 
 def _pane_at_size(user) -> None:
@@ -183,7 +192,45 @@ def _pane_at_size(user) -> None:
     print(f"  ratio: {deferred[1] / large[1]:.1f}x faster at 200 versions, which cost {large[1] / small[1]:.1f}x 2 (the template's option lists)")
 
 
+BRANCH_ARTIFACTS = 10
+
+
+def _branched(user, *, turns: int) -> str:
+    """A thread of `turns` turns with a sibling beside each, every artifact
+    written at every message of both; the page shows the first branch."""
+    conversation = Conversation.objects.create(owner=user, title=f"{turns} turns on two branches")
+    session = ArtifactSession.objects.create(conversation=conversation)
+    parent, written_at = None, []
+    for turn in range(1, turns + 1):
+        sibling = Message.objects.create(conversation=conversation, parent=parent, content=f"Other question {turn}")
+        parent = Message.objects.create(conversation=conversation, parent=parent, content=f"Question {turn}")
+        written_at += [parent, sibling]
+    conversation.active_branch = parent
+    conversation.save(update_fields=["active_branch"])
+    for k in range(BRANCH_ARTIFACTS):
+        artifact = Artifact.objects.create(session=session, artifact_id=f"artifact_{k}", current_version=len(written_at))
+        ArtifactVersion.objects.bulk_create(
+            ArtifactVersion(artifact=artifact, version=n, content=f"# Artifact {k} v{n}\n", update_type="update", message=message)
+            for n, message in enumerate(written_at, start=1)
+        )
+    return reverse("artifact-pane", args=[conversation.pk])
+
+
+def _pane_on_branches(user) -> None:
+    client = Client(HTTP_HOST="localhost")
+    client.force_login(user)
+    small, large = _pane(client, _branched(user, turns=1)), _pane(client, _branched(user, turns=40))
+    print(f"the artifact pane of a branch, {BRANCH_ARTIFACTS} artifacts ({PANE_REQUESTS} requests each):")
+    for label, (queries, seconds) in (
+        ("1 turn, 2 branches, 20 versions (baseline)", small),
+        ("40 turns, 2 branches, 800 versions", large),
+    ):
+        print(f"  {label + ':':46} {queries:4d} queries, {seconds * 1000:6.2f} ms a pane")
+    print(f"  ratio: {large[1] / small[1]:.2f}x the baseline")
+
+
 def main():
     user, _ = get_user_model().objects.get_or_create(username="bench-artifacts")
     _bytes_written(user)
     _pane_at_size(user)
+    _pane_on_branches(user)

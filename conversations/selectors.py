@@ -17,6 +17,7 @@ from artifactflow.ids import id_from_text
 from . import search
 from .markdown import live_answer, markdown_render
 from .models import Conversation, Message
+from .tree import message_path
 
 PAGE_SIZE = 50
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -135,28 +136,6 @@ def message_get(*, conversation: Conversation, message_id) -> Message | None:
     if pk is None:
         return None
     return Message.objects.filter(conversation=conversation, pk=pk).first()
-
-
-def message_path(*, message_id: int) -> list[Message]:
-    """The messages from the root down to this one, in one query whatever the depth."""
-    table = Message._meta.db_table
-    # The ORM has no recursive CTE; this one walks up the parent links from the
-    # leaf and is the same SQL on SQLite and Postgres.
-    return list(
-        Message.objects.raw(
-            f"""
-            WITH RECURSIVE path(id, depth) AS (
-                SELECT id, 0 FROM {table} WHERE id = %s
-                UNION ALL
-                SELECT m.parent_id, path.depth + 1 FROM {table} m
-                JOIN path ON m.id = path.id WHERE m.parent_id IS NOT NULL
-            )
-            SELECT {table}.* FROM {table} JOIN path ON {table}.id = path.id
-            ORDER BY path.depth DESC
-            """,
-            [message_id],
-        )
-    )
 
 
 @dataclass

@@ -102,16 +102,13 @@ def conversation_rename(*, conversation: Conversation, title: str) -> Conversati
 def conversation_delete(*, conversation: Conversation) -> None:
     """Delete the conversation with its messages, runs and artifacts.
 
-    A turn a worker is running is asked to stop instead, and the delete is
-    refused until it has: the worker still writes its events and artifacts.
-    Queued and waiting turns hold no worker and go with the conversation.
+    Refused while a turn is queued, running or waiting for permission (seed
+    001 `session_active`): the user stops it and deletes once it has ended,
+    since a worker may still be writing its events and artifacts.
     """
     with transaction.atomic():
-        # Locked, so no worker claims a queued turn between the check and the delete.
+        # Locked, so neither a worker nor a retry changes these runs between the check and the delete.
         runs = Run.objects.select_for_update(of=("self",)).filter(message__conversation=conversation)
-        running = [pk for pk, status in runs.values_list("pk", "status") if status == Run.Status.RUNNING]
-        if not running:
-            conversation.delete()
-            return
-    Run.objects.filter(pk__in=running).update(cancel_requested=True)
-    raise ValidationError("A turn is still running here; it has been asked to stop. Delete again once it has.")
+        if any(status in Run.ACTIVE_STATUSES for status in runs.values_list("status", flat=True)):
+            raise ValidationError("A turn is still in progress here. Stop it, and delete the conversation once it has ended.")
+        conversation.delete()

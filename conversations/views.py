@@ -1,16 +1,17 @@
 import uuid
-from urllib.parse import urlencode
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 from django.core.exceptions import ValidationError
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
-from django_htmx.http import HttpResponseClientRedirect, reswap, retarget
+from django_htmx.http import HttpResponseClientRedirect, push_url, reswap, retarget
 
 from agents import selectors as agent_selectors
 from agents import services as agent_services
 from artifacts import selectors as artifact_selectors
+from artifacts.branches import branch_shown
 
 from . import selectors, services
 
@@ -65,7 +66,7 @@ def _page(request, *, conversation=None, error=""):
         # The URL may name what the pane shows (see artifacts.selectors.pane_context_for_page).
         context.update(
             artifact_selectors.pane_context_for_page(
-                session=conversation.artifact_session,
+                branch=branch_shown(conversation=conversation),
                 artifact_id=request.GET.get("artifact", ""),
                 version=request.GET.get("version", ""),
                 diff_from=request.GET.get("from", ""),
@@ -82,12 +83,20 @@ def _composer_context(conversation) -> dict:
     return {"active_run": agent_selectors.conversation_active_run(conversation_id=conversation.pk)}
 
 
-def _thread(request, *, conversation):
-    """The thread, with the composer's Send or Stop: a new turn changes it."""
+def _thread(request, *, conversation, branch_changed: bool = False):
+    """The thread, with the composer's Send or Stop: a new turn changes it.
+    On another branch the artifact pane shows that branch's artifacts, still
+    the one the page showed if the branch has it."""
     entries = selectors.thread_for_conversation(conversation=conversation)
     thread = render(request, "conversations/chat.html#thread", {"entries": entries})
     actions = render(request, "conversations/chat.html#composer_actions", {**_composer_context(conversation), "oob": True})
-    return HttpResponse(thread.content + actions.content)
+    response = HttpResponse(thread.content + actions.content)
+    if branch_changed:
+        shown = parse_qs(urlsplit(request.htmx.current_url or "").query).get("artifact", [""])[0]
+        pane = artifact_selectors.pane_context_for_branch_change(branch=branch_shown(conversation=conversation), artifact_id=shown)
+        response.content += render(request, "artifacts/pane.html#pane", {**pane, "pane_oob": True}).content
+        push_url(response, pane["page_url"])
+    return response
 
 
 def _invalid(request, exc: ValidationError, *, conversation=None):
@@ -133,7 +142,8 @@ def message_create(request, conversation_id):
         return _invalid(request, exc, conversation=conversation)
     if not request.htmx:
         return redirect(conversation.get_absolute_url())
-    return _thread(request, conversation=conversation)
+    # An edited or re-asked message starts a branch of its own.
+    return _thread(request, conversation=conversation, branch_changed=parent is not services.ACTIVE_BRANCH)
 
 
 @require_GET
@@ -196,7 +206,7 @@ def branch_switch(request, conversation_id):
     services.branch_switch(conversation=conversation, message=message)
     if not request.htmx:
         return redirect(conversation.get_absolute_url())
-    return _thread(request, conversation=conversation)
+    return _thread(request, conversation=conversation, branch_changed=True)
 
 
 @require_POST

@@ -38,9 +38,18 @@ class ArtifactSessionFactory(factory.django.DjangoModelFactory):
 class MessageFactory(factory.django.DjangoModelFactory):
     class Meta:
         model = Message
+        skip_postgeneration_save = True
 
     conversation = factory.SubFactory(ConversationFactory)
     content = factory.Sequence(lambda n: f"Question {n}?")
+
+    @factory.post_generation
+    def shown(message, create, extracted, **kwargs):
+        """As a message posted is, the newest is the branch the page shows
+        (`shown=False` leaves the conversation's alone)."""
+        if create and extracted is not False:
+            Conversation.objects.filter(pk=message.conversation_id).update(active_branch=message)
+            message.conversation.active_branch = message
 
 
 class RunFactory(factory.django.DjangoModelFactory):

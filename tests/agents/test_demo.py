@@ -7,6 +7,7 @@ from agents import services
 from agents.demo import REPORT_ID
 from agents.models import Run, RunEvent
 from artifacts import services as artifact_services
+from artifacts.branches import branch_shown
 from artifacts.models import Artifact, ArtifactVersion
 from conversations import services as conversation_services
 
@@ -158,7 +159,7 @@ def test_a_report_that_could_not_be_written_is_not_claimed(user, demo_model):
     conversation = conversation_services.conversation_start(user=user, content=WAL_QUESTION, enqueue=False)
     # An image the user uploaded holds the report's id: it cannot be rewritten as text.
     artifact_services.artifact_upload(
-        session=conversation.artifact_session, filename=REPORT_ID, data=b"\x89PNG\r\n\x1a\n", content_type="image/png"
+        branch=branch_shown(conversation=conversation), filename=REPORT_ID, data=b"\x89PNG\r\n\x1a\n", content_type="image/png"
     )
 
     run, _ = _answer_until_done(_execute(conversation.active_branch.runs.get()), user, "approve")

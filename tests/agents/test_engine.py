@@ -1,11 +1,9 @@
 """The engine's step loop, through the real run service and the scripted model."""
 
-import dataclasses
-
 import pytest
 
 from agents import config, services
-from agents.engine import EVENT_PARAM_CHARS, _ProseFilter
+from agents.engine import EVENT_PARAM_CHARS, ROUNDS_LEFT_WARNING, _ProseFilter
 from agents.models import Run, RunEvent
 from artifacts.models import Artifact, ArtifactVersion
 from conversations import services as conversation_services
@@ -109,8 +107,44 @@ def test_malformed_unknown_and_ill_formed_calls_are_errors_the_model_recovers_fr
     assert failed == [False, False, False, True]
 
 
-def test_the_agent_is_told_when_its_tool_rounds_are_spent(user, scripted_model, monkeypatch):
-    monkeypatch.setitem(config.AGENTS, config.LEAD_AGENT, dataclasses.replace(config.LEAD, max_tool_rounds=1))
+def test_each_agent_has_the_seeds_tool_rounds_unless_the_environment_sets_them(settings):
+    settings.MAX_TOOL_ROUNDS = {}
+    assert {name: config.max_tool_rounds(name) for name in config.AGENTS} == {"lead_agent": 100, "search_agent": 3, "crawl_agent": 2}
+
+    settings.MAX_TOOL_ROUNDS = {"crawl_agent": 4}
+    assert {name: config.max_tool_rounds(name) for name in config.AGENTS} == {"lead_agent": 100, "search_agent": 3, "crawl_agent": 4}
+
+
+def test_a_tool_rounds_setting_naming_no_agent_fails_the_turn_saying_so(user, scripted_model, settings):
+    settings.MAX_TOOL_ROUNDS = {"lead_agent": 5, "poet": 3}
+
+    run = _run(user)
+
+    assert run.status == Run.Status.FAILED
+    assert run.error == (
+        "ARTIFACTFLOW_MAX_TOOL_ROUNDS names an agent that does not exist: poet. "
+        "The agents are lead_agent, search_agent, crawl_agent."
+    )
+    assert scripted_model.requests == []
+
+
+def test_near_the_end_of_its_rounds_the_lead_is_told_how_many_are_left(user, scripted_model, settings):
+    settings.MAX_TOOL_ROUNDS = {"lead_agent": ROUNDS_LEFT_WARNING + 2}
+    scripted_model.add(
+        Text(call("create_artifact", id="a", content="one")),
+        Text(call("create_artifact", id="b", content="two")),
+        Text("Done."),
+    )
+
+    _run(user)
+
+    first, second = (scripted_model.requests[n]["messages"][-1]["content"] for n in (1, 2))
+    assert "<note>" not in first
+    assert second.endswith(f"<note>You have {ROUNDS_LEFT_WARNING} tool calls left; then write your final answer.</note>\n</tool_result>")
+
+
+def test_the_agent_is_told_when_its_tool_rounds_are_spent(user, scripted_model, settings):
+    settings.MAX_TOOL_ROUNDS = {"lead_agent": 1}
     scripted_model.add(
         Text(call("create_artifact", id="a", content="one")),
         Text("Here is what I have.\n" + call("create_artifact", id="b", content="two")),
@@ -123,8 +157,8 @@ def test_the_agent_is_told_when_its_tool_rounds_are_spent(user, scripted_model, 
     assert list(Artifact.objects.values_list("artifact_id", flat=True)) == ["a"]
 
 
-def test_a_lead_that_only_calls_tools_past_its_rounds_fails_saying_so_and_keeps_its_artifacts(user, scripted_model, monkeypatch):
-    monkeypatch.setitem(config.AGENTS, config.LEAD_AGENT, dataclasses.replace(config.LEAD, max_tool_rounds=2))
+def test_a_lead_that_only_calls_tools_past_its_rounds_fails_saying_so_and_keeps_its_artifacts(user, scripted_model, settings):
+    settings.MAX_TOOL_ROUNDS = {"lead_agent": 2}
     scripted_model.add(*(Text(call("create_artifact", id=name, content=name)) for name in ("a", "b", "c")))
 
     run = _run(user)
@@ -138,7 +172,7 @@ def test_a_lead_that_only_calls_tools_past_its_rounds_fails_saying_so_and_keeps_
 
 
 def test_a_subagent_that_only_calls_tools_past_its_rounds_is_reported_to_the_lead_as_such(user, scripted_model):
-    rounds = config.AGENTS["search_agent"].max_tool_rounds
+    rounds = config.max_tool_rounds("search_agent")
     scripted_model.add(
         Text(call("call_subagent", agent="search_agent", instruction="Find sources on WAL")),
         *(Text(call("no_such_tool", query="WAL")) for _ in range(rounds + 1)),
@@ -251,6 +285,25 @@ def test_an_approved_call_runs_when_the_turn_resumes(user, scripted_model, confi
     assert _events(run, RunEvent.Type.TOOL_COMPLETE)[0].data["success"]
     with pytest.raises(services.RunStateError, match="no longer open"):
         services.permission_answer(run_id=run.pk, user=user, request_id=request_id, decision="deny")
+
+
+@pytest.mark.parametrize(
+    "decision, order",
+    [
+        ("approve", ["permission_request", "permission_result", "tool_start", "tool_complete"]),
+        ("deny", ["permission_request", "permission_result", "tool_complete"]),
+    ],
+)
+def test_a_call_that_needs_approval_starts_only_once_approved(user, scripted_model, confirm_create, decision, order):
+    scripted_model.add(Text(call("create_artifact", id="draft", content="text")), Text("Done."))
+    run = _run(user)
+    services.permission_answer(run_id=run.pk, user=user, request_id=run.checkpoint["turn"]["pending"]["id"], decision=decision)
+
+    run = _run_again(run)
+
+    calls = run.events.filter(type__in=["tool_start", "tool_complete", "permission_request", "permission_result"])
+    assert list(calls.order_by("seq").values_list("type", flat=True)) == order
+    assert calls.get(type="tool_complete").data["success"] is (decision == "approve")
 
 
 def test_a_denied_call_is_reported_to_the_model(user, scripted_model, confirm_create):
@@ -552,3 +605,24 @@ def test_a_result_too_long_for_the_context_is_stored_as_an_artifact(user, script
     assert completed["web_fetch"]["stored_as"] == "web_fetch_result_1"
     assert "stored_as" not in completed["read_artifact"]
     assert long_text.strip()[:500] in scripted_model.requests[4]["messages"][-1]["content"]
+
+
+def test_a_subagents_report_too_long_for_the_context_is_stored_as_an_artifact(user, scripted_model, settings):
+    settings.TOOL_RESULT_MAX_CHARS = 1000
+    settings.TOOL_RESULT_PREVIEW_CHARS = 100
+    report = "WAL lets readers and a writer work at once. " * 50
+    scripted_model.add(
+        Text(call("call_subagent", agent="search_agent", instruction="Find sources\non WAL")),
+        Text(report),
+        Text("See search_agent_report_1."),
+    )
+
+    run = _run(user)
+
+    assert run.status == Run.Status.COMPLETED
+    stored = Artifact.objects.get(artifact_id="search_agent_report_1")
+    assert stored.title == "search_agent report (Find sources on WAL)" and report.strip() in stored.content
+    seen = scripted_model.requests[2]["messages"][-1]["content"]
+    assert 'artifact="search_agent_report_1"' in seen and report[:50] in seen and len(seen) < 1000
+    [handed_back] = [e for e in _events(run, RunEvent.Type.TOOL_COMPLETE) if e.agent == "lead_agent"]
+    assert handed_back.data["stored_as"] == "search_agent_report_1"

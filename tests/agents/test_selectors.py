@@ -51,11 +51,20 @@ def _search_result(query="heat pump efficiency"):
     return web_search(None, query=query).content
 
 
-def _research_turn(run, *, decision="approve"):
+def _research_turn(run, *, decision="approve", tool_start_first=False):
     """A turn in which the lead hands a search and a fetch to its subagents, and
-    the fetch waits 60 s for the user's answer."""
+    the fetch waits 60 s for the user's answer. The fetch starts once approved
+    (seed 004); `tool_start_first` logs it as runs did before, started before it asked."""
     heat = LibraryDocumentFactory(title="Heat pumps", content="A heat pump moves heat; its efficiency is its COP.")
     fetched = library_document_fetch(url=heat.url)
+    asked = ("permission_request", CRAWL, {"id": "p1", "tool": "web_fetch", "params": {"url": heat.url}})
+    answered = ("permission_result", CRAWL, {"id": "p1", "tool": "web_fetch", "decision": decision})
+    started = ("tool_start", CRAWL, {"tool": "web_fetch", "params": {"url": heat.url}})
+    if tool_start_first:
+        fetch = [(6, *started), (6.5, *asked), (66.5, *answered)]
+    else:
+        # A denied call never starts.
+        fetch = [(6, *asked), (66, *answered), *([(66.5, *started)] if decision == "approve" else [])]
     _log(
         run,
         [
@@ -75,9 +84,7 @@ def _research_turn(run, *, decision="approve"):
             (4, "tool_complete", LEAD, {"tool": "call_subagent", "success": True, "result": "<subagent_result>cut…"}),
             (5, "tool_start", LEAD, {"tool": "call_subagent", "params": {"agent": CRAWL, "instruction": f"Read {heat.url}"}}),
             (5, "agent_start", CRAWL, {"instruction": f"Read {heat.url}", "from": LEAD}),
-            (6, "tool_start", CRAWL, {"tool": "web_fetch", "params": {"url": heat.url}}),
-            (6.5, "permission_request", CRAWL, {"id": "p1", "tool": "web_fetch", "params": {"url": heat.url}}),
-            (66.5, "permission_result", CRAWL, {"id": "p1", "tool": "web_fetch", "decision": decision}),
+            *fetch,
             (67, "tool_complete", CRAWL, {
                 "tool": "web_fetch", "success": decision == "approve", "duration_ms": 400,
                 "result": fetched.content if decision == "approve" else tool_error(tool="web_fetch", message="The user denied this call.").content,
@@ -91,9 +98,11 @@ def _research_turn(run, *, decision="approve"):
     return heat
 
 
-def test_each_agents_steps_sit_under_its_hand_over_with_their_results_and_times(user):
+# A log written before tool_start followed the approval folds the same.
+@pytest.mark.parametrize("tool_start_first", [False, True])
+def test_each_agents_steps_sit_under_its_hand_over_with_their_results_and_times(user, tool_start_first):
     run = RunFactory(message__conversation__owner=user)
-    heat = _research_turn(run)
+    heat = _research_turn(run, tool_start_first=tool_start_first)
 
     fold = run_activity(run=run)
 
@@ -137,6 +146,8 @@ def test_the_status_line_names_the_agent_and_what_it_does(user):
     for event in run.events.order_by("seq"):
         run_view_apply(view, event)
         lines.append((event.type, view.activity))
+        if event.type == "permission_request":
+            asked = view.pending
 
     assert lines == [
         ("metadata", "Starting"),
@@ -151,15 +162,17 @@ def test_the_status_line_names_the_agent_and_what_it_does(user):
         ("tool_complete", "lead_agent · thinking"),
         ("tool_start", "lead_agent · handing over to crawl_agent"),
         ("agent_start", f"crawl_agent · working on “Read {heat.url}”"),
-        ("tool_start", f"crawl_agent · reading “Heat pumps” ({heat.url})"),
         ("permission_request", "Waiting for your approval"),
         ("permission_result", f"crawl_agent · reading “Heat pumps” ({heat.url})"),
+        ("tool_start", f"crawl_agent · reading “Heat pumps” ({heat.url})"),
         ("tool_complete", "crawl_agent · thinking"),
         ("agent_complete", "lead_agent · reading crawl_agent’s report"),
         ("tool_complete", "lead_agent · thinking"),
         ("llm_chunk", "lead_agent · writing the answer"),
         ("complete", ""),
     ]
+    # The question names what the call reads, and the task it serves.
+    assert (asked["agent"], asked["subject"], asked["why"]) == (CRAWL, f"“Heat pumps” {heat.url}", f"Read {heat.url}")
 
 
 def test_search_results_fetched_pages_and_artifacts_are_read_from_the_tools_xml(user):
@@ -300,7 +313,6 @@ def test_a_run_that_ends_while_a_call_waits_for_an_answer_stops_it(user):
     _log(
         run,
         [
-            (0, "tool_start", CRAWL, {"tool": "web_fetch", "params": {"url": "https://example.org"}}),
             (1, "permission_request", CRAWL, {"id": "p", "tool": "web_fetch", "params": {"url": "https://example.org"}}),
             (600, "error", "", {"message": "Cancelled.", "cancelled": True}),
         ],
@@ -309,8 +321,26 @@ def test_a_run_that_ends_while_a_call_waits_for_an_answer_stops_it(user):
     fold = run_activity(run=run)
 
     (fetch,) = fold.steps
-    assert (fetch.status, fetch.permission_text, fetch.duration_text) == ("stopped", "the run ended before an answer", "1.0 s")
-    assert fold.wait == timedelta(seconds=599)
+    assert (fetch.kind, fetch.tool, fetch.subject) == ("tool", "web_fetch", "https://example.org")
+    assert (fetch.status, fetch.permission_text, fetch.duration_text) == ("stopped", "the run ended before an answer", "0 ms")
+    assert fold.wait == timedelta(seconds=599) and fold.tool_calls == 1
+
+
+def test_the_leads_prose_before_a_call_that_asks_for_approval_is_not_its_answer(user):
+    run = RunFactory(message__conversation__owner=user, status=Run.Status.WAITING_PERMISSION)
+    _log(
+        run,
+        [
+            (0, "agent_start", LEAD, {"instruction": "Draft it"}),
+            (1, "llm_chunk", LEAD, {"content": "Let me write the draft."}),
+            (2, "llm_complete", LEAD, {"content": "Let me write the draft.<tool_call>…</tool_call>"}),
+            (2, "permission_request", LEAD, {"id": "p", "tool": "create_artifact", "params": {"id": "draft", "content": "…"}}),
+        ],
+    )
+
+    view = _live(run)
+
+    assert view.text == "" and view.pending["subject"] == "draft"
 
 
 def test_a_real_turn_folds_each_agents_steps(user, demo_model):

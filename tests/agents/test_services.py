@@ -5,14 +5,15 @@ from datetime import timedelta
 
 import pytest
 from django.core.cache import cache
-from django.db import connection, connections
+from django.db import DataError, connection, connections
 from django.utils import timezone
 
 from agents import services
-from agents.selectors import run_views
 from agents.models import Run, RunEvent
+from agents.selectors import run_views
 from agents.tasks import run_turn
 from artifacts import selectors as artifact_selectors
+from artifacts.branches import branch_shown
 from artifacts.manager import ArtifactManager
 from artifacts.models import Artifact
 from conversations import services as conversation_services
@@ -455,7 +456,7 @@ def test_a_failed_turn_can_be_tried_again_once_by_its_owner(user, other_user):
 
 
 def _report_saved(conversation):
-    manager = ArtifactManager(session=conversation.artifact_session)
+    manager = ArtifactManager(branch=branch_shown(conversation=conversation))
     manager.create(artifact_id="report", content=LARGE)
     manager.flush_all()
 
@@ -545,7 +546,7 @@ def test_a_worker_killed_after_five_edits_resumes_with_them_though_the_cache_is_
 
     def look_at_the_pane(event):
         if not shown_on_resume:
-            view = artifact_selectors.artifact_get(session=message.conversation.artifact_session, artifact_id="report")
+            view = artifact_selectors.artifact_get(branch=branch_shown(conversation=message.conversation), artifact_id="report")
             shown_on_resume.append((view.live, view.content, view.version))
 
     services.run_execute(run_id=run.pk, on_event=look_at_the_pane)
@@ -571,7 +572,7 @@ def test_a_checkpoint_written_before_the_upgrade_still_resumes(user, scripted_mo
     whole_copies = [
         {
             "artifact_id": "report", "content_type": "text/markdown", "title": "report", "content": _ticked(0, 1),
-            "source": "agent", "version": 3, "base_lock_version": Artifact.objects.get(artifact_id="report").lock_version,
+            "source": "agent", "version": 3, "base_lock_version": 1,
             "update_type": "update", "changes": [["- [ ] item 0:", "- [x] item 0:"], ["- [ ] item 1:", "- [x] item 1:"]],
             "dirty": True,
         }
@@ -588,3 +589,100 @@ def test_a_checkpoint_written_before_the_upgrade_still_resumes(user, scripted_mo
     assert (run.status, run.message.response) == (Run.Status.COMPLETED, "Ticked three.")
     assert (report.content, report.current_version) == (_ticked(0, 1, 2), 4)
     assert len(report.versions.get(version=4).changes) == 3
+
+
+def _refuse_inserting(artifact_id):
+    """A database that refuses one artifact's rows for good, as a constraint would."""
+
+    def wrapper(execute, sql, params, many, context):
+        if sql.startswith("INSERT") and "artifacts_artifact" in sql and artifact_id in map(str, params or ()):
+            raise DataError(f"value refused for {artifact_id}")
+        return execute(sql, params, many, context)
+
+    return wrapper
+
+
+def test_artifacts_that_could_not_be_saved_end_the_turn_with_an_error_naming_them(user, scripted_model):
+    scripted_model.add(
+        Text(call("create_artifact", id="task_plan", content="- [x] write")),
+        Text(call("create_artifact", id="report", content="# Report")),
+        Text("Here is the answer."),
+    )
+    message, run = _turn(user)
+
+    with connection.execute_wrapper(_refuse_inserting("report")):
+        services.run_execute(run_id=run.pk)
+
+    run.refresh_from_db()
+    message.refresh_from_db()
+    end = run.events.order_by("seq").last()
+    assert (run.status, end.type) == (Run.Status.FAILED, RunEvent.Type.ERROR)
+    assert "These artifacts could not be saved: report." in end.data["message"] == run.error
+    assert end.data["artifacts"]["flushed"] == ["task_plan"] and list(end.data["artifacts"]["failed"]) == ["report"]
+    # Nothing is lost: the answer stays and the checkpoint still carries the report.
+    assert message.response == "Here is the answer."
+    assert [entry["artifact_id"] for entry in run.checkpoint["artifacts"]] == ["report"]
+    assert not run.events.filter(type=RunEvent.Type.COMPLETE).exists()
+
+
+def test_a_turn_paused_for_permission_saves_one_version_per_artifact(user, scripted_model, settings):
+    settings.TOOL_PERMISSIONS = {"rewrite_artifact": "confirm"}
+    scripted_model.add(
+        Text(call("create_artifact", id="task_plan", content="- [ ] read")),
+        Text(call("update_artifact", id="task_plan", old_str="- [ ] read", new_str="- [x] read")),
+        Text(call("rewrite_artifact", id="task_plan", content="- [x] read\n- [x] ask")),
+        Text("Done."),
+    )
+    message, run = _turn(user)
+    services.run_execute(run_id=run.pk)
+    run.refresh_from_db()
+    assert run.status == Run.Status.WAITING_PERMISSION
+    # Nothing saved during the pause; the pane still shows the work.
+    assert not Artifact.objects.exists()
+    shown = artifact_selectors.artifact_get(branch=branch_shown(conversation=message.conversation), artifact_id="task_plan")
+    assert (shown.live, shown.content) == (True, "- [x] read")
+
+    pending = run.checkpoint["turn"]["pending"]
+    services.permission_answer(run_id=run.pk, user=user, request_id=pending["id"], decision="approve", enqueue=False)
+    services.run_execute(run_id=run.pk)
+
+    plan = Artifact.objects.get(artifact_id="task_plan")
+    assert list(plan.versions.values_list("version", "content")) == [(3, "- [x] read\n- [x] ask")]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_question_of_a_paused_turn_is_logged_with_the_pause(user, scripted_model, settings):
+    # A page takes a run's status from its row and shows the question only
+    # while the row says it waits: the two must never be seen apart.
+    settings.TOOL_PERMISSIONS = {"rewrite_artifact": "confirm"}
+    scripted_model.add(
+        Text(call("create_artifact", id="notes", content="draft")),
+        Text(call("rewrite_artifact", id="notes", content="final")),
+    )
+    _, run = _turn(user)
+    seen = []
+
+    def on_event(event):
+        if event.type == RunEvent.Type.PERMISSION_REQUEST:
+            seen.append(Run.objects.get(pk=run.pk).status)
+
+    services.run_execute(run_id=run.pk, on_event=on_event)
+    assert seen == [Run.Status.WAITING_PERMISSION]
+    [request] = run.events.filter(type=RunEvent.Type.PERMISSION_REQUEST)
+    assert (request.agent, request.data["tool"], request.data["params"]) == ("lead_agent", "rewrite_artifact", {"id": "notes", "content": "final"})
+    assert request.data["id"] == Run.objects.get(pk=run.pk).checkpoint["turn"]["pending"]["id"]
+
+
+def test_cancelling_a_paused_turn_saves_its_work_once(user, scripted_model, settings):
+    settings.TOOL_PERMISSIONS = {"rewrite_artifact": "confirm"}
+    scripted_model.add(
+        Text(call("create_artifact", id="notes", content="kept")),
+        Text(call("rewrite_artifact", id="notes", content="never approved")),
+    )
+    _, run = _turn(user)
+    services.run_execute(run_id=run.pk)
+
+    services.run_cancel(run_id=run.pk, user=user)
+
+    notes = Artifact.objects.get(artifact_id="notes")
+    assert list(notes.versions.values_list("version", "content", "run_id")) == [(1, "kept", run.pk)]

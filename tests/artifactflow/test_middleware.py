@@ -6,6 +6,7 @@ import re
 import pytest
 from django.urls import reverse
 
+from artifacts.branches import branch_shown
 from artifacts.manager import ArtifactManager
 from tests.factories import ConversationFactory
 
@@ -36,10 +37,10 @@ def _policy(response) -> dict[str, set[str]]:
 @pytest.fixture
 def conversation(user):
     conversation = ConversationFactory(owner=user)
-    manager = ArtifactManager(session=conversation.artifact_session)
+    manager = ArtifactManager(branch=branch_shown(conversation=conversation))
     manager.create(artifact_id="report", content="# Report\n\n![chart](https://cdn.example/chart.png)")
     manager.flush_all()
-    manager = ArtifactManager(session=conversation.artifact_session)
+    manager = ArtifactManager(branch=branch_shown(conversation=conversation))
     manager.rewrite(artifact_id="report", content="# Report v2")
     manager.flush_all()
     return conversation

@@ -82,3 +82,18 @@ def test_plain_http_origins_keep_plain_http_working(tmp_path):
     probe = "import django; django.setup(); from django.test import Client; print(Client().get('/accounts/login/', HTTP_HOST='wiki.lan').status_code)"
     result = _run(tmp_path, "-c", probe, **{**PRODUCTION, "ALLOWED_HOSTS": "wiki.lan", "CSRF_TRUSTED_ORIGINS": "http://wiki.lan"})
     assert result.stdout.strip() == "200", result.stderr
+
+
+def test_agents_tool_rounds_can_be_set_from_the_environment(tmp_path):
+    probe = "from django.conf import settings; print(settings.MAX_TOOL_ROUNDS)"
+    unset = _run(tmp_path, "-c", probe, SECRET_KEY=STRONG_KEY)
+    result = _run(tmp_path, "-c", probe, SECRET_KEY=STRONG_KEY, ARTIFACTFLOW_MAX_TOOL_ROUNDS=" lead_agent=50, crawl_agent=4,")
+    assert unset.stdout.strip() == "{}", unset.stderr
+    assert result.stdout.strip() == "{'lead_agent': 50, 'crawl_agent': 4}", result.stderr
+
+
+@pytest.mark.parametrize("item", ["lead_agent", "lead_agent=many", "lead_agent=0", "lead_agent=-1", "=3", "lead_agent=2=3"])
+def test_a_malformed_tool_rounds_setting_is_refused_saying_what_is_wrong(tmp_path, item):
+    result = _load_settings(tmp_path, SECRET_KEY=STRONG_KEY, ARTIFACTFLOW_MAX_TOOL_ROUNDS=f"search_agent=3,{item}")
+    assert result.returncode != 0
+    assert f"ARTIFACTFLOW_MAX_TOOL_ROUNDS: {item!r} is not agent=count with a count of at least 1" in result.stderr

@@ -32,6 +32,7 @@ from django.views.defaults import server_error
 from agents import services as agent_services
 from agents.models import Run, RunEvent
 from artifacts import services as artifact_services
+from artifacts.branches import branch_shown
 from artifacts.manager import ArtifactManager
 from artifacts.models import Artifact, ArtifactSession, ArtifactVersion
 from conversations import services as conversation_services
@@ -63,7 +64,7 @@ class World:
     own_conversation: Conversation
     pending_id: str
     message_id: int
-    lock_version: int
+    base_version: int
     values: dict[str, list[Value]]
     snapshot: list = field(default_factory=list)
     # The attacker's session cookie: signed in once, every request rolls back.
@@ -115,21 +116,21 @@ def world(user, other_user, scripted_model, settings):
         status=Run.Status.RUNNING,
     )
 
-    session = conversation.artifact_session
-    manager = ArtifactManager(session=session)
+    branch = branch_shown(conversation=conversation)
+    manager = ArtifactManager(branch=branch)
     manager.create(artifact_id="report", content=f"# Report\n\n{MARKER} first", title=f"Report {MARKER}")
     manager.create(artifact_id="task_plan", content=f"- [x] {MARKER}\n- [ ] write")
     manager.flush_all()
-    manager = ArtifactManager(session=session)
+    manager = ArtifactManager(branch=branch)
     manager.rewrite(artifact_id="report", content=f"# Report\n\n{MARKER} second")
     manager.flush_all()
-    artifact_services.artifact_upload(session=session, filename="chart.png", data=MARKER.encode() + b"\x89PNG")
-    artifact_services.artifact_upload(session=session, filename="报告.md", data=f"# 报告 {MARKER}".encode())
+    artifact_services.artifact_upload(branch=branch, filename="chart.png", data=MARKER.encode() + b"\x89PNG")
+    artifact_services.artifact_upload(branch=branch, filename="报告.md", data=f"# 报告 {MARKER}".encode())
 
     own_conversation = conversation_services.conversation_start(user=attacker, content="My own question", enqueue=False)
     run_ids = [completed.pk, waiting.pk, failed.pk, running.pk]
     missing_run = Run.objects.order_by("-pk").values_list("pk", flat=True).first() + 1000
-    report = Artifact.objects.get(session=session, artifact_id="report")
+    report = Artifact.objects.get(session=branch.session, artifact_id="report")
     result = World(
         owner=owner,
         attacker=attacker,
@@ -137,7 +138,7 @@ def world(user, other_user, scripted_model, settings):
         own_conversation=own_conversation,
         pending_id=waiting.checkpoint["turn"]["pending"]["id"],
         message_id=waiting_message.pk,
-        lock_version=report.lock_version,
+        base_version=report.current_version,
         values={
             "conversation_id": [
                 Value(str(conversation.pk)),
@@ -170,7 +171,7 @@ def _parameters(world: World, variant: str, method: str) -> dict:
             "parent": str(world.message_id),
             "content": "The attacker's text",
             "title": "The attacker's title",
-            "lock_version": str(world.lock_version),
+            "base_version": str(world.base_version),
             "version": "1",
             "from": "1",
             "to": "2",
@@ -188,7 +189,7 @@ def _parameters(world: World, variant: str, method: str) -> dict:
         "parent": "9" * 25,
         "content": "nul\x00",
         "title": "\x00",
-        "lock_version": "²",
+        "base_version": "²",
         "version": "9" * 25,
         "from": "-1",
         "to": "²",

@@ -1,6 +1,7 @@
 import pytest
 
 from artifacts import services
+from artifacts.branches import branch_shown
 from tests.factories import ConversationFactory
 
 pytestmark = pytest.mark.django_db
@@ -10,7 +11,7 @@ def test_deleting_a_conversation_removes_its_uploaded_files(media_root, django_c
     conversation = ConversationFactory()
     with django_capture_on_commit_callbacks(execute=True):
         artifact = services.artifact_upload(
-            session=conversation.artifact_session, filename="chart.png", data=b"\x89PNG\r\n\x1a\n" + b"\x00" * 8
+            branch=branch_shown(conversation=conversation), filename="chart.png", data=b"\x89PNG\r\n\x1a\n" + b"\x00" * 8
         )
     stored = media_root / artifact.file.name
     assert stored.exists()

@@ -14,6 +14,7 @@ from django.urls import reverse
 
 from agents.models import Run
 from artifacts import live
+from artifacts.branches import branch_shown
 from artifacts.manager import ArtifactManager
 from artifacts.models import Artifact
 from tests.factories import ConversationFactory, MessageFactory, RunFactory
@@ -27,10 +28,13 @@ WORKER = """
 import sys
 import django
 django.setup()
+from agents.models import Run
+from artifacts.branches import branch_at
 from artifacts.manager import ArtifactManager
-from artifacts.models import ArtifactSession
 
-manager = ArtifactManager(session=ArtifactSession.objects.get(pk=sys.argv[1]), run_id=int(sys.argv[2]))
+run = Run.objects.select_related("message__conversation__artifact_session").get(pk=sys.argv[2])
+branch = branch_at(session=run.message.conversation.artifact_session, message_id=run.message_id)
+manager = ArtifactManager(branch=branch, run_id=run.pk)
 manager.update(artifact_id="task_plan", old_str="- [ ] search", new_str="- [x] search")
 print("updated", flush=True)
 sys.stdin.readline()
@@ -49,7 +53,7 @@ def _database_url():
 def test_the_web_process_shows_what_a_worker_process_has_not_flushed(client, user):
     conversation = ConversationFactory(owner=user)
     run = RunFactory(message=MessageFactory(conversation=conversation), status=Run.Status.RUNNING)
-    seed = ArtifactManager(session=conversation.artifact_session)
+    seed = ArtifactManager(branch=branch_shown(conversation=conversation))
     seed.create(artifact_id="task_plan", content="- [ ] search\n- [ ] write\n")
     seed.flush_all()
     client.force_login(user)
@@ -91,7 +95,7 @@ def test_an_artifact_tool_works_while_redis_is_down_and_its_flush_saves_the_vers
     conversation, run = _running(user)
     # As a worker's: every change also wakes the pages, through the dead channel layer.
     manager = ArtifactManager(
-        session=conversation.artifact_session,
+        branch=branch_shown(conversation=conversation),
         run_id=run.pk,
         on_change=lambda: live.live_announce(session_id=conversation.pk),
     )
@@ -111,12 +115,12 @@ def test_an_artifact_tool_works_while_redis_is_down_and_its_flush_saves_the_vers
 
 def test_once_redis_is_back_the_worker_publishes_its_working_copies_again(disposable_redis, client, user):
     conversation, run = _running(user)
-    seed = ArtifactManager(session=conversation.artifact_session)
+    seed = ArtifactManager(branch=branch_shown(conversation=conversation))
     seed.create(artifact_id="task_plan", content="- [ ] search\n- [ ] write\n")
     seed.flush_all()
     wake_ups = []
     manager = ArtifactManager(
-        session=conversation.artifact_session, run_id=run.pk, on_change=lambda: wake_ups.append(True)
+        branch=branch_shown(conversation=conversation), run_id=run.pk, on_change=lambda: wake_ups.append(True)
     )
     client.force_login(user)
     url = reverse("artifact-detail", args=[conversation.pk, "task_plan"])

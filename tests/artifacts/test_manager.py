@@ -6,9 +6,10 @@ from django.db import OperationalError, connection
 
 from agents.models import Run
 from artifacts import selectors, services
+from artifacts.branches import branch_at
 from artifacts.manager import ArtifactError, ArtifactManager
 from artifacts.models import Artifact, ArtifactVersion
-from tests.factories import ConversationFactory, MessageFactory, RunFactory
+from tests.factories import MessageFactory, RunFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -16,8 +17,9 @@ PLAN = "# Plan\n\n- [ ] search\n- [ ] read\n- [ ] write\n"
 
 
 @pytest.fixture
-def session():
-    return ConversationFactory().artifact_session
+def branch():
+    message = MessageFactory()
+    return branch_at(session=message.conversation.artifact_session, message_id=message.pk)
 
 
 def _saved(session, artifact_id="task_plan"):
@@ -25,8 +27,8 @@ def _saved(session, artifact_id="task_plan"):
     return artifact, list(artifact.versions.values_list("version", "content"))
 
 
-def test_changes_stay_in_memory_until_the_flush(session):
-    manager = ArtifactManager(session=session)
+def test_changes_stay_in_memory_until_the_flush(branch):
+    manager = ArtifactManager(branch=branch)
     manager.create(artifact_id="task_plan", content=PLAN)
     manager.update(artifact_id="task_plan", old_str="- [ ] search", new_str="- [x] search")
 
@@ -34,63 +36,63 @@ def test_changes_stay_in_memory_until_the_flush(session):
     assert manager.read(artifact_id="task_plan")["content"].startswith("# Plan\n\n- [x] search")
 
 
-def test_a_turn_that_updates_the_task_plan_three_times_writes_one_version(session):
-    manager = ArtifactManager(session=session)
+def test_a_turn_that_updates_the_task_plan_three_times_writes_one_version(branch):
+    manager = ArtifactManager(branch=branch)
     manager.create(artifact_id="task_plan", content=PLAN, title="Plan")
     for step in ("search", "read", "write"):
         manager.update(artifact_id="task_plan", old_str=f"- [ ] {step}", new_str=f"- [x] {step}")
 
     report = manager.flush_all()
 
-    artifact, versions = _saved(session)
+    artifact, versions = _saved(branch.session)
     assert report.flushed == ["task_plan"] and not report.failed
     assert versions == [(4, PLAN.replace("[ ]", "[x]"))]
     assert (artifact.current_version, artifact.content, artifact.title) == (4, PLAN.replace("[ ]", "[x]"), "Plan")
     assert artifact.versions.get().update_type == "create"
 
 
-def test_versions_are_sparse_across_turns(session):
-    first = ArtifactManager(session=session)
+def test_versions_are_sparse_across_turns(branch):
+    first = ArtifactManager(branch=branch)
     first.create(artifact_id="task_plan", content=PLAN)
     first.flush_all()
 
-    second = ArtifactManager(session=session)
+    second = ArtifactManager(branch=branch)
     second.update(artifact_id="task_plan", old_str="- [ ] search", new_str="- [x] search")
     second.update(artifact_id="task_plan", old_str="- [ ] read", new_str="- [x] read")
     second.flush_all()
 
-    artifact, versions = _saved(session)
+    artifact, versions = _saved(branch.session)
     assert [v for v, _ in versions] == [1, 3]
     latest = artifact.versions.get(version=3)
     assert latest.update_type == "update"
     assert latest.changes == [["- [ ] search", "- [x] search"], ["- [ ] read", "- [x] read"]]
 
 
-def test_a_flush_with_nothing_changed_writes_nothing(session):
-    ArtifactManager(session=session).create(artifact_id="a", content="x")  # never flushed: lost with its run
-    manager = ArtifactManager(session=session)
+def test_a_flush_with_nothing_changed_writes_nothing(branch):
+    ArtifactManager(branch=branch).create(artifact_id="a", content="x")  # never flushed: lost with its run
+    manager = ArtifactManager(branch=branch)
     assert manager.flush_all().flushed == []
     assert not ArtifactVersion.objects.exists()
 
 
-def test_create_refuses_an_id_that_exists_in_memory_or_saved(session):
-    manager = ArtifactManager(session=session)
+def test_create_refuses_an_id_that_exists_in_memory_or_saved(branch):
+    manager = ArtifactManager(branch=branch)
     manager.create(artifact_id="report.md", content="v1")
     with pytest.raises(ArtifactError, match="already exists"):
         manager.create(artifact_id="report.md", content="again")
     manager.flush_all()
     with pytest.raises(ArtifactError, match="already exists"):
-        ArtifactManager(session=session).create(artifact_id="report.md", content="again")
+        ArtifactManager(branch=branch).create(artifact_id="report.md", content="again")
 
 
 @pytest.mark.parametrize("bad_id", ["", "../x", "a/b", ".hidden", "x" * 201, "sp ace"])
-def test_create_refuses_ids_that_are_not_names(session, bad_id):
+def test_create_refuses_ids_that_are_not_names(branch, bad_id):
     with pytest.raises(ArtifactError, match="artifact id"):
-        ArtifactManager(session=session).create(artifact_id=bad_id, content="x")
+        ArtifactManager(branch=branch).create(artifact_id=bad_id, content="x")
 
 
-def test_a_refused_update_changes_nothing(session):
-    manager = ArtifactManager(session=session)
+def test_a_refused_update_changes_nothing(branch):
+    manager = ArtifactManager(branch=branch)
     manager.create(artifact_id="notes", content="same\nsame\n")
     with pytest.raises(ArtifactError, match="2"):
         manager.update(artifact_id="notes", old_str="same", new_str="other")
@@ -99,8 +101,8 @@ def test_a_refused_update_changes_nothing(session):
         manager.update(artifact_id="missing", old_str="a", new_str="b")
 
 
-def test_rewrite_replaces_everything_and_read_can_name_a_saved_version(session):
-    manager = ArtifactManager(session=session)
+def test_rewrite_replaces_everything_and_read_can_name_a_saved_version(branch):
+    manager = ArtifactManager(branch=branch)
     manager.create(artifact_id="report", content="draft")
     manager.flush_all()
     manager.rewrite(artifact_id="report", content="final")
@@ -123,8 +125,8 @@ def _fail_first_writes(table, times):
     return wrapper
 
 
-def test_a_flush_whose_first_attempt_fails_still_saves_everything(session):
-    manager = ArtifactManager(session=session)
+def test_a_flush_whose_first_attempt_fails_still_saves_everything(branch):
+    manager = ArtifactManager(branch=branch)
     manager.create(artifact_id="task_plan", content=PLAN)
     manager.create(artifact_id="report", content="# Report")
 
@@ -136,8 +138,8 @@ def test_a_flush_whose_first_attempt_fails_still_saves_everything(session):
     assert Artifact.objects.get(artifact_id="task_plan").content == PLAN
 
 
-def test_an_artifact_that_cannot_be_saved_is_reported_and_the_others_are_saved(session):
-    manager = ArtifactManager(session=session)
+def test_an_artifact_that_cannot_be_saved_is_reported_and_the_others_are_saved(branch):
+    manager = ArtifactManager(branch=branch)
     manager.create(artifact_id="task_plan", content=PLAN)
     manager.create(artifact_id="report", content="# Report")
 
@@ -154,18 +156,18 @@ def test_an_artifact_that_cannot_be_saved_is_reported_and_the_others_are_saved(s
     assert list(Artifact.objects.values_list("artifact_id", flat=True)) == ["task_plan"]
 
 
-def test_a_user_edit_racing_an_agent_flush_keeps_both_texts(session):
-    seed = ArtifactManager(session=session)
+def test_a_user_edit_racing_an_agent_flush_keeps_both_texts(branch):
+    seed = ArtifactManager(branch=branch)
     seed.create(artifact_id="report", content="base")
     seed.flush_all()
-    agent = ArtifactManager(session=session)
+    agent = ArtifactManager(branch=branch)
     agent.update(artifact_id="report", old_str="base", new_str="agent text")
     artifact = Artifact.objects.get(artifact_id="report")
 
-    services.artifact_edit(artifact=artifact, content="user text", expected_lock_version=artifact.lock_version)
+    services.artifact_edit(branch=branch, artifact=artifact, content="user text", base_version=1)
     report = agent.flush_all()
 
-    artifact, versions = _saved(session, "report")
+    artifact, versions = _saved(branch.session, "report")
     assert report.conflicts == ["report"]
     assert versions == [(1, "base"), (2, "user text"), (3, "agent text")]
     assert artifact.content == "agent text"
@@ -173,59 +175,58 @@ def test_a_user_edit_racing_an_agent_flush_keeps_both_texts(session):
     assert artifact.metadata["conflict"]["overlapped"] == 2
 
 
-def test_an_agent_flush_racing_a_user_edit_keeps_both_texts(session):
-    seed = ArtifactManager(session=session)
+def test_an_agent_flush_racing_a_user_edit_keeps_both_texts(branch):
+    seed = ArtifactManager(branch=branch)
     seed.create(artifact_id="report", content="base")
     seed.flush_all()
-    loaded = Artifact.objects.get(artifact_id="report")  # the user opens the editor
-    agent = ArtifactManager(session=session)
+    loaded = Artifact.objects.get(artifact_id="report")  # the user opens the editor on version 1
+    agent = ArtifactManager(branch=branch)
     agent.rewrite(artifact_id="report", content="agent text")
     agent.flush_all()
 
-    artifact, conflicted = services.artifact_edit(
-        artifact=loaded, content="user text", expected_lock_version=loaded.lock_version
-    )
+    _, conflicted = services.artifact_edit(branch=branch, artifact=loaded, content="user text", base_version=1)
 
     assert conflicted
-    assert _saved(session, "report")[1] == [(1, "base"), (2, "agent text"), (3, "user text")]
+    artifact, versions = _saved(branch.session, "report")
+    assert versions == [(1, "base"), (2, "agent text"), (3, "user text")]
     assert artifact.metadata["conflict"]["writer"] == "user"
 
 
-def test_the_live_view_shows_a_running_turns_unsaved_work(session):
-    run = RunFactory(message=MessageFactory(conversation=session.conversation), status=Run.Status.RUNNING)
-    manager = ArtifactManager(session=session, run_id=run.pk)
+def test_the_live_view_shows_a_running_turns_unsaved_work(branch):
+    run = RunFactory(message_id=branch.leaf_id, status=Run.Status.RUNNING)
+    manager = ArtifactManager(branch=branch, run_id=run.pk)
     manager.create(artifact_id="task_plan", content=PLAN)
     manager.flush_all()
     manager.update(artifact_id="task_plan", old_str="- [ ] search", new_str="- [x] search")
     manager.create(artifact_id="draft", content="not saved yet")
 
-    live_plan = selectors.artifact_get(session=session, artifact_id="task_plan")
-    listed = {v.artifact_id: v for v in selectors.artifact_list(session=session)}
+    live_plan = selectors.artifact_get(branch=branch, artifact_id="task_plan")
+    listed = {v.artifact_id: v for v in selectors.artifact_list(branch=branch)}
 
     assert live_plan.live and "- [x] search" in live_plan.content and live_plan.version == 2
-    assert [v.version for v in selectors.artifact_versions(artifact=live_plan.saved)] == [1]
+    assert [v.version for v in selectors.artifact_versions(artifact=live_plan.saved, branch=branch)] == [1]
     assert listed["draft"].live and listed["draft"].saved is None
     assert list(listed) == ["task_plan", "draft"]
 
     Run.objects.filter(pk=run.pk).update(status=Run.Status.COMPLETED)
-    ended = selectors.artifact_get(session=session, artifact_id="task_plan")
+    ended = selectors.artifact_get(branch=branch, artifact_id="task_plan")
     assert not ended.live and "- [ ] search" in ended.content
-    assert selectors.artifact_get(session=session, artifact_id="draft") is None
+    assert selectors.artifact_get(branch=branch, artifact_id="draft") is None
 
 
-def test_the_flush_ends_the_live_view(session):
-    run = RunFactory(message=MessageFactory(conversation=session.conversation), status=Run.Status.RUNNING)
-    manager = ArtifactManager(session=session, run_id=run.pk)
+def test_the_flush_ends_the_live_view(branch):
+    run = RunFactory(message_id=branch.leaf_id, status=Run.Status.RUNNING)
+    manager = ArtifactManager(branch=branch, run_id=run.pk)
     manager.create(artifact_id="task_plan", content=PLAN)
     manager.flush_all()
 
-    view = selectors.artifact_get(session=session, artifact_id="task_plan")
+    view = selectors.artifact_get(branch=branch, artifact_id="task_plan")
     assert not view.live and view.saved is not None
 
 
-def test_changes_are_announced(session):
+def test_changes_are_announced(branch):
     seen = []
-    manager = ArtifactManager(session=session, on_change=lambda: seen.append("changed"))
+    manager = ArtifactManager(branch=branch, on_change=lambda: seen.append("changed"))
     manager.create(artifact_id="a", content="x")
     manager.flush_all()
     assert seen == ["changed", "changed"]
@@ -248,93 +249,80 @@ def _ticked(text, *numbers):
     return text
 
 
-def _through_a_checkpoint(manager, session):
+def _through_a_checkpoint(manager, branch):
     """A manager of a resumed run: the working state went through the
     checkpoint's JSON, and the cache is empty."""
     state = json.loads(json.dumps(manager.working_state()))
     cache.clear()
-    resumed = ArtifactManager(session=session)
+    resumed = ArtifactManager(branch=branch)
     resumed.restore(state)
     return resumed, state
 
 
-def test_small_edits_of_a_large_artifact_checkpoint_small_and_restore_whole(session):
-    seed = ArtifactManager(session=session)
+def test_small_edits_of_a_large_artifact_checkpoint_small_and_restore_whole(branch):
+    seed = ArtifactManager(branch=branch)
     seed.create(artifact_id="report", content=LARGE)
     seed.flush_all()
-    manager = ArtifactManager(session=session)
+    manager = ArtifactManager(branch=branch)
     _tick(manager, *range(10))
 
-    resumed, state = _through_a_checkpoint(manager, session)
+    resumed, state = _through_a_checkpoint(manager, branch)
 
     assert len(LARGE) > 200_000 and len(json.dumps(state)) < 2_000
     assert resumed.read(artifact_id="report") == manager.read(artifact_id="report")
     assert resumed.read(artifact_id="report")["content"] == _ticked(LARGE, *range(10))
     _tick(resumed, 10)
     resumed.flush_all()
-    artifact, versions = _saved(session, "report")
+    artifact, versions = _saved(branch.session, "report")
     assert [v for v, _ in versions] == [1, 12] and artifact.content == _ticked(LARGE, *range(11))
     assert artifact.versions.get(version=12).changes == [[f"- [ ] item {n}:", f"- [x] item {n}:"] for n in range(11)]
 
 
-def test_a_created_or_rewritten_artifact_checkpoints_its_text_once_and_the_edits_after_it(session):
-    seed = ArtifactManager(session=session)
+def test_a_created_or_rewritten_artifact_checkpoints_its_text_once_and_the_edits_after_it(branch):
+    seed = ArtifactManager(branch=branch)
     seed.create(artifact_id="saved", content="old text")
     seed.flush_all()
-    manager = ArtifactManager(session=session)
+    manager = ArtifactManager(branch=branch)
     manager.create(artifact_id="report", content=LARGE)
     manager.rewrite(artifact_id="saved", content=LARGE)
     _tick(manager, 1, 2)
     _tick(manager, 3, artifact_id="saved")
 
-    resumed, state = _through_a_checkpoint(manager, session)
+    resumed, state = _through_a_checkpoint(manager, branch)
 
     whole = len(json.dumps(LARGE))
     assert whole * 2 < len(json.dumps(state)) < whole * 2 + 1_000
     assert resumed.read(artifact_id="report")["content"] == _ticked(LARGE, 1, 2)
     assert resumed.read(artifact_id="saved")["content"] == _ticked(LARGE, 3)
     resumed.flush_all()
-    assert _saved(session, "report")[1] == [(3, _ticked(LARGE, 1, 2))]
-    assert _saved(session, "saved")[1] == [(1, "old text"), (3, _ticked(LARGE, 3))]
+    assert _saved(branch.session, "report")[1] == [(3, _ticked(LARGE, 1, 2))]
+    assert _saved(branch.session, "saved")[1] == [(1, "old text"), (3, _ticked(LARGE, 3))]
 
 
-def test_a_user_edit_while_the_worker_was_dead_is_kept_beside_the_restored_work(session):
-    seed = ArtifactManager(session=session)
+def test_a_user_edit_while_the_worker_was_dead_is_kept_beside_the_restored_work(branch):
+    seed = ArtifactManager(branch=branch)
     seed.create(artifact_id="report", content=LARGE)
     seed.flush_all()
-    manager = ArtifactManager(session=session)
+    manager = ArtifactManager(branch=branch)
     _tick(manager, 1)
     state = manager.working_state()
     artifact = Artifact.objects.get(artifact_id="report")
-    services.artifact_edit(artifact=artifact, content="the user's text", expected_lock_version=artifact.lock_version)
+    services.artifact_edit(branch=branch, artifact=artifact, content="the user's text", base_version=1)
 
-    resumed = ArtifactManager(session=session)
+    resumed = ArtifactManager(branch=branch)
     resumed.restore(state)
     report = resumed.flush_all()
 
     assert report.conflicts == ["report"]
-    assert _saved(session, "report")[1] == [(1, LARGE), (2, "the user's text"), (3, _ticked(LARGE, 1))]
+    assert _saved(branch.session, "report")[1] == [(1, LARGE), (2, "the user's text"), (3, _ticked(LARGE, 1))]
 
 
-def test_a_text_changed_without_a_version_is_checkpointed_whole(session):
-    seed = ArtifactManager(session=session)
-    seed.create(artifact_id="report", content=LARGE)
-    seed.flush_all()
-    Artifact.objects.filter(artifact_id="report").update(content="- [ ] item 1: fixed in the admin\n")
-    manager = ArtifactManager(session=session)
-    _tick(manager, 1)
-
-    resumed, _ = _through_a_checkpoint(manager, session)
-
-    assert resumed.read(artifact_id="report")["content"] == "- [x] item 1: fixed in the admin\n"
-
-
-def test_a_checkpoint_of_whole_working_copies_still_restores(session):
+def test_a_checkpoint_of_whole_working_copies_still_restores(branch):
     """The format before splices: a run paused or killed during an upgrade."""
-    seed = ArtifactManager(session=session)
+    seed = ArtifactManager(branch=branch)
     seed.create(artifact_id="report", content="- [ ] item 1: a\n")
     seed.flush_all()
-    lock_version = Artifact.objects.get(artifact_id="report").lock_version
+    lock_version = 2  # the artifact's, then: any number, for one the turn had read
     old_format = [
         {
             "artifact_id": "report", "content_type": "text/markdown", "title": "report",
@@ -348,12 +336,12 @@ def test_a_checkpoint_of_whole_working_copies_still_restores(session):
         },
     ]
 
-    resumed = ArtifactManager(session=session)
+    resumed = ArtifactManager(branch=branch)
     resumed.restore(old_format)
     _tick(resumed, 2, artifact_id="notes")
-    again, _ = _through_a_checkpoint(resumed, session)
+    again, _ = _through_a_checkpoint(resumed, branch)
     again.flush_all()
 
-    assert _saved(session, "report")[1] == [(1, "- [ ] item 1: a\n"), (2, "- [x] item 1: a\n")]
-    assert _saved(session, "notes")[1] == [(2, "- [x] item 2: b\n")]
+    assert _saved(branch.session, "report")[1] == [(1, "- [ ] item 1: a\n"), (2, "- [x] item 1: a\n")]
+    assert _saved(branch.session, "notes")[1] == [(2, "- [x] item 2: b\n")]
     assert Artifact.objects.get(artifact_id="notes").title == "Notes"

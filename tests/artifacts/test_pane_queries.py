@@ -7,6 +7,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from agents.models import Run
+from artifacts.branches import branch_shown
 from artifacts.manager import ArtifactManager
 from artifacts.models import Artifact, ArtifactVersion
 from tests.factories import ConversationFactory, MessageFactory, RunFactory
@@ -64,7 +65,7 @@ def test_the_pane_of_a_running_turn_costs_no_query_per_working_copy(signed_in, u
     _with_versions(conversation, "report", 200)
     url = reverse("artifact-detail", args=[conversation.pk, "report"])
     baseline = _queries(signed_in, url)
-    manager = ArtifactManager(session=conversation.artifact_session, run_id=run.pk)
+    manager = ArtifactManager(branch=branch_shown(conversation=conversation), run_id=run.pk)
     manager.update(artifact_id="report", old_str="text v200", new_str="text in progress")
     for n in range(30):
         manager.create(artifact_id=f"draft_{n}", content=f"draft {n}")

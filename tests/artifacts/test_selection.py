@@ -9,18 +9,14 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.utils import timezone
 
 from agents.models import Run
+from artifacts.branches import branch_shown
 from artifacts.manager import ArtifactManager
-from artifacts.models import Artifact
+from artifacts.models import ArtifactVersion
 from artifacts.selectors import artifact_list
 from tests.artifacts.test_views import HTMX, _flushed, _url
 from tests.factories import ConversationFactory, MessageFactory, RunFactory
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def conversation(user):
-    return ConversationFactory(owner=user)
 
 
 @pytest.fixture
@@ -35,9 +31,9 @@ def _updated(conversation, *artifact_ids):
     """Marks the artifacts as changed in this order, oldest first."""
     start = timezone.now() - timedelta(hours=1)
     for minutes, artifact_id in enumerate(artifact_ids):
-        Artifact.objects.filter(session=conversation.artifact_session, artifact_id=artifact_id).update(
-            updated_at=start + timedelta(minutes=minutes)
-        )
+        ArtifactVersion.objects.filter(
+            artifact__session=conversation.artifact_session, artifact__artifact_id=artifact_id
+        ).update(created_at=start + timedelta(minutes=minutes))
 
 
 def _shown(html) -> str:
@@ -70,7 +66,7 @@ def test_the_default_falls_back_to_the_plan_then_to_what_a_running_turn_writes(s
 
     _flushed(conversation, "report", "# Report")
     run = RunFactory(message=MessageFactory(conversation=conversation), status=Run.Status.RUNNING)
-    ArtifactManager(session=conversation.artifact_session, run_id=run.pk).create(artifact_id="draft", content="new")
+    ArtifactManager(branch=branch_shown(conversation=conversation), run_id=run.pk).create(artifact_id="draft", content="new")
     _updated(conversation, "task_plan", "report")
 
     assert _shown(signed_in.get(_url("artifact-pane", conversation), **HTMX).content.decode()) == "draft"
@@ -109,8 +105,8 @@ def test_the_page_url_opens_the_pane_on_what_it_names(signed_in, conversation, n
 @pytest.mark.parametrize(
     ("query", "shown", "notice"),
     [
-        ("?artifact=missing", "report", "The artifact this link names is not in this conversation; showing the newest."),
-        ("?artifact=nul%00id", "report", "The artifact this link names is not in this conversation; showing the newest."),
+        ("?artifact=missing", "report", "The artifact this link names is not on this branch of the conversation; showing the newest."),
+        ("?artifact=nul%00id", "report", "The artifact this link names is not on this branch of the conversation; showing the newest."),
         ("?artifact=notes&version=9", "notes", "This link names a version that is not saved; showing the current text."),
         ("?artifact=notes&version=%C2%B2", "notes", "This link names a version that is not saved; showing the current text."),
         ("?artifact=notes&from=1&to=9", "notes", "This link compares versions that are not saved; showing the current text."),
@@ -171,7 +167,7 @@ def test_the_list_preview_is_the_text_without_its_markdown_marks(signed_in, conv
     _flushed(conversation, "tool.py", "# a comment, not a heading\nx = 1\n", content_type="text/x-python")
     _flushed(conversation, "long", "**Word** " * 200)
 
-    previews = {view.artifact_id: view.preview for view in artifact_list(session=conversation.artifact_session)}
+    previews = {view.artifact_id: view.preview for view in artifact_list(branch=branch_shown(conversation=conversation))}
     html = signed_in.get(conversation.get_absolute_url()).content.decode()
 
     assert previews["report"] == "Findings Intro with bold and code, a link raw. open item"

@@ -1,7 +1,14 @@
 import pytest
 
+from artifacts.branches import branch_at
 from artifacts.manager import ArtifactManager
-from artifacts.tools import ARTIFACT_TOOLS, create_artifact, read_artifact, rewrite_artifact, update_artifact
+from artifacts.tools import (
+    ARTIFACT_TOOLS,
+    create_artifact,
+    read_artifact,
+    rewrite_artifact,
+    update_artifact,
+)
 from tests.factories import ConversationFactory
 
 pytestmark = pytest.mark.django_db
@@ -9,7 +16,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def manager():
-    return ArtifactManager(session=ConversationFactory().artifact_session)
+    return ArtifactManager(branch=branch_at(session=ConversationFactory().artifact_session, message_id=None))
 
 
 def test_create_answers_in_compact_xml_and_tells_the_page_what_changed(manager):
@@ -67,6 +74,95 @@ def test_rewrite_and_read_escape_the_content(manager):
         '<artifact id="page.html" version="2" content_type="text/html" title="page.html">'
         "<content>&lt;b&gt;&amp;&lt;/b&gt;</content></artifact>"
     )
+
+
+def _numbered(count: int) -> str:
+    # 50 characters a line: 4,000 lines make 200,000 characters.
+    return "".join(f"line {n:05d} " + "x" * 38 + "\n" for n in range(1, count + 1))
+
+
+@pytest.fixture
+def spilled(manager, settings):
+    settings.TOOL_RESULT_MAX_CHARS = 20_000
+    create_artifact(manager, id="tool_result", content=_numbered(4000))
+    return manager
+
+
+def _content(result) -> str:
+    # The numbered lines have nothing XML escapes.
+    return result.content.split("<content>", 1)[1].split("</content>", 1)[0]
+
+
+def test_without_a_range_a_large_artifact_comes_cut_with_a_note_on_how_to_read_on(spilled):
+    result = read_artifact(spilled, id="tool_result")
+
+    assert result.success
+    assert 'chars="0-20000" of="200000">' in result.content
+    assert _content(result) == _numbered(4000)[:20_000]
+    assert result.content.endswith(
+        "<note>This is characters 0-20000; the artifact has 200000 characters, 4000 lines, and one read returns at most 20000 characters. "
+        "Read on with offset=20000 and limit=20000, or by lines with start_line and end_line.</note></artifact>"
+    )
+
+
+def test_a_large_artifact_is_paged_by_characters(spilled):
+    text = _numbered(4000)
+
+    middle = read_artifact(spilled, id="tool_result", offset=100_000, limit=50)
+    last = read_artifact(spilled, id="tool_result", offset=190_000, limit=50_000)
+
+    assert 'chars="100000-100050" of="200000">' in middle.content
+    assert _content(middle) == text[100_000:100_050] == "line 02001 " + "x" * 38 + "\n"
+    assert "Read on with offset=100050" in middle.content
+    assert 'chars="190000-200000" of="200000">' in last.content
+    assert _content(last) == text[190_000:] and "<note>" not in last.content
+
+
+def test_a_large_artifact_is_paged_by_lines_never_more_than_one_read(spilled):
+    text = _numbered(4000).splitlines(keepends=True)
+
+    asked = read_artifact(spilled, id="tool_result", start_line=121, end_line=240)
+    too_many = read_artifact(spilled, id="tool_result", start_line=1001)
+    to_the_end = read_artifact(spilled, id="tool_result", start_line=3900, end_line=5000)
+
+    assert 'lines="121-240" of="4000">' in asked.content
+    assert _content(asked) == "".join(text[120:240])
+    assert "Read on with start_line=241." in asked.content
+    # 400 lines of 50 characters fill one read.
+    assert 'lines="1001-1400" of="4000">' in too_many.content
+    assert _content(too_many) == "".join(text[1000:1400])
+    assert "This is lines 1001-1400; the artifact has 200000 characters, 4000 lines. Read on with start_line=1401." in too_many.content
+    assert 'lines="3900-4000" of="4000">' in to_the_end.content and "<note>" not in to_the_end.content
+
+
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        ({"start_line": 4001}, "start_line 4001 is beyond the end: the artifact has 200000 characters, 4000 lines."),
+        ({"start_line": 0}, "Lines are numbered from 1."),
+        ({"start_line": 5, "end_line": -1}, "Lines are numbered from 1."),
+        ({"start_line": 10, "end_line": 9}, "end_line 9 is before start_line 10."),
+        ({"offset": -1}, "offset cannot be negative."),
+        ({"offset": 200_000}, "offset 200000 is beyond the end: the artifact has 200000 characters, 4000 lines."),
+        ({"offset": 0, "limit": 0}, "limit must be at least 1."),
+        ({"start_line": 1, "limit": 10}, "Give a range in lines (start_line, end_line) or in characters (offset, limit), not both."),
+    ],
+)
+def test_an_impossible_range_is_an_error_the_model_can_correct(spilled, params, message):
+    result = read_artifact(spilled, id="tool_result", **params)
+
+    assert not result.success
+    assert result.content == f'<error tool="read_artifact"><id>tool_result</id><message>{message}</message></error>'
+
+
+def test_a_line_longer_than_one_read_is_to_be_read_in_characters(manager, settings):
+    settings.TOOL_RESULT_MAX_CHARS = 100
+    create_artifact(manager, id="minified.js", content="short\n" + "x" * 500 + "\n")
+
+    result = read_artifact(manager, id="minified.js", start_line=2)
+
+    assert not result.success
+    assert "Line 2 alone is longer than one read (100 characters); read it in characters: offset=6, limit=100." in result.content
 
 
 def test_every_tool_has_a_schema_naming_its_required_arguments():

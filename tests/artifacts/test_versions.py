@@ -9,19 +9,15 @@ from django.test import Client
 from django.urls import reverse
 
 from agents.models import Run
+from artifacts.branches import branch_shown
 from artifacts.manager import ArtifactManager
 from artifacts.models import Artifact
 from tests.artifacts.test_views import HTMX, _flushed, _url
-from tests.factories import ConversationFactory, MessageFactory, RunFactory
+from tests.factories import MessageFactory, RunFactory
 
 pytestmark = pytest.mark.django_db
 
 OLD_VERSION_NOTICE = "You are viewing version 1 of 3 — not the current text."
-
-
-@pytest.fixture
-def conversation(user):
-    return ConversationFactory(owner=user)
 
 
 @pytest.fixture
@@ -40,13 +36,13 @@ def test_an_old_version_says_so_and_offers_restore_and_the_current_one_does_not(
     assert OLD_VERSION_NOTICE in old and "<h1>First draft</h1>" in old
     assert f'action="{_url("artifact-restore", conversation, "report")}"' in old
     assert "csrfmiddlewaretoken" in old[old.index('class="old-version"') :]
-    assert _hidden(old, "version") == "1" and _hidden(old, "lock_version") == str(report.lock_version)
+    assert _hidden(old, "version") == "1" and _hidden(old, "base_version") == "3"
     assert "not the current text" not in current and "Restore this version" not in current
 
 
 def test_restore_saves_the_old_text_as_a_new_version(signed_in, conversation, report):
     response = signed_in.post(
-        _url("artifact-restore", conversation, "report"), {"version": "1", "lock_version": report.lock_version}, **HTMX
+        _url("artifact-restore", conversation, "report"), {"version": "1", "base_version": report.current_version}, **HTMX
     )
 
     report.refresh_from_db()
@@ -63,13 +59,13 @@ def test_restore_saves_the_old_text_as_a_new_version(signed_in, conversation, re
 
 
 def test_restore_over_a_newer_write_keeps_both_and_says_so(signed_in, conversation, report):
-    stale_lock = report.lock_version
-    manager = ArtifactManager(session=conversation.artifact_session)
+    stale = report.current_version
+    manager = ArtifactManager(branch=branch_shown(conversation=conversation))
     manager.rewrite(artifact_id="report", content="# Agent's fourth draft\n")
     manager.flush_all()
 
     html = signed_in.post(
-        _url("artifact-restore", conversation, "report"), {"version": "1", "lock_version": stale_lock}, **HTMX
+        _url("artifact-restore", conversation, "report"), {"version": "1", "base_version": stale}, **HTMX
     ).content.decode()
 
     assert "Someone else changed this artifact while you edited it" in html
@@ -83,15 +79,15 @@ def test_restore_needs_a_csrf_token_and_a_post(user, conversation, report):
     page = client.get(_url("artifact-detail", conversation, "report") + "?version=1").content.decode()
     token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page[page.index('class="old-version"') :])[1]
 
-    refused = client.post(url, {"version": "1", "lock_version": report.lock_version})
+    refused = client.post(url, {"version": "1", "base_version": report.current_version})
     wrong_method = client.get(url + "?version=1")
-    accepted = client.post(url, {"version": "1", "lock_version": report.lock_version, "csrfmiddlewaretoken": token})
+    accepted = client.post(url, {"version": "1", "base_version": report.current_version, "csrfmiddlewaretoken": token})
 
     assert (refused.status_code, wrong_method.status_code, accepted.status_code) == (403, 405, 200)
     assert Artifact.objects.get(pk=report.pk).current_version == 4
 
 
-@pytest.mark.parametrize(("data", "status"), [({"version": "9", "lock_version": "1"}, 404), ({"version": "1"}, 422)])
+@pytest.mark.parametrize(("data", "status"), [({"version": "9", "base_version": "1"}, 404), ({"version": "1"}, 422)])
 def test_restore_of_a_missing_version_or_from_a_broken_form_changes_nothing(signed_in, conversation, report, data, status):
     response = signed_in.post(_url("artifact-restore", conversation, "report"), data, **HTMX)
 
@@ -103,7 +99,7 @@ def test_restore_of_a_missing_version_or_from_a_broken_form_changes_nothing(sign
 
 def test_while_a_turn_writes_the_artifact_an_old_version_is_not_offered_for_restore(signed_in, conversation, report):
     run = RunFactory(message=MessageFactory(conversation=conversation), status=Run.Status.RUNNING)
-    ArtifactManager(session=conversation.artifact_session, run_id=run.pk).rewrite(artifact_id="report", content="# Live\n")
+    ArtifactManager(branch=branch_shown(conversation=conversation), run_id=run.pk).rewrite(artifact_id="report", content="# Live\n")
 
     html = signed_in.get(conversation.get_absolute_url() + "?artifact=report&version=1").content.decode()
 
@@ -121,7 +117,7 @@ def test_edit_starts_from_the_version_shown_and_saves_a_new_one(signed_in, conve
     html = form.content.decode()
     saved = signed_in.post(
         _url("artifact-edit", conversation, "report"),
-        {"content": "# First draft, revised\n", "lock_version": _hidden(html, "lock_version")},
+        {"content": "# First draft, revised\n", "base_version": _hidden(html, "base_version")},
         **HTMX,
     )
 
@@ -167,4 +163,4 @@ def test_a_binary_upload_has_no_preview_or_restore(signed_in, conversation):
     png = SimpleUploadedFile("c.png", b"\x89PNG\r\n\x1a\n\x00")
     signed_in.post(reverse("artifact-pane", args=[conversation.pk]), {"file": png}, **HTMX)
     assert signed_in.post(_url("artifact-preview", conversation, "c.png"), {"content": "x"}).status_code == 404
-    assert signed_in.post(_url("artifact-restore", conversation, "c.png"), {"version": "1", "lock_version": "1"}).status_code == 404
+    assert signed_in.post(_url("artifact-restore", conversation, "c.png"), {"version": "1", "base_version": "1"}).status_code == 404

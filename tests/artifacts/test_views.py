@@ -6,6 +6,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
 from agents.models import Run
+from artifacts.branches import branch_shown
 from artifacts.manager import ArtifactManager
 from artifacts.models import Artifact
 from tests.factories import ConversationFactory, MessageFactory, RunFactory
@@ -29,15 +30,10 @@ Intro with **bold** text.
 """
 
 
-@pytest.fixture
-def conversation(user):
-    return ConversationFactory(owner=user)
-
-
 def _flushed(conversation, artifact_id, *contents, content_type="text/markdown"):
     """An artifact saved once per content, as successive turns would."""
     for i, content in enumerate(contents):
-        manager = ArtifactManager(session=conversation.artifact_session)
+        manager = ArtifactManager(branch=branch_shown(conversation=conversation))
         if i == 0:
             manager.create(artifact_id=artifact_id, content=content, content_type=content_type)
         else:
@@ -64,8 +60,8 @@ def test_another_users_artifacts_are_a_404_on_every_url(signed_in, other_user):
     for url in gets:
         assert signed_in.get(url).status_code == 404, url
     posts = [
-        (_url("artifact-edit", theirs, "report"), {"content": "mine now", "lock_version": "2"}),
-        (_url("artifact-restore", theirs, "report"), {"version": "1", "lock_version": "2"}),
+        (_url("artifact-edit", theirs, "report"), {"content": "mine now", "base_version": "2"}),
+        (_url("artifact-restore", theirs, "report"), {"version": "1", "base_version": "2"}),
         (_url("artifact-preview", theirs, "report"), {"content": "# mine"}),
         (_url("artifact-pane", theirs), {"file": SimpleUploadedFile("x.md", b"x")}),
     ]
@@ -121,7 +117,7 @@ def test_an_edit_saves_a_new_version(signed_in, conversation):
 
     response = signed_in.post(
         _url("artifact-edit", conversation, "report"),
-        {"content": "edited\r\nby me", "lock_version": artifact.lock_version},
+        {"content": "edited\r\nby me", "base_version": artifact.current_version},
         **HTMX,
     )
 
@@ -133,13 +129,13 @@ def test_an_edit_saves_a_new_version(signed_in, conversation):
 
 def test_an_edit_from_a_stale_form_keeps_both_texts_and_says_so(signed_in, conversation):
     artifact = _flushed(conversation, "report", "draft")
-    stale_lock = artifact.lock_version
-    manager = ArtifactManager(session=conversation.artifact_session)
+    stale = artifact.current_version
+    manager = ArtifactManager(branch=branch_shown(conversation=conversation))
     manager.rewrite(artifact_id="report", content="agent text")
     manager.flush_all()
 
     html = signed_in.post(
-        _url("artifact-edit", conversation, "report"), {"content": "user text", "lock_version": stale_lock}, **HTMX
+        _url("artifact-edit", conversation, "report"), {"content": "user text", "base_version": stale}, **HTMX
     ).content.decode()
 
     assert "Someone else changed this artifact while you edited it" in html
@@ -215,7 +211,7 @@ def test_the_raw_download_is_the_text_as_a_markdown_file(signed_in, conversation
 def test_during_a_run_the_pane_shows_work_in_progress_but_exports_only_what_was_saved(signed_in, conversation):
     run = RunFactory(message=MessageFactory(conversation=conversation), status=Run.Status.RUNNING)
     _flushed(conversation, "report", "saved text")
-    manager = ArtifactManager(session=conversation.artifact_session, run_id=run.pk)
+    manager = ArtifactManager(branch=branch_shown(conversation=conversation), run_id=run.pk)
     manager.rewrite(artifact_id="report", content="work in progress")
     manager.create(artifact_id="draft", content="brand new")
 
@@ -267,7 +263,7 @@ def test_with_redis_down_the_pane_answers_from_what_was_saved(disposable_redis, 
     run = RunFactory(message=MessageFactory(conversation=conversation), status=Run.Status.RUNNING)
     saved = _flushed(conversation, "report", "saved text")
     # Published while Redis was up, lost with it.
-    ArtifactManager(session=conversation.artifact_session, run_id=run.pk).rewrite(
+    ArtifactManager(branch=branch_shown(conversation=conversation), run_id=run.pk).rewrite(
         artifact_id="report", content="work in progress"
     )
     theirs = ConversationFactory(owner=other_user)
@@ -278,7 +274,7 @@ def test_with_redis_down_the_pane_answers_from_what_was_saved(disposable_redis, 
     detail = signed_in.get(_url("artifact-detail", conversation, "report"), **HTMX)
     form = signed_in.get(_url("artifact-edit", conversation, "report"), **HTMX)
     edited = signed_in.post(
-        _url("artifact-edit", conversation, "report"), {"content": "my text", "lock_version": saved.lock_version}, **HTMX
+        _url("artifact-edit", conversation, "report"), {"content": "my text", "base_version": saved.current_version}, **HTMX
     )
     uploaded = signed_in.post(
         _url("artifact-pane", conversation), {"file": SimpleUploadedFile("notes.md", b"# Notes\n")}, **HTMX

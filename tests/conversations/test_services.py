@@ -216,21 +216,27 @@ def test_rename_tidies_the_title():
     assert Conversation.objects.get(pk=conversation.pk).title == "Heat pumps"
 
 
-def test_delete_takes_messages_runs_and_artifacts_along(user):
+@pytest.mark.parametrize("status", [Run.Status.COMPLETED, Run.Status.FAILED, Run.Status.CANCELLED])
+def test_delete_once_the_turn_has_ended_takes_messages_runs_and_artifacts_along(user, status):
     conversation = services.conversation_start(user=user, content="Hello", enqueue=False)
+    Run.objects.update(status=status)
+
     services.conversation_delete(conversation=conversation)
+
     assert not Conversation.objects.exists()
     assert not Run.objects.exists() and not ArtifactSession.objects.exists()
 
 
-def test_delete_of_a_conversation_with_a_running_turn_stops_it_first(user):
+@pytest.mark.parametrize("status", [Run.Status.QUEUED, Run.Status.RUNNING, Run.Status.WAITING_PERMISSION])
+def test_delete_is_refused_while_a_turn_is_active_and_leaves_the_turn_alone(user, status):
     conversation = services.conversation_start(user=user, content="Hello", enqueue=False)
-    Run.objects.update(status=Run.Status.RUNNING)
+    Run.objects.update(status=status)
 
-    with pytest.raises(ValidationError, match="asked to stop"):
+    with pytest.raises(ValidationError, match="Stop it"):
         services.conversation_delete(conversation=conversation)
 
-    assert Run.objects.get().cancel_requested
-    Run.objects.update(status=Run.Status.CANCELLED)
-    services.conversation_delete(conversation=conversation)
-    assert not Conversation.objects.exists()
+    run = Run.objects.get()
+    assert Conversation.objects.filter(pk=conversation.pk).exists()
+    assert ArtifactSession.objects.filter(pk=conversation.pk).exists()
+    # Stopping is the user's decision, not a side effect of asking to delete.
+    assert run.status == status and not run.cancel_requested

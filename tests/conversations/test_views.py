@@ -11,6 +11,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from agents.models import Run
+from artifacts.branches import branch_at
 from artifacts.manager import ArtifactManager
 from artifacts.models import ArtifactSession
 from conversations import selectors, services
@@ -319,6 +320,25 @@ def test_delete_redirects_to_the_start_and_another_users_is_a_404(signed_in, use
     assert list(Conversation.objects.all()) == [theirs]
 
 
+def test_a_delete_refused_for_an_active_turn_says_why_with_and_without_htmx(signed_in, user, other_user):
+    mine = ConversationFactory(owner=user, title="Mine")
+    RunFactory(message=MessageFactory(conversation=mine), status=Run.Status.WAITING_PERMISSION)
+    theirs = ConversationFactory(owner=other_user)
+    RunFactory(message=MessageFactory(conversation=theirs), status=Run.Status.RUNNING)
+    url = reverse("conversation-delete", args=[mine.pk])
+
+    fragment = signed_in.post(url, **HTMX)
+    page = signed_in.post(url)
+
+    reason = "A turn is still in progress here. Stop it, and delete the conversation once it has ended."
+    assert fragment.status_code == 422 and "HX-Redirect" not in fragment.headers
+    assert fragment.content.decode().lstrip().startswith('<header id="conversation-head"')
+    assert f'<p class="error" role="alert">{reason}</p>' in fragment.content.decode()
+    assert page.status_code == 422 and reason in page.content.decode() and "Mine" in page.content.decode()
+    assert signed_in.post(reverse("conversation-delete", args=[theirs.pk]), **HTMX).status_code == 404
+    assert Conversation.objects.count() == 2
+
+
 def test_the_thread_offers_a_switcher_and_switching_shows_the_other_branch(signed_in, user):
     conversation = ConversationFactory(owner=user)
     first = MessageFactory(conversation=conversation, content="First try", response="Answer one")
@@ -539,7 +559,8 @@ def test_with_redis_down_one_signs_in_and_sees_a_running_turn(disposable_redis, 
     message = conversation.active_branch
     run = message.runs.get()
     Run.objects.filter(pk=run.pk).update(status=Run.Status.RUNNING)
-    ArtifactManager(session=conversation.artifact_session, run_id=run.pk).create(
+    branch = branch_at(session=conversation.artifact_session, message_id=message.pk)
+    ArtifactManager(branch=branch, run_id=run.pk).create(
         artifact_id="draft", content="work in progress"
     )
     theirs = ConversationFactory(owner=other_user)

@@ -34,6 +34,8 @@ def long_conversation(*, username: str, turns: int, answer: str = "") -> str:
     conversation.save(update_fields=["active_branch"])
     for artifact_id, title in (("task_plan", "Task plan"), ("research_report", "Report")):
         artifact = Artifact.objects.create(session=session, artifact_id=artifact_id, title=title, current_version=0)
-        artifact_version_save(artifact=artifact, content=f"# {title}\n\nFirst draft.", version=1, update_type="create")
-        artifact_version_save(artifact=artifact, content=f"# {title}\n\n{PARAGRAPH}", version=2, update_type="update")
+        for version, text in ((1, "First draft."), (2, PARAGRAPH)):
+            artifact_version_save(
+                artifact=artifact, content=f"# {title}\n\n{text}", version=version, update_type="update", message_id=parent.pk
+            )
     return str(conversation.pk)

@@ -252,4 +252,53 @@ def test_a_link_opens_the_artifact_it_names_and_back_goes_back_to_it(portal, mod
         page.evaluate(SIGNAL_ARTIFACTS_CHANGED_JS)
     refresh.value.finished()
     page.wait_for_timeout(300)
-    expect(pane.locator(".notice")).to_have_text("The artifact this link names is not in this conversation; showing the newest.")
+    expect(pane.locator(".notice")).to_have_text("The artifact this link names is not on this branch of the conversation; showing the newest.")
+
+
+def test_each_branch_has_its_own_artifacts_and_a_diff_compares_across_them(portal, model_server, page, screenshot):
+    model_server.add(
+        Text(call("create_artifact", id="report", content="# Heat pumps\n\nHeat pumps win.", title="Heat pump report")),
+        Text("Heat pumps, in the report."),
+        Text(call("create_artifact", id="report", content="# Solar\n\nSolar wins.", title="Solar report")),
+        Text("Solar, in the report."),
+    )
+    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    ask(page, question="Heat pumps or gas?")
+    turn = page.locator("article.turn")
+    expect(turn).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
+    pane = page.locator("#artifact-pane")
+    expect(pane.locator(".artifact-content")).to_contain_text("Heat pumps win.")
+
+    turn.locator("details.edit summary").click()
+    turn.get_by_label("Edit your message").fill("Solar or gas?")
+    turn.get_by_role("button", name="Send as a new branch").click()
+
+    expect(turn.locator(".answer")).to_have_text("Solar, in the report.", timeout=TURN_TIMEOUT)
+    expect(pane.locator(".artifact-content")).to_contain_text("Solar wins.", timeout=TURN_TIMEOUT)
+    expect(pane.locator(".artifact-list")).to_contain_text("Solar report")
+    expect(pane.locator(".artifact-list")).not_to_contain_text("Heat pump report")
+
+    page.get_by_role("button", name="Previous branch").click()
+    expect(turn.locator(".answer")).to_have_text("Heat pumps, in the report.")
+    expect(pane.locator(".artifact-content")).to_contain_text("Heat pumps win.")
+    expect(pane.locator(".artifact-list")).to_contain_text("Heat pump report")
+    expect(pane.get_by_label("Version")).to_contain_text("other branch: “Solar or gas?”")
+
+    # This branch's version 1 against the other branch's version 2.
+    pane.get_by_label("Compare").select_option("1")
+    pane.get_by_label("with").select_option("2")
+    pane.get_by_role("button", name="Compare", exact=True).click()
+    expect(pane.locator(".diff .diff-del").last).to_have_text("-Heat pumps win.")
+    expect(pane.locator(".diff .diff-add").last).to_have_text("+Solar wins.")
+    screenshot(page, name="branch-diff")
+
+    pane.get_by_role("link", name="Delete…").click()
+    expect(pane.get_by_role("alertdialog")).to_contain_text("Its 2 versions go too, 1 of them on other branches")
+    screenshot(page, name="delete-confirm")
+    pane.get_by_role("link", name="Keep it").click()
+    expect(pane.get_by_role("alertdialog")).to_have_count(0)
+
+    page.get_by_role("button", name="Next branch").click()
+    expect(pane.locator(".artifact-content")).to_contain_text("Solar wins.")
+    page.reload()
+    expect(page.locator("#artifact-pane .artifact-content")).to_contain_text("Solar wins.")

@@ -1,0 +1,81 @@
+"""The artifacts of a conversation branch (docs/artifacts.md).
+
+A conversation is a tree of messages, and a branch is the path from a root to
+the message the user looks at or a turn runs at. Artifacts are stored once per
+conversation, as seed 000 has it: the newest text of each on `Artifact`, and
+its saved versions numbered in one sequence. Every version records the message
+it was written at, so a branch sees, of each artifact, its newest version
+written on the branch's path. A version with no message (saved before the
+first question, or before versions recorded one) is on every branch. An
+artifact with no version on the path does not exist on the branch.
+"""
+
+from dataclasses import dataclass
+
+from django.db.models import OuterRef, Q, Subquery
+
+from conversations.tree import message_path_ids
+
+from .models import Artifact, ArtifactSession, ArtifactVersion
+
+
+@dataclass(frozen=True)
+class Branch:
+    session: ArtifactSession
+    # The message the branch ends at, which new versions record; None in a
+    # conversation with no message yet.
+    leaf_id: int | None
+    # The messages from the root down to the leaf.
+    path: tuple[int, ...]
+
+    def visible(self) -> Q:
+        """Which versions are on the branch, as a filter of ArtifactVersion."""
+        return Q(message_id__in=self.path) | Q(message__isnull=True)
+
+    def holds(self, version: ArtifactVersion) -> bool:
+        return version.message_id is None or version.message_id in self.path
+
+
+def branch_at(*, session: ArtifactSession, message_id: int | None) -> Branch:
+    """The branch that ends at `message_id`."""
+    return Branch(session=session, leaf_id=message_id, path=tuple(message_path_ids(message_id=message_id)))
+
+
+def branch_shown(*, conversation) -> Branch:
+    """The branch the conversation's page shows."""
+    session = ArtifactSession.objects.get_or_create(conversation=conversation)[0]
+    return branch_at(session=session, message_id=conversation.active_branch_id)
+
+
+def branch_heads(*, branch: Branch, artifact_id: str | None = None) -> list[ArtifactVersion]:
+    """Each artifact's newest version on the branch (or only `artifact_id`'s),
+    with its artifact, in the order the artifacts were created."""
+    newest = (
+        ArtifactVersion.objects.filter(branch.visible(), artifact=OuterRef("artifact"))
+        .order_by("-version")
+        .values("version")[:1]
+    )
+    heads = (
+        ArtifactVersion.objects.filter(branch.visible(), artifact__session=branch.session, version=Subquery(newest))
+        .select_related("artifact")
+        # The artifact's own text is the newest on any branch: not this one's.
+        .defer("artifact__content")
+        .order_by("artifact__created_at", "artifact_id")
+    )
+    if artifact_id is not None:
+        heads = heads.filter(artifact__artifact_id=artifact_id)
+    return list(heads)
+
+
+def branch_head(*, branch: Branch, artifact: Artifact) -> ArtifactVersion | None:
+    """The artifact's newest version on the branch; None when it has none there."""
+    return artifact.versions.filter(branch.visible()).order_by("-version").first()
+
+
+def version_title(version: ArtifactVersion) -> str:
+    return version.title or version.artifact.title
+
+
+def version_is_text(version: ArtifactVersion) -> bool:
+    """An uploaded binary file has no text in any version."""
+    return not version.artifact.file or bool(version.content)

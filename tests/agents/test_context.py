@@ -1,0 +1,92 @@
+"""What the lead sees: its system prompt and the history along the branch."""
+
+import pytest
+from django.utils import timezone
+
+from agents.config import LEAD, LEAD_AGENT
+from agents.context import agent_messages, system_prompt
+from agents.llm import XML
+from agents.models import Run, RunEvent
+from artifacts import services as artifact_services
+from artifacts.branches import branch_at
+from artifacts.manager import ArtifactManager
+from tests.factories import ConversationFactory, MessageFactory, RunFactory
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def conversation():
+    return ConversationFactory()
+
+
+@pytest.fixture
+def manager(conversation):
+    return ArtifactManager(branch=branch_at(session=conversation.artifact_session, message_id=None))
+
+
+def test_the_lead_is_told_the_date_and_time_and_its_time_zone(manager):
+    with timezone.override("Asia/Kolkata"):
+        before = timezone.localtime()
+        prompt = system_prompt(config=LEAD, artifacts=manager, tool_mode=XML)
+        after = timezone.localtime()
+
+    # Read between two clock readings: the minute may turn in between.
+    shown = {f"{now:%A} {now.isoformat(sep=' ', timespec='minutes')}" for now in (before, after)}
+    assert any(f"# Current time\n\n{when} (time zone Asia/Kolkata)." in prompt for when in shown)
+    assert "+05:30" in prompt
+
+
+def test_the_inventory_tells_an_empty_text_from_a_stored_file(conversation, manager):
+    manager.create(artifact_id="notes", content="", title="Notes")
+    artifact_services.artifact_upload(
+        branch=manager.branch, filename="chart.png", data=b"\x89PNG\r\n\x1a\n" + b"\x00" * 32, content_type="image/png"
+    )
+
+    prompt = system_prompt(config=LEAD, artifacts=manager, tool_mode=XML)
+
+    assert "- `notes` — Notes (text/markdown, version 1, from agent): (empty)" in prompt
+    assert "- `chart.png` — chart.png (image/png, version 1, from user_upload): (a stored file, not text)" in prompt
+
+
+def _turn(conversation, parent, content, response, *statuses):
+    """A message answered by runs in `statuses`, the last of which wrote the answer."""
+    message = MessageFactory(conversation=conversation, parent=parent, content=content, response=response)
+    runs = [RunFactory(message=message, status=status) for status in statuses]
+    return message, runs
+
+
+def _compacted(run, summary):
+    RunEvent.objects.create(run=run, seq=1, type=RunEvent.Type.COMPACTION, agent=LEAD_AGENT, data={"summary": summary})
+
+
+def _history(message):
+    return agent_messages(system="system", message=message, instruction="", summary="", interactions=[])[1:]
+
+
+def test_a_failed_attempts_compaction_is_not_the_boundary_an_earlier_completed_one_is(conversation):
+    first, [first_run] = _turn(conversation, None, "Q1", "A1", Run.Status.COMPLETED)
+    second, [failed, _] = _turn(conversation, first, "Q2", "A2", Run.Status.FAILED, Run.Status.COMPLETED)
+    current = MessageFactory(conversation=conversation, parent=second, content="Q3")
+    _compacted(first_run, "Summary of Q1")
+    _compacted(failed, "Summary of a failed try at Q2")
+
+    assert _history(current) == [
+        {"role": "user", "content": "<context_summary>\nSummary of Q1\n</context_summary>"},
+        {"role": "assistant", "content": "A1"},
+        {"role": "user", "content": "Q2"},
+        {"role": "assistant", "content": "A2"},
+        {"role": "user", "content": "Q3"},
+    ]
+
+
+def test_when_only_a_cancelled_run_compacted_the_whole_history_is_sent(conversation):
+    first, [cancelled, _] = _turn(conversation, None, "Q1", "A1", Run.Status.CANCELLED, Run.Status.COMPLETED)
+    current = MessageFactory(conversation=conversation, parent=first, content="Q2")
+    _compacted(cancelled, "Summary of a cancelled try at Q1")
+
+    assert _history(current) == [
+        {"role": "user", "content": "Q1"},
+        {"role": "assistant", "content": "A1"},
+        {"role": "user", "content": "Q2"},
+    ]
