@@ -24,6 +24,15 @@ DEBUG = env.bool("DEBUG", default=False)
 DATA_DIR = Path(env.str("ARTIFACTFLOW_DATA_DIR", default=str(BASE_DIR / "data")))
 DATA_DIR.mkdir(parents=True, exist_ok=True)
 
+# --- Database -----------------------------------------------------------------
+
+DATABASES = {
+    "default": env.db_url(
+        "DATABASE_URL", default=f"sqlite:///{DATA_DIR / 'artifactflow.sqlite3'}"
+    )
+}
+USING_SQLITE = DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3"
+
 
 def _local_secret_key() -> str:
     # Kept in a file so the web process and the workers agree on it (django-q2
@@ -47,10 +56,13 @@ def _secret_key_weak(key: str) -> bool:
 
 SECRET_KEY = env.str("SECRET_KEY", default="")
 if not SECRET_KEY:
-    if not DEBUG:
+    if not USING_SQLITE:
         raise ImproperlyConfigured(
-            "SECRET_KEY is not set. Set it in the environment (DEBUG=1 generates a local one)."
+            "SECRET_KEY is not set. A server database (DATABASE_URL) serves several processes, "
+            "perhaps on several machines: give them all the same key in the environment."
         )
+    # One machine with its SQLite file: a key kept beside it serves the web
+    # process, the workers and manage.py alike, with nothing to export.
     SECRET_KEY = _local_secret_key()
 elif not DEBUG and _secret_key_weak(SECRET_KEY):
     raise ImproperlyConfigured(
@@ -76,14 +88,8 @@ if HTTPS:
     SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=True)
     SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=True)
 
-# --- Database -----------------------------------------------------------------
+# --- Database connections -------------------------------------------------------
 
-DATABASES = {
-    "default": env.db_url(
-        "DATABASE_URL", default=f"sqlite:///{DATA_DIR / 'artifactflow.sqlite3'}"
-    )
-}
-USING_SQLITE = DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3"
 if USING_SQLITE:
     # The web process and the django-q2 workers write to the same file. WAL lets
     # readers run beside the writer; IMMEDIATE takes the write lock at BEGIN so

@@ -7,7 +7,7 @@ from django.core.management import CommandError, call_command
 from agents.models import Run
 from artifacts.models import Artifact
 from conversations.models import Conversation
-from tests.factories import ConversationFactory, MessageFactory
+from tests.factories import ConversationFactory, MessageFactory, UserFactory
 from tests.model_server import Status, Text
 
 # Transactional: the command prints events as they commit.
@@ -64,6 +64,23 @@ def test_ask_refuses_another_users_conversation(user, other_user, scripted_model
 def test_ask_needs_a_user_when_there_are_several(user, other_user):
     with pytest.raises(CommandError, match="--user"):
         _ask("Who am I?")
+
+
+def test_without_user_ask_takes_the_only_user_or_the_demo_login_and_says_which(user, scripted_model):
+    scripted_model.add(Text("One."), Text("Two."))
+    _, err = _ask("Whose question?")
+    assert f"Asking as {user.username}, the only user" in err
+    assert Conversation.objects.get().owner == user
+
+    demo = UserFactory(username="demo")
+    _, err = _ask("And now?")
+    assert "Asking as demo, the demo login" in err
+    assert Conversation.objects.filter(owner=demo).count() == 1
+
+
+def test_ask_with_no_user_at_all_says_how_to_make_one(db):
+    with pytest.raises(CommandError, match="createsuperuser"):
+        _ask("Anyone there?")
 
 
 def test_auto_approve_runs_the_demo_research_and_lists_the_artifacts(user, demo_model):

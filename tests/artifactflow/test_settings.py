@@ -27,10 +27,12 @@ def _load_settings(tmp_path, **env):
     return _run(tmp_path, "-c", "from django.conf import settings; print(settings.SECRET_KEY)", **env)
 
 
-def test_production_refuses_to_start_without_a_secret_key(tmp_path):
-    result = _load_settings(tmp_path)
-    assert result.returncode != 0
-    assert "SECRET_KEY is not set" in result.stderr
+def test_a_server_database_refuses_to_start_without_a_secret_key(tmp_path):
+    for debug in ("0", "1"):
+        result = _load_settings(tmp_path, DEBUG=debug, DATABASE_URL="postgres://u@127.0.0.1:5432/db", REDIS_URL="redis://x")
+        assert result.returncode != 0
+        assert "SECRET_KEY is not set" in result.stderr
+    assert not (tmp_path / "secret_key").exists()
 
 
 @pytest.mark.parametrize("key", ["short", "x" * 60, "django-insecure-" + "abcdefghij" * 5])
@@ -40,8 +42,9 @@ def test_production_refuses_a_weak_secret_key(tmp_path, key):
     assert "SECRET_KEY is too weak for production" in result.stderr
 
 
-def test_debug_generates_one_local_key_only_its_owner_can_read(tmp_path):
-    first = _load_settings(tmp_path, DEBUG="1")
+def test_the_embedded_database_generates_one_local_key_only_its_owner_can_read(tmp_path):
+    # No DEBUG, nothing exported: manage.py after `make run` just works.
+    first = _load_settings(tmp_path)
     second = _load_settings(tmp_path, DEBUG="1")
     assert first.returncode == 0, first.stderr
     assert len(first.stdout.strip()) > 40

@@ -10,6 +10,7 @@ from agents.selectors import LEAD_AGENT
 from agents.services import permission_answer, run_execute
 from artifacts.models import Artifact
 from conversations import selectors, services
+from conversations.management.commands.demo_user import DEMO_USERNAME
 from conversations.models import Message
 
 
@@ -28,7 +29,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("question")
-        parser.add_argument("--user", help="username (default: the only user, if there is one)")
+        parser.add_argument("--user", help="username (default: the only user, else the demo login)")
         parser.add_argument("--conversation", help="continue this conversation (default: a new one)")
         parser.add_argument("--parent", type=int, help="branch from this message of the conversation")
         parser.add_argument(
@@ -96,9 +97,17 @@ class Command(BaseCommand):
                 return users.get(username=username)
             except users.model.DoesNotExist:
                 raise CommandError(f"No user named {username!r}.") from None
-        if users.count() != 1:
-            raise CommandError("Name the user to ask as with --user.")
-        return users.get()
+        first_two = list(users.order_by("pk")[:2])
+        if not first_two:
+            raise CommandError("There is no user yet: `make run` creates the demo login, or run manage.py createsuperuser.")
+        if len(first_two) == 1:
+            chosen, why = first_two[0], "the only user"
+        else:
+            chosen, why = users.filter(username=DEMO_USERNAME).first(), "the demo login"
+            if chosen is None:
+                raise CommandError("There are several users: name the one to ask as with --user.")
+        self.stderr.write(f"Asking as {chosen.username}, {why} (--user names another).")
+        return chosen
 
     def _print_chunk(self, event):
         if event.type == RunEvent.Type.LLM_CHUNK and event.agent == LEAD_AGENT:

@@ -7,6 +7,8 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
+# The login `make run` creates and prints; `manage.py ask` asks as it by default.
+DEMO_USERNAME = "demo"
 # Where the Procfile's daphne listens.
 HOST = "127.0.0.1"
 # Daphne starts in a few seconds; one that has not listened by then failed,
@@ -21,7 +23,7 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("--username", default="demo")
+        parser.add_argument("--username", default=DEMO_USERNAME)
         parser.add_argument("--port", type=int, default=8000, help="The port the portal listens on, for the address.")
         parser.add_argument(
             "--wait",
