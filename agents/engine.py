@@ -24,6 +24,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from artifacts.manager import ArtifactManager
+from artifacts.models import Artifact
 
 from . import compaction, context
 from .config import (
@@ -479,7 +480,9 @@ class Turn:
         existing = {a["artifact_id"] for a in self.artifacts.inventory()}
         number = next(n for n in range(1, len(existing) + 2) if f"{name}_{n}" not in existing)
         artifact_id = f"{name}_{number}"
-        self.artifacts.create(artifact_id=artifact_id, title=title, content=result.content, content_type="text/xml")
+        self.artifacts.create(
+            artifact_id=artifact_id, title=title, content=result.content, content_type="text/xml", source=Artifact.Source.RUN
+        )
         preview = result.content[: settings.TOOL_RESULT_PREVIEW_CHARS]
         return ToolResult(
             success=result.success,

@@ -151,7 +151,15 @@ class ArtifactManager:
 
     # --- operations ------------------------------------------------------------
 
-    def create(self, *, artifact_id: str, content: str, title: str = "", content_type: str = "text/markdown") -> Change:
+    def create(
+        self,
+        *,
+        artifact_id: str,
+        content: str,
+        title: str = "",
+        content_type: str = "text/markdown",
+        source: str = Artifact.Source.AGENT,
+    ) -> Change:
         if not ARTIFACT_ID.match(artifact_id or ""):
             raise ArtifactError(
                 "An artifact id is 1-200 letters, digits, '_', '-' or '.', starting with a letter or digit."
@@ -171,7 +179,7 @@ class ArtifactManager:
             content_type=content_type or "text/markdown",
             title=title or artifact_id,
             content=content,
-            source=Artifact.Source.AGENT,
+            source=source,
             version=taken + 1,
             read_version=None,
             taken=taken,

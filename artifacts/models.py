@@ -24,6 +24,9 @@ class Artifact(models.Model):
     class Source(models.TextChoices):
         AGENT = "agent"
         USER_UPLOAD = "user_upload"
+        # What a turn stored because it was too long to show the model (a tool
+        # result, a subagent's report): the cleanup's default candidates.
+        RUN = "run", "Run output"
 
     session = models.ForeignKey(ArtifactSession, on_delete=models.CASCADE, related_name="artifacts")
     # The id agents and users name the artifact by (e.g. "task_plan"), unique per session.

@@ -4,7 +4,7 @@ import factory
 from django.contrib.auth import get_user_model
 
 from agents.models import LibraryDocument, Run
-from artifacts.models import ArtifactSession
+from artifacts.models import Artifact, ArtifactSession, ArtifactVersion
 from conversations.models import Conversation, Message
 
 PASSWORD = "pw-for-tests"
@@ -57,6 +57,42 @@ class RunFactory(factory.django.DjangoModelFactory):
         model = Run
 
     message = factory.SubFactory(MessageFactory)
+
+
+class ArtifactFactory(factory.django.DjangoModelFactory):
+    """A run artifact (a stored tool result) as a turn saves it: its content is
+    its one version's. `versions=[...]` saves older texts before it;
+    `updated_at=` backdates it."""
+
+    class Meta:
+        model = Artifact
+        skip_postgeneration_save = True
+
+    session = factory.LazyFunction(lambda: ConversationFactory().artifact_session)
+    artifact_id = factory.Sequence(lambda n: f"web_fetch_result_{n + 1}")
+    title = factory.LazyAttribute(lambda artifact: f"web_fetch result ({artifact.artifact_id})")
+    content_type = "text/xml"
+    content = factory.Sequence(lambda n: f"<page>Stored result {n}</page>")
+    source = Artifact.Source.RUN
+
+    @factory.post_generation
+    def versions(artifact, create, extracted, **kwargs):
+        if not create:
+            return
+        texts = [*(extracted or []), artifact.content]
+        ArtifactVersion.objects.bulk_create(
+            ArtifactVersion(artifact=artifact, version=number, content=text, title=artifact.title, update_type="create")
+            for number, text in enumerate(texts, start=1)
+        )
+        Artifact.objects.filter(pk=artifact.pk).update(current_version=len(texts))
+        artifact.current_version = len(texts)
+
+    @factory.post_generation
+    def updated_at(artifact, create, extracted, **kwargs):
+        # auto_now sets it on every save; only an update() writes another time.
+        if create and extracted is not None:
+            Artifact.objects.filter(pk=artifact.pk).update(updated_at=extracted)
+            artifact.updated_at = extracted
 
 
 class LibraryDocumentFactory(factory.django.DjangoModelFactory):
