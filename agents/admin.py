@@ -1,38 +1,189 @@
+import json
+
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.shortcuts import redirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html
+from django.utils.text import Truncator
 
 from artifacts.uploads import UploadError
 
+from . import services
 from .library import library_file_read
 from .models import LibraryDocument, Run, RunEvent
+from .trace import run_trace
 
 
-class RunEventInline(admin.TabularInline):
-    model = RunEvent
-    fields = ("seq", "type", "agent", "data", "created_at")
-    readonly_fields = fields
-    extra = 0
-    can_delete = False
+# A JSON value longer than this is shown folded.
+JSON_FOLD_CHARS = 2000
+
+
+def json_block(value) -> str:
+    """A JSON field as the admin shows it: formatted, and folded when long."""
+    text = json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+    if len(text) <= JSON_FOLD_CHARS:
+        return format_html('<pre class="json">{}</pre>', text)
+    return format_html('<details><summary>{} characters</summary><pre class="json">{}</pre></details>', len(text), text)
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """What the system wrote is evidence: viewed, never added or edited here."""
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+class PurgeForm(forms.Form):
+    older_than_days = forms.IntegerField(
+        min_value=0, initial=30, label="Finished more than this many days ago"
+    )
 
 
 @admin.register(Run)
-class RunAdmin(admin.ModelAdmin):
-    list_display = ("id", "status", "model", "message", "attempts", "worker_deaths", "created_at", "finished_at")
-    list_filter = ("status", "model", "created_at")
-    search_fields = ("id", "message__content", "message__conversation__title", "error")
-    raw_id_fields = ("message",)
-    readonly_fields = ("created_at", "started_at", "finished_at", "heartbeat_at", "worker")
-    list_select_related = ("message",)
+class RunAdmin(ReadOnlyAdmin):
+    list_display = ("id", "user", "conversation_link", "status", "duration", "tokens", "short_error", "created_at")
+    list_filter = ("status", "model", "created_at", ("message__conversation__owner", admin.RelatedOnlyFieldListFilter))
+    search_fields = (
+        "=id",
+        "message__content",
+        "message__conversation__title",
+        "message__conversation__owner__username",
+        "error",
+    )
+    list_select_related = ("message__conversation__owner",)
     date_hierarchy = "created_at"
-    inlines = [RunEventInline]
+    actions = ["runs_cancel"]
+    fields = (
+        "status",
+        "user",
+        "conversation_link",
+        "question",
+        "model",
+        "attempts",
+        "worker_deaths",
+        "worker",
+        "cancel_requested",
+        "created_at",
+        "started_at",
+        "finished_at",
+        "heartbeat_at",
+        "error",
+        "metrics_json",
+        "checkpoint_json",
+    )
+    readonly_fields = fields
+    change_form_template = "admin/agents/run/change_form.html"
+    change_list_template = "admin/agents/run/change_list.html"
+
+    def has_delete_permission(self, request, obj=None):
+        # A run goes with its conversation, which keeps the thread whole.
+        return False
+
+    @admin.display(description="user", ordering="message__conversation__owner__username")
+    def user(self, run):
+        return run.message.conversation.owner
+
+    @admin.display(description="conversation")
+    def conversation_link(self, run):
+        conversation = run.message.conversation
+        return format_html(
+            '<a href="{}">{}</a> (<a href="{}">open</a>)',
+            reverse("admin:conversations_conversation_change", args=[conversation.pk]),
+            conversation.title or conversation.pk,
+            conversation.get_absolute_url(),
+        )
+
+    @admin.display(description="question")
+    def question(self, run):
+        return run.message.content
+
+    @admin.display(description="duration")
+    def duration(self, run):
+        if run.started_at and run.finished_at:
+            return f"{(run.finished_at - run.started_at).total_seconds():.1f} s"
+        return "—"
+
+    @admin.display(description="tokens")
+    def tokens(self, run):
+        executions = (run.metrics or {}).get("agent_executions") or []
+        return sum(((e.get("token_usage") or {}).get("total_tokens") or 0) for e in executions) or "—"
+
+    @admin.display(description="error")
+    def short_error(self, run):
+        return Truncator(run.error).chars(80)
+
+    @admin.display(description="metrics")
+    def metrics_json(self, run):
+        return json_block(run.metrics)
+
+    @admin.display(description="checkpoint")
+    def checkpoint_json(self, run):
+        return json_block(run.checkpoint)
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        run = self.get_object(request, object_id)
+        if run is not None:
+            extra_context = {**(extra_context or {}), "trace": run_trace(run=run)}
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    @admin.action(description="Cancel selected runs")
+    def runs_cancel(self, request, queryset):
+        cancelled, ended = services.runs_cancel_by_staff(run_ids=list(queryset.values_list("pk", flat=True)))
+        if cancelled:
+            self.message_user(request, f"Cancelled {len(cancelled)} run(s): {_ids(cancelled)}.", messages.SUCCESS)
+        if ended:
+            self.message_user(request, f"Already ended, left as they were: {_ids(ended)}.", messages.WARNING)
+
+    def get_urls(self):
+        purge = path("purge-chunks/", self.admin_site.admin_view(self.chunks_purge_view), name="agents_run_purge_chunks")
+        return [purge, *super().get_urls()]
+
+    def chunks_purge_view(self, request):
+        """Counts first (a dry run); deletes only when the counted form is sent with "apply"."""
+        form = PurgeForm(request.POST or None, initial={"older_than_days": 30})
+        report = None
+        if request.method == "POST" and form.is_valid():
+            days = form.cleaned_data["older_than_days"]
+            if "apply" in request.POST:
+                done = services.run_chunks_purge(older_than_days=days, apply=True)
+                self.message_user(
+                    request, f"Deleted {done.events} streamed-text events of {done.runs} runs.", messages.SUCCESS
+                )
+                return redirect("admin:agents_run_changelist")
+            report = services.run_chunks_purge(older_than_days=days)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Purge streamed text of finished runs",
+            "opts": self.model._meta,
+            "form": form,
+            "report": report,
+        }
+        return TemplateResponse(request, "admin/agents/run/purge_chunks.html", context)
+
+
+def _ids(runs) -> str:
+    return ", ".join(str(run.pk) for run in runs)
 
 
 @admin.register(RunEvent)
-class RunEventAdmin(admin.ModelAdmin):
+class RunEventAdmin(ReadOnlyAdmin):
     list_display = ("run", "seq", "type", "agent", "created_at")
     list_filter = ("type", "agent")
-    search_fields = ("run__id",)
-    raw_id_fields = ("run",)
+    search_fields = ("=run__id",)
+    fields = ("run", "seq", "type", "agent", "created_at", "data_json")
+    readonly_fields = fields
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    @admin.display(description="data")
+    def data_json(self, event):
+        return json_block(event.data)
 
 
 class LibraryUploadForm(forms.ModelForm):

@@ -519,7 +519,13 @@ class Turn:
         self.log.emit(
             RunEvent.Type.PERMISSION_RESULT,
             agent=pending["agent"],
-            data={"id": pending["id"], "tool": pending["tool"], "decision": decision},
+            data={
+                "id": pending["id"],
+                "tool": pending["tool"],
+                "decision": decision,
+                "by": pending.get("decided_by", ""),
+                "decided_at": pending.get("decided_at", ""),
+            },
         )
         call = ToolCall(name=pending["tool"], params=pending["params"], id=pending.get("call_id", ""))
         if decision in (APPROVE, ALWAYS):

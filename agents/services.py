@@ -1,6 +1,7 @@
 """Run lifecycle: create and enqueue, claim, execute, finish."""
 
 import logging
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -391,7 +392,7 @@ def permission_answer(*, run_id: int, user, request_id: str, decision: str, enqu
         run = _run_owned_locked(run_id=run_id, user=user)
         if decision not in (engine.APPROVE, engine.ALWAYS, engine.DENY):
             raise RunStateError("Answer approve, always or deny.")
-        _pending_decide(run=run, request_id=request_id, decision=decision, enqueue=enqueue)
+        _pending_decide(run=run, request_id=request_id, decision=decision, by=user.get_username(), enqueue=enqueue)
         if decision == engine.ALWAYS:
             message = run.message
             tools = set(message.metadata.get(ALLOWED_TOOLS, [])) | {run.checkpoint["turn"]["pending"]["tool"]}
@@ -400,12 +401,15 @@ def permission_answer(*, run_id: int, user, request_id: str, decision: str, enqu
     return run
 
 
-def _pending_decide(*, run: Run, request_id: str, decision: str, enqueue: bool = True) -> None:
+def _pending_decide(*, run: Run, request_id: str, decision: str, by: str = "", enqueue: bool = True) -> None:
+    """`by`: who answered; nobody when the request expired."""
     turn = (run.checkpoint or {}).get("turn", {})
     pending = turn.get("pending")
     if run.status != Run.Status.WAITING_PERMISSION or not pending or pending["id"] != request_id:
         raise RunStateError("This request is no longer open: it was answered already or the turn moved on.")
-    run.checkpoint = {**run.checkpoint, "turn": {**turn, "pending": {**pending, "decision": decision}}}
+    # Logged with the decision when the run resumes, which may be later than the answer.
+    answer = {"decision": decision, "decided_by": by, "decided_at": timezone.now().isoformat()}
+    run.checkpoint = {**run.checkpoint, "turn": {**turn, "pending": {**pending, **answer}}}
     run.status = Run.Status.QUEUED
     run.save(update_fields=["checkpoint", "status"])
     if enqueue:
@@ -435,13 +439,35 @@ def run_cancel(*, run_id: int, user) -> Run:
     at the next check."""
     with transaction.atomic():
         run = _run_owned_locked(run_id=run_id, user=user)
-        if not run.is_active:
-            raise RunStateError("This turn has already ended.")
-        run.cancel_requested = True
-        run.save(update_fields=["cancel_requested"])
-        if run.status != Run.Status.RUNNING:
-            _run_end_unheld(run=run, log=RunEventLog(run=run), status=Run.Status.CANCELLED)
+        _run_cancel(run)
     return run
+
+
+def runs_cancel_by_staff(*, run_ids: list[int]) -> tuple[list[Run], list[Run]]:
+    """An administrator's cancel of any runs, as their owners' would be;
+    returns the runs cancelled and those that had ended already."""
+    cancelled, ended = [], []
+    for run_id in run_ids:
+        with transaction.atomic():
+            run = Run.objects.select_for_update().filter(pk=run_id).first()
+            if run is None:
+                continue
+            try:
+                _run_cancel(run)
+            except RunStateError:
+                ended.append(run)
+            else:
+                cancelled.append(run)
+    return cancelled, ended
+
+
+def _run_cancel(run: Run) -> None:
+    if not run.is_active:
+        raise RunStateError("This turn has already ended.")
+    run.cancel_requested = True
+    run.save(update_fields=["cancel_requested"])
+    if run.status != Run.Status.RUNNING:
+        _run_end_unheld(run=run, log=RunEventLog(run=run), status=Run.Status.CANCELLED)
 
 
 def run_retry(*, run_id: int, user) -> Run:
@@ -453,3 +479,25 @@ def run_retry(*, run_id: int, user) -> Run:
         if run.message.runs.filter(pk__gt=run.pk).exists():
             raise RunStateError("This turn was tried again already.")
         return run_create(message=run.message)
+
+
+@dataclass
+class ChunkPurge:
+    runs: int
+    events: int
+
+
+def run_chunks_purge(*, older_than_days: int, apply: bool = False) -> ChunkPurge:
+    """The streamed-text rows (llm_chunk) of runs that ended more than
+    `older_than_days` ago: counted, and deleted with `apply`. Each model call's
+    whole text stays in its llm_complete event and the answer in its message,
+    so the trace loses only when each token arrived."""
+    if older_than_days < 0:
+        raise ValueError("The number of days cannot be negative.")
+    chunks = RunEvent.objects.filter(
+        type=RunEvent.Type.LLM_CHUNK, run__finished_at__lt=timezone.now() - timedelta(days=older_than_days)
+    ).exclude(run__status__in=Run.ACTIVE_STATUSES)
+    report = ChunkPurge(runs=chunks.values("run").distinct().count(), events=chunks.count())
+    if apply:
+        chunks.delete()
+    return report

@@ -32,8 +32,15 @@ class ArtifactAdmin(admin.ModelAdmin):
 
 @admin.register(ArtifactVersion)
 class ArtifactVersionAdmin(admin.ModelAdmin):
-    list_display = ("artifact", "version", "update_type", "created_at")
+    """Versions are history: viewed here, changed only by deleting their artifact."""
+
+    list_display = ("artifact", "version", "update_type", "run", "created_at")
     list_filter = ("update_type", "created_at")
     search_fields = ("artifact__artifact_id", "content")
-    raw_id_fields = ("artifact",)
-    list_select_related = ("artifact",)
+    list_select_related = ("artifact", "run")
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False

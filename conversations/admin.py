@@ -1,6 +1,12 @@
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.contrib.admin import helpers
+from django.core.exceptions import ValidationError
 from django.db.models import Count
+from django.template.response import TemplateResponse
 
+from artifacts.cleanup import bytes_text, cleanup_apply, cleanup_plan
+
+from . import services
 from .models import Conversation, Message
 
 
@@ -22,6 +28,75 @@ class ConversationAdmin(admin.ModelAdmin):
     readonly_fields = ("id", "created_at", "updated_at")
     date_hierarchy = "created_at"
     inlines = [MessageInline]
+    actions = ["conversations_delete", "artifacts_cleanup"]
+
+    def get_actions(self, request):
+        # Django's bulk delete would skip the service's refusal of busy conversations.
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)
+        return actions
+
+    def get_deleted_objects(self, objs, request):
+        deleted, model_count, _, protected = super().get_deleted_objects(objs, request)
+        # Runs and their events cannot be deleted on their own, only with their conversation.
+        return deleted, model_count, set(), protected
+
+    def delete_model(self, request, obj):
+        services.conversation_delete(conversation=obj)
+
+    def delete_view(self, request, object_id, extra_context=None):
+        try:
+            return super().delete_view(request, object_id, extra_context)
+        except ValidationError as exc:
+            self.message_user(request, " ".join(exc.messages), messages.ERROR)
+            return self.response_post_save_change(request, None)
+
+    @admin.action(description="Delete selected conversations…", permissions=["delete"])
+    def conversations_delete(self, request, queryset):
+        if request.POST.get("post") != "yes":
+            return self._confirm(request, queryset, "admin/conversations/conversation/delete_confirm.html", {})
+        deleted, refused = 0, []
+        for conversation in queryset:
+            try:
+                services.conversation_delete(conversation=conversation)
+            except ValidationError as exc:
+                refused.append(f"{conversation.title or conversation.pk}: {' '.join(exc.messages)}")
+            else:
+                deleted += 1
+        if deleted:
+            self.message_user(request, f"Deleted {deleted} conversation(s).", messages.SUCCESS)
+        for reason in refused:
+            self.message_user(request, f"Not deleted, {reason}", messages.ERROR)
+
+    @admin.action(description="Clean up artifacts (dry run)…", permissions=["delete"])
+    def artifacts_cleanup(self, request, queryset):
+        include_all = request.POST.get("include_all") == "on"
+        plan = cleanup_plan(conversation_ids=list(queryset.values_list("pk", flat=True)), include_all=include_all)
+        if request.POST.get("post") == "yes":
+            report = cleanup_apply(plan=plan)
+            self.message_user(
+                request, f"Removed {len(report.removed)} artifact(s), {bytes_text(report.bytes)}.", messages.SUCCESS
+            )
+            for candidate, reason in report.skipped:
+                self.message_user(request, f"Kept {candidate.artifact_id}: {reason}", messages.WARNING)
+            return None
+        context = {"plan": plan, "include_all": include_all, "bytes": bytes_text(plan.bytes)}
+        return self._confirm(request, queryset, "admin/conversations/conversation/cleanup.html", context)
+
+    def _confirm(self, request, queryset, template: str, context: dict):
+        return TemplateResponse(
+            request,
+            template,
+            {
+                **self.admin_site.each_context(request),
+                "opts": self.model._meta,
+                "title": "Are you sure?",
+                "conversations": queryset.select_related("owner"),
+                "action": request.POST.get("action"),
+                "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+                **context,
+            },
+        )
 
     def get_queryset(self, request):
         return super().get_queryset(request).select_related("owner").annotate(_messages=Count("messages"))

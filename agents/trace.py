@@ -1,0 +1,178 @@
+"""What a run did, for the administrator's trace page (agents.admin): every
+event but the streamed text, in order, with the figures per agent and tool,
+the sources the agents read, the permission answers and the artifact versions
+the run saved. Two queries whatever the run's length: its events without the
+chunks, and its versions."""
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from artifacts.models import ArtifactVersion
+
+from .models import Run, RunEvent
+from .search import WEB_SEARCH
+from .web import WEB_FETCH
+
+# How much of a long text (a result, an answer, the params) a timeline row shows.
+SUMMARY_CHARS = 300
+
+
+@dataclass
+class TraceRow:
+    at: timedelta
+    seq: int
+    type: str
+    agent: str
+    summary: str
+    # Formatted JSON of the params or the whole data, for a folded detail.
+    detail: str = ""
+    failed: bool = False
+
+
+@dataclass
+class Figures:
+    """Calls, tokens and time of one agent's model calls or one tool's runs."""
+
+    calls: int = 0
+    failures: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    duration_ms: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass
+class Decision:
+    tool: str
+    agent: str
+    asked_at: datetime
+    decision: str = ""
+    by: str = ""
+    decided_at: str = ""
+
+
+@dataclass
+class Trace:
+    run: Run
+    rows: list[TraceRow] = field(default_factory=list)
+    agents: dict[str, Figures] = field(default_factory=lambda: defaultdict(Figures))
+    tools: dict[str, Figures] = field(default_factory=lambda: defaultdict(Figures))
+    models: list[str] = field(default_factory=list)
+    sources: list[tuple[str, str]] = field(default_factory=list)  # (tool, url or query)
+    decisions: list[Decision] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    versions: list[ArtifactVersion] = field(default_factory=list)
+
+    @property
+    def total_tokens(self) -> int:
+        return sum(figures.total_tokens for figures in self.agents.values())
+
+
+def _short(text, limit: int = SUMMARY_CHARS) -> str:
+    text = " ".join(str(text or "").split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _json(value) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+
+
+def run_trace(*, run: Run) -> Trace:
+    trace = Trace(run=run)
+    if run.model:
+        trace.models.append(run.model)
+    events = run.events.exclude(type=RunEvent.Type.LLM_CHUNK).order_by("seq")
+    start = None
+    for event in events.iterator():
+        start = start or event.created_at
+        row = TraceRow(at=event.created_at - start, seq=event.seq, type=event.type, agent=event.agent, summary="")
+        _event_fold(trace, row, event)
+        trace.rows.append(row)
+    trace.versions = list(
+        ArtifactVersion.objects.filter(run=run).select_related("artifact").defer("content", "artifact__content").order_by("created_at", "pk")
+    )
+    if run.error and run.error not in trace.errors:
+        trace.errors.append(run.error)
+    # Plain dicts: a template's `.items` would be a new key of a defaultdict.
+    trace.agents, trace.tools = dict(trace.agents), dict(trace.tools)
+    return trace
+
+
+def _event_fold(trace: Trace, row: TraceRow, event: RunEvent) -> None:
+    data, agent = event.data, event.agent
+    match event.type:
+        case RunEvent.Type.METADATA:
+            model = data.get("model", "")
+            if model and model not in trace.models:
+                trace.models.append(model)
+            row.summary = "resumed after its worker died" if data.get("resumed") else f"started with model {model}"
+        case RunEvent.Type.AGENT_START:
+            row.summary = f"asked{' by ' + data['from'] if data.get('from') else ''}: {_short(data.get('instruction'))}"
+        case RunEvent.Type.AGENT_COMPLETE:
+            row.summary = f"answered: {_short(data.get('response'))}"
+        case RunEvent.Type.LLM_COMPLETE:
+            usage = data.get("token_usage") or {}
+            figures = trace.agents[agent]
+            figures.calls += 1
+            figures.prompt_tokens += usage.get("prompt_tokens") or 0
+            figures.completion_tokens += usage.get("completion_tokens") or 0
+            figures.duration_ms += data.get("duration_ms") or 0
+            tokens = f"{usage.get('prompt_tokens', '?')} in, {usage.get('completion_tokens', '?')} out" if usage else "no usage sent"
+            row.summary = f"model call, {tokens}, {data.get('duration_ms', '?')} ms: {_short(data.get('content'))}"
+        case RunEvent.Type.LLM_RETRY:
+            row.summary = f"model call asked again: {_short(data.get('reason'))}"
+            row.failed = True
+        case RunEvent.Type.COMPACTION:
+            row.summary = f"context summarised, {data.get('tokens_before')} → {data.get('tokens_after')} tokens"
+        case RunEvent.Type.TOOL_START:
+            row.summary = f"{data.get('tool')}({_short(_call_text(data.get('params') or {}), 200)})"
+            row.detail = _json(data.get("params") or {})
+            _source_note(trace, data)
+        case RunEvent.Type.TOOL_COMPLETE:
+            figures = trace.tools[data.get("tool", "")]
+            figures.calls += 1
+            figures.duration_ms += data.get("duration_ms") or 0
+            row.failed = not data.get("success", True)
+            figures.failures += row.failed
+            outcome = "failed" if row.failed else "ok"
+            row.summary = f"{data.get('tool')} {outcome}, {data.get('duration_ms', '?')} ms: {_short(data.get('result'))}"
+            row.detail = str(data.get("result", ""))
+        case RunEvent.Type.PERMISSION_REQUEST:
+            trace.decisions.append(Decision(tool=data.get("tool", ""), agent=agent, asked_at=event.created_at))
+            row.summary = f"asks permission for {data.get('tool')}({_short(_call_text(data.get('params') or {}), 200)})"
+        case RunEvent.Type.PERMISSION_RESULT:
+            decision = next((d for d in reversed(trace.decisions) if not d.decision), None)
+            if decision is None:
+                decision = Decision(tool=data.get("tool", ""), agent=agent, asked_at=event.created_at)
+                trace.decisions.append(decision)
+            decision.decision = data.get("decision", "")
+            decision.by = data.get("by", "")
+            decision.decided_at = data.get("decided_at", "")
+            row.summary = f"{data.get('tool')}: {decision.decision}{' by ' + decision.by if decision.by else ''}"
+        case RunEvent.Type.COMPLETE:
+            row.summary = f"completed in {data.get('duration_ms', '?')} ms: {_short(data.get('response'))}"
+            row.detail = _json(data.get("artifacts") or {})
+        case RunEvent.Type.ERROR:
+            row.failed = not data.get("cancelled")
+            row.summary = ("cancelled: " if data.get("cancelled") else "") + _short(data.get("message"))
+            row.detail = _json(data.get("artifacts") or {})
+            trace.errors.append(data.get("message", ""))
+        case _:
+            row.summary = _short(_json(data))
+
+
+def _call_text(params: dict) -> str:
+    return ", ".join(f"{name}={value!r}" for name, value in params.items())
+
+
+def _source_note(trace: Trace, data: dict) -> None:
+    params = data.get("params") or {}
+    if data.get("tool") == WEB_FETCH and params.get("url"):
+        trace.sources.append((WEB_FETCH, str(params["url"])))
+    elif data.get("tool") == WEB_SEARCH and params.get("query"):
+        trace.sources.append((WEB_SEARCH, str(params["query"])))

@@ -1,0 +1,243 @@
+from datetime import timedelta
+
+import lxml.html
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from agents import services
+from agents.models import Run, RunEvent
+from artifacts.models import Artifact
+from conversations import services as conversation_services
+from conversations.models import Conversation, Message
+from tests.agents.test_engine import call
+from tests.factories import (
+    ArtifactFactory,
+    ConversationFactory,
+    LibraryDocumentFactory,
+    MessageFactory,
+    RunFactory,
+    UserFactory,
+)
+from tests.model_server import Text
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def staff_client(client):
+    client.force_login(UserFactory(is_staff=True, is_superuser=True))
+    return client
+
+
+def _text(response) -> str:
+    return " ".join(lxml.html.fromstring(response.content).text_content().split())
+
+
+def _researched_run(user, scripted_model):
+    """A real turn: a plan written, a library page read once the user approved it, an answer."""
+    document = LibraryDocumentFactory(title="Heat pumps", content="Heat pumps move heat.")
+    scripted_model.add(
+        Text(call("create_artifact", id="task_plan", content="- [ ] read the library")),
+        Text(call("call_subagent", agent="crawl_agent", instruction="Read the heat pump page")),
+        Text(call("web_fetch", url=f"library://{document.pk}")),
+        Text("The page says heat pumps move heat."),
+        Text("Heat pumps move heat rather than make it."),
+    )
+    conversation = conversation_services.conversation_start(user=user, content="How do heat pumps work?", enqueue=False)
+    run = conversation.active_branch.runs.get()
+    services.run_execute(run_id=run.pk)
+    pending = Run.objects.get(pk=run.pk).checkpoint["turn"]["pending"]
+    services.permission_answer(run_id=run.pk, user=user, request_id=pending["id"], decision="approve", enqueue=False)
+    services.run_execute(run_id=run.pk)
+    run.refresh_from_db()
+    assert run.status == Run.Status.COMPLETED
+    return run, document
+
+
+def test_the_run_page_is_a_trace_of_what_the_run_did(staff_client, user, scripted_model):
+    run, document = _researched_run(user, scripted_model)
+
+    response = staff_client.get(reverse("admin:agents_run_change", args=[run.pk]))
+    page = lxml.html.fromstring(response.content)
+    text = _text(response)
+
+    assert response.status_code == 200
+    assert user.username in text and "How do heat pumps work?" in text
+    assert reverse("admin:conversations_conversation_change", args=[run.message.conversation_id]) in response.text
+    assert "scripted-model" in text or run.model in text
+    tools = {row.xpath("td[1]")[0].text_content(): row.xpath("td[2]")[0].text_content() for row in page.xpath("//h3[.='Tools']/following-sibling::table[1]/tbody/tr")}
+    assert tools == {"create_artifact": "1", "call_subagent": "1", "web_fetch": "1"}
+    agents = page.xpath("//h3[.='Agents']/following-sibling::table[1]/tbody/tr/td[1]/text()")
+    assert agents == ["lead_agent", "crawl_agent"]
+    [decision] = page.xpath("//h3[.='Permission decisions']/following-sibling::table[1]/tbody/tr")
+    cells = [td.text_content() for td in decision.xpath("td")]
+    assert cells[0] == "web_fetch" and cells[3] == "approve" and cells[4] == user.username and cells[5] != "—"
+    assert f"library://{document.pk}" in " ".join(page.xpath("//h3[.='Sources fetched']/following-sibling::ul[1]//text()"))
+    version = run.artifact_versions.get()
+    assert reverse("admin:artifacts_artifactversion_change", args=[version.pk]) in response.text
+    timeline = " ".join(page.xpath("//table[@class='timeline']//text()"))
+    assert "web_fetch ok" in timeline and "completed in" in timeline and "Heat pumps move heat" in timeline
+    # The checkpoint is shown formatted, not as a form field.
+    assert not page.xpath("//textarea") and page.xpath("//div[contains(@class,'field-checkpoint_json')]//pre")
+
+
+def test_a_failed_run_shows_its_error(staff_client):
+    run = RunFactory(status=Run.Status.FAILED, error="The model server answered 500.", finished_at=timezone.now())
+    RunEvent.objects.create(run=run, seq=1, type=RunEvent.Type.ERROR, data={"message": run.error})
+    text = _text(staff_client.get(reverse("admin:agents_run_change", args=[run.pk])))
+    assert "Errors The model server answered 500." in text
+
+
+def test_the_trace_of_a_long_run_takes_a_few_queries(staff_client, django_assert_max_num_queries):
+    run = RunFactory(status=Run.Status.COMPLETED, finished_at=timezone.now())
+    events = []
+    for n in range(500):
+        events += [
+            RunEvent(run=run, seq=4 * n + 1, type=RunEvent.Type.LLM_CHUNK, agent="lead_agent", data={"content": "x" * 50}),
+            RunEvent(run=run, seq=4 * n + 2, type=RunEvent.Type.LLM_COMPLETE, agent="lead_agent", data={"content": "call", "token_usage": {"prompt_tokens": 10, "completion_tokens": 2}, "duration_ms": 5}),
+            RunEvent(run=run, seq=4 * n + 3, type=RunEvent.Type.TOOL_START, agent="lead_agent", data={"tool": "web_fetch", "params": {"url": f"https://example.com/{n}"}}),
+            RunEvent(run=run, seq=4 * n + 4, type=RunEvent.Type.TOOL_COMPLETE, agent="lead_agent", data={"tool": "web_fetch", "success": True, "result": "page", "duration_ms": 3}),
+        ]
+    RunEvent.objects.bulk_create(events)
+    with django_assert_max_num_queries(12):
+        response = staff_client.get(reverse("admin:agents_run_change", args=[run.pk]))
+    page = lxml.html.fromstring(response.content)
+    assert len(page.xpath("//table[@class='timeline']/tbody/tr")) == 1500
+    assert page.xpath("//h3[.='Agents']/following-sibling::table[1]/tbody/tr/td[3]/text()") == ["5000"]
+
+
+def test_runs_events_and_versions_are_read_only(staff_client, user, scripted_model):
+    run, _ = _researched_run(user, scripted_model)
+    version = run.artifact_versions.get()
+    event = run.events.first()
+    for model, obj in (("agents_run", run), ("agents_runevent", event), ("artifacts_artifactversion", version)):
+        assert staff_client.get(reverse(f"admin:{model}_add")).status_code == 403
+        changelist = staff_client.get(reverse(f"admin:{model}_changelist"))
+        assert reverse(f"admin:{model}_add") not in changelist.text
+        assert staff_client.post(reverse(f"admin:{model}_change", args=[obj.pk]), {"status": "failed", "content": "x", "type": "error"}).status_code == 403
+    assert Run.objects.get(pk=run.pk).status == Run.Status.COMPLETED
+    assert staff_client.get(reverse("admin:agents_run_delete", args=[run.pk])).status_code == 403
+
+
+def test_the_run_list_shows_who_what_and_how_long(staff_client, user, scripted_model):
+    run, _ = _researched_run(user, scripted_model)
+    RunFactory(status=Run.Status.FAILED, error="Boom", message=MessageFactory(conversation=ConversationFactory(owner=UserFactory(username="bo"))))
+    response = staff_client.get(reverse("admin:agents_run_changelist"), {"q": user.username})
+    rows = lxml.html.fromstring(response.content).xpath("//table[@id='result_list']/tbody/tr")
+    assert len(rows) == 1
+    row = " ".join(rows[0].text_content().split())
+    assert user.username in row and "completed" in row.lower()
+    tokens = sum(e["token_usage"]["total_tokens"] for e in run.metrics["agent_executions"])
+    assert str(tokens) in row and " s" in row
+    failed = staff_client.get(reverse("admin:agents_run_changelist"), {"status__exact": "failed"})
+    [row] = lxml.html.fromstring(failed.content).xpath("//table[@id='result_list']/tbody/tr")
+    assert row.xpath("td[@class='field-user']/text()") == ["bo"] and row.xpath("td[@class='field-short_error']/text()") == ["Boom"]
+
+
+def test_cancel_selected_runs_cancels_active_ones_and_leaves_ended_ones(staff_client, user):
+    queued = RunFactory(message=MessageFactory(conversation=ConversationFactory(owner=user)))
+    done = RunFactory(status=Run.Status.COMPLETED, finished_at=timezone.now())
+    response = staff_client.post(
+        reverse("admin:agents_run_changelist"), {"action": "runs_cancel", "_selected_action": [queued.pk, done.pk]}, follow=True
+    )
+    queued.refresh_from_db()
+    assert queued.status == Run.Status.CANCELLED and queued.cancel_requested
+    assert Run.objects.get(pk=done.pk).status == Run.Status.COMPLETED
+    text = _text(response)
+    assert f"Cancelled 1 run(s): {queued.pk}" in text and f"Already ended, left as they were: {done.pk}" in text
+
+
+def test_deleting_conversations_refuses_busy_ones(staff_client, user):
+    idle = ConversationFactory(owner=user, title="Idle one")
+    RunFactory(message=MessageFactory(conversation=idle), status=Run.Status.COMPLETED)
+    ArtifactFactory(session=idle.artifact_session)
+    busy = ConversationFactory(owner=user, title="Busy one")
+    RunFactory(message=MessageFactory(conversation=busy), status=Run.Status.RUNNING)
+    url = reverse("admin:conversations_conversation_changelist")
+    selection = {"action": "conversations_delete", "_selected_action": [idle.pk, busy.pk]}
+
+    confirm = staff_client.post(url, selection)
+    assert "Idle one" in _text(confirm) and Conversation.objects.count() == 2
+
+    response = staff_client.post(url, {**selection, "post": "yes"}, follow=True)
+    assert list(Conversation.objects.values_list("title", flat=True)) == ["Busy one"]
+    assert not Artifact.objects.filter(session_id=idle.pk).exists()
+    assert "Not deleted, Busy one: A turn is still in progress" in _text(response)
+    assert "delete_selected" not in staff_client.get(url).text
+
+
+def test_deleting_a_conversation_from_its_page_is_refused_while_busy(staff_client, user):
+    busy = ConversationFactory(owner=user)
+    RunFactory(message=MessageFactory(conversation=busy), status=Run.Status.WAITING_PERMISSION)
+    response = staff_client.post(reverse("admin:conversations_conversation_delete", args=[busy.pk]), {"post": "yes"}, follow=True)
+    assert Conversation.objects.filter(pk=busy.pk).exists()
+    assert "A turn is still in progress" in _text(response)
+
+    idle = ConversationFactory(owner=user)
+    RunFactory(message=MessageFactory(conversation=idle), status=Run.Status.COMPLETED)
+    staff_client.post(reverse("admin:conversations_conversation_delete", args=[idle.pk]), {"post": "yes"})
+    assert not Conversation.objects.filter(pk=idle.pk).exists()
+
+
+def _chunked_run(*, ended_days_ago: float | None, status=Run.Status.COMPLETED):
+    finished = timezone.now() - timedelta(days=ended_days_ago) if ended_days_ago is not None else None
+    message = MessageFactory(response="The whole answer.")
+    run = RunFactory(message=message, status=status, finished_at=finished)
+    RunEvent.objects.bulk_create(
+        [RunEvent(run=run, seq=n, type=RunEvent.Type.LLM_CHUNK, agent="lead_agent", data={"content": "tok"}) for n in range(1, 6)]
+        + [
+            RunEvent(run=run, seq=6, type=RunEvent.Type.LLM_COMPLETE, agent="lead_agent", data={"content": "The whole answer."}),
+            RunEvent(run=run, seq=7, type=RunEvent.Type.COMPLETE, data={"response": "The whole answer."}),
+        ]
+    )
+    return run
+
+
+def test_purging_streamed_text_counts_first_and_keeps_the_answer_and_the_trace(staff_client):
+    old = _chunked_run(ended_days_ago=40)
+    recent = _chunked_run(ended_days_ago=2)
+    active = _chunked_run(ended_days_ago=None, status=Run.Status.RUNNING)
+    url = reverse("admin:agents_run_purge_chunks")
+    assert "Purge streamed text" in staff_client.get(reverse("admin:agents_run_changelist")).text
+
+    counted = staff_client.post(url, {"older_than_days": 30, "count": "1"})
+    assert "Would delete 5 streamed-text events of 1 runs." in _text(counted)
+    assert RunEvent.objects.filter(type=RunEvent.Type.LLM_CHUNK).count() == 15
+
+    staff_client.post(url, {"older_than_days": 30, "apply": "1"})
+    assert not old.events.filter(type=RunEvent.Type.LLM_CHUNK).exists()
+    assert list(old.events.values_list("type", flat=True)) == [RunEvent.Type.LLM_COMPLETE, RunEvent.Type.COMPLETE]
+    assert Message.objects.get(pk=old.message_id).response == "The whole answer."
+    assert recent.events.filter(type=RunEvent.Type.LLM_CHUNK).count() == 5
+    assert active.events.filter(type=RunEvent.Type.LLM_CHUNK).count() == 5
+
+
+def test_purge_needs_a_sensible_number_of_days_and_staff(staff_client, client, user):
+    url = reverse("admin:agents_run_purge_chunks")
+    assert "Ensure this value is greater than or equal to 0" in _text(staff_client.post(url, {"older_than_days": -1, "apply": "1"}))
+    client.force_login(user)
+    assert client.post(url, {"older_than_days": 0, "apply": "1"}).status_code == 302
+
+
+def test_the_cleanup_dry_run_lists_what_remove_then_removes(staff_client, user):
+    conversation = ConversationFactory(owner=user)
+    spilled = ArtifactFactory(session=conversation.artifact_session, artifact_id="web_fetch_result_1")
+    report = ArtifactFactory(session=conversation.artifact_session, artifact_id="report", source=Artifact.Source.AGENT, content="# Report")
+    busy = ConversationFactory(owner=user)
+    RunFactory(message=MessageFactory(conversation=busy), status=Run.Status.RUNNING)
+    ArtifactFactory(session=busy.artifact_session, artifact_id="web_fetch_result_1")
+    url = reverse("admin:conversations_conversation_changelist")
+    selection = {"action": "artifacts_cleanup", "_selected_action": [conversation.pk, busy.pk]}
+
+    dry = lxml.html.fromstring(staff_client.post(url, selection).content)
+    listed = dry.xpath("//tbody/tr/td[2]/text()")
+    assert listed == ["web_fetch_result_1"] and Artifact.objects.count() == 3
+    assert str(busy.pk) in " ".join(dry.xpath("//h2[.='Refused']/following-sibling::ul[1]//text()"))
+    wider = lxml.html.fromstring(staff_client.post(url, {**selection, "include_all": "on"}).content)
+    assert sorted(wider.xpath("//tbody/tr/td[2]/text()")) == ["report", "web_fetch_result_1"]
+
+    staff_client.post(url, {**selection, "post": "yes"})
+    assert not Artifact.objects.filter(pk=spilled.pk).exists()
+    assert Artifact.objects.filter(pk=report.pk).exists()
+    assert Artifact.objects.filter(session=busy.artifact_session).exists()
