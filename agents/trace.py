@@ -30,6 +30,10 @@ class TraceRow:
     detail: str = ""
     failed: bool = False
 
+    @property
+    def at_text(self) -> str:
+        return f"+{self.at.total_seconds():.3f} s"
+
 
 @dataclass
 class Figures:
