@@ -1,5 +1,8 @@
 import os
+import subprocess
+import sys
 from io import StringIO
+from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -9,6 +12,8 @@ from artifacts.models import Artifact
 from conversations.models import Conversation
 from tests.factories import ConversationFactory, MessageFactory, UserFactory
 from tests.model_server import Status, Text
+
+ROOT = Path(__file__).resolve().parents[2]
 
 # Transactional: the command prints events as they commit.
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -110,3 +115,21 @@ def test_on_a_terminal_the_user_is_asked(user, demo_model):
     assert err.count("Allow? [y]es / [n]o / [a]lways in this branch:") >= 2
     report = Artifact.objects.get(artifact_id="research_report").content
     assert "Could not read it" not in report and "checkpoint" in report
+
+
+def test_ask_works_from_a_bare_shell_on_the_embedded_default(tmp_path):
+    # Only the data directory is named (to keep the repository's own apart):
+    # no SECRET_KEY, no DEBUG, no model; the demo model answers.
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "ARTIFACTFLOW_DATA_DIR": str(tmp_path)}
+
+    def manage(*args):
+        return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+
+    assert manage("migrate", "--noinput", "--verbosity", "0").returncode == 0
+    created = manage("shell", "-c", "from django.contrib.auth import get_user_model; get_user_model().objects.create_user('solo')")
+    assert created.returncode == 0, created.stderr
+    result = manage("ask", "How does SQLite WAL mode work?")
+    assert result.returncode == 0, result.stderr
+    assert "Asking as solo, the only user" in result.stderr
+    assert "demo model" in result.stdout.lower()
+    assert (tmp_path / "secret_key").stat().st_mode & 0o777 == 0o600
