@@ -1,6 +1,8 @@
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
 
 from .models import Artifact, ArtifactSession, ArtifactVersion
+from .services import artifact_delete
 
 
 @admin.register(ArtifactSession)
@@ -28,6 +30,24 @@ class ArtifactAdmin(admin.ModelAdmin):
     # on no branch (artifacts.branches). Versions are changed by deleting them.
     readonly_fields = ("content", "current_version", "created_at", "updated_at")
     inlines = [ArtifactVersionInline]
+
+    def delete_model(self, request, obj):
+        # Through the service: it refuses an artifact a running turn is writing.
+        artifact_delete(artifact=obj)
+
+    def delete_queryset(self, request, queryset):
+        for artifact in queryset:
+            try:
+                artifact_delete(artifact=artifact)
+            except ValidationError as exc:
+                self.message_user(request, f"{artifact.artifact_id} was kept: {' '.join(exc.messages)}", messages.ERROR)
+
+    def delete_view(self, request, object_id, extra_context=None):
+        try:
+            return super().delete_view(request, object_id, extra_context)
+        except ValidationError as exc:
+            self.message_user(request, " ".join(exc.messages), messages.ERROR)
+            return self.response_post_save_change(request, None)
 
 
 @admin.register(ArtifactVersion)

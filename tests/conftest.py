@@ -103,3 +103,10 @@ def signed_in(client, user):
     """The test client, signed in as `user`."""
     client.force_login(user)
     return client
+
+
+@pytest.fixture
+def staff_client(client):
+    """The test client signed in as an administrator."""
+    client.force_login(UserFactory(is_staff=True, is_superuser=True))
+    return client

@@ -24,12 +24,6 @@ from tests.model_server import Text
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def staff_client(client):
-    client.force_login(UserFactory(is_staff=True, is_superuser=True))
-    return client
-
-
 def _text(response) -> str:
     return " ".join(lxml.html.fromstring(response.content).text_content().split())
 

@@ -4,17 +4,11 @@ from django.urls import reverse
 
 from agents.models import RunEvent
 from artifacts.models import Artifact, ArtifactVersion
-from tests.factories import ConversationFactory, LibraryDocumentFactory, MessageFactory, RunFactory, UserFactory
+from tests.factories import ConversationFactory, LibraryDocumentFactory, MessageFactory, RunFactory
 
 pytestmark = pytest.mark.django_db
 
 OUR_APPS = {"conversations", "artifacts", "agents"}
-
-
-@pytest.fixture
-def staff_client(client):
-    client.force_login(UserFactory(is_staff=True, is_superuser=True))
-    return client
 
 
 def test_every_model_of_ours_is_in_the_admin():

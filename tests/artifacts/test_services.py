@@ -10,21 +10,11 @@ from django.urls import reverse
 from agents.models import Run
 from artifacts import services
 from artifacts.branches import branch_shown
-from artifacts.manager import ArtifactManager
 from artifacts.models import Artifact, ArtifactVersion
 from tests.artifacts.test_views import HTMX, _flushed
-from tests.factories import MessageFactory, RunFactory
+from tests.factories import MessageFactory
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def running(conversation):
-    """A turn writing `report.md` that it has not saved yet."""
-    run = RunFactory(message=MessageFactory(conversation=conversation), status=Run.Status.RUNNING)
-    manager = ArtifactManager(branch=branch_shown(conversation=conversation), run_id=run.pk)
-    manager.create(artifact_id="report.md", content="the agent's report")
-    return run, manager
 
 
 @pytest.mark.parametrize("cache_lost", [False, True])
