@@ -1,5 +1,7 @@
 """The engine's step loop, through the real run service and the scripted model."""
 
+from datetime import datetime
+
 import pytest
 
 from agents import config, services
@@ -281,7 +283,9 @@ def test_an_approved_call_runs_when_the_turn_resumes(user, scripted_model, confi
     assert run.status == Run.Status.COMPLETED and run.message.response == "Created it."
     assert Artifact.objects.get(artifact_id="draft").content == "text"
     [result] = _events(run, RunEvent.Type.PERMISSION_RESULT)
-    assert result.data == {"id": request_id, "tool": "create_artifact", "decision": "approve"}
+    answered_at = result.data.pop("decided_at")
+    assert result.data == {"id": request_id, "tool": "create_artifact", "decision": "approve", "by": user.username}
+    assert result.created_at >= datetime.fromisoformat(answered_at)
     assert _events(run, RunEvent.Type.TOOL_COMPLETE)[0].data["success"]
     with pytest.raises(services.RunStateError, match="no longer open"):
         services.permission_answer(run_id=run.pk, user=user, request_id=request_id, decision="deny")
