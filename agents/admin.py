@@ -15,7 +15,6 @@ from .library import library_file_read
 from .models import LibraryDocument, Run, RunEvent
 from .trace import run_trace
 
-
 # A JSON value longer than this is shown folded.
 JSON_FOLD_CHARS = 2000
 

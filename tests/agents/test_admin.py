@@ -7,12 +7,10 @@ from django.utils import timezone
 
 from agents import services
 from agents.models import Run, RunEvent
-from artifacts.models import Artifact
 from conversations import services as conversation_services
-from conversations.models import Conversation, Message
+from conversations.models import Message
 from tests.agents.test_engine import call
 from tests.factories import (
-    ArtifactFactory,
     ConversationFactory,
     LibraryDocumentFactory,
     MessageFactory,
@@ -142,38 +140,6 @@ def test_cancel_selected_runs_cancels_active_ones_and_leaves_ended_ones(staff_cl
     assert f"Cancelled 1 run(s): {queued.pk}" in text and f"Already ended, left as they were: {done.pk}" in text
 
 
-def test_deleting_conversations_refuses_busy_ones(staff_client, user):
-    idle = ConversationFactory(owner=user, title="Idle one")
-    RunFactory(message=MessageFactory(conversation=idle), status=Run.Status.COMPLETED)
-    ArtifactFactory(session=idle.artifact_session)
-    busy = ConversationFactory(owner=user, title="Busy one")
-    RunFactory(message=MessageFactory(conversation=busy), status=Run.Status.RUNNING)
-    url = reverse("admin:conversations_conversation_changelist")
-    selection = {"action": "conversations_delete", "_selected_action": [idle.pk, busy.pk]}
-
-    confirm = staff_client.post(url, selection)
-    assert "Idle one" in _text(confirm) and Conversation.objects.count() == 2
-
-    response = staff_client.post(url, {**selection, "post": "yes"}, follow=True)
-    assert list(Conversation.objects.values_list("title", flat=True)) == ["Busy one"]
-    assert not Artifact.objects.filter(session_id=idle.pk).exists()
-    assert "Not deleted, Busy one: A turn is still in progress" in _text(response)
-    assert "delete_selected" not in staff_client.get(url).text
-
-
-def test_deleting_a_conversation_from_its_page_is_refused_while_busy(staff_client, user):
-    busy = ConversationFactory(owner=user)
-    RunFactory(message=MessageFactory(conversation=busy), status=Run.Status.WAITING_PERMISSION)
-    response = staff_client.post(reverse("admin:conversations_conversation_delete", args=[busy.pk]), {"post": "yes"}, follow=True)
-    assert Conversation.objects.filter(pk=busy.pk).exists()
-    assert "A turn is still in progress" in _text(response)
-
-    idle = ConversationFactory(owner=user)
-    RunFactory(message=MessageFactory(conversation=idle), status=Run.Status.COMPLETED)
-    staff_client.post(reverse("admin:conversations_conversation_delete", args=[idle.pk]), {"post": "yes"})
-    assert not Conversation.objects.filter(pk=idle.pk).exists()
-
-
 def _chunked_run(*, ended_days_ago: float | None, status=Run.Status.COMPLETED):
     finished = timezone.now() - timedelta(days=ended_days_ago) if ended_days_ago is not None else None
     message = MessageFactory(response="The whole answer.")
@@ -212,26 +178,3 @@ def test_purge_needs_a_sensible_number_of_days_and_staff(staff_client, client, u
     assert "Ensure this value is greater than or equal to 0" in _text(staff_client.post(url, {"older_than_days": -1, "apply": "1"}))
     client.force_login(user)
     assert client.post(url, {"older_than_days": 0, "apply": "1"}).status_code == 302
-
-
-def test_the_cleanup_dry_run_lists_what_remove_then_removes(staff_client, user):
-    conversation = ConversationFactory(owner=user)
-    spilled = ArtifactFactory(session=conversation.artifact_session, artifact_id="web_fetch_result_1")
-    report = ArtifactFactory(session=conversation.artifact_session, artifact_id="report", source=Artifact.Source.AGENT, content="# Report")
-    busy = ConversationFactory(owner=user)
-    RunFactory(message=MessageFactory(conversation=busy), status=Run.Status.RUNNING)
-    ArtifactFactory(session=busy.artifact_session, artifact_id="web_fetch_result_1")
-    url = reverse("admin:conversations_conversation_changelist")
-    selection = {"action": "artifacts_cleanup", "_selected_action": [conversation.pk, busy.pk]}
-
-    dry = lxml.html.fromstring(staff_client.post(url, selection).content)
-    listed = dry.xpath("//tbody/tr/td[2]/text()")
-    assert listed == ["web_fetch_result_1"] and Artifact.objects.count() == 3
-    assert str(busy.pk) in " ".join(dry.xpath("//h2[.='Refused']/following-sibling::ul[1]//text()"))
-    wider = lxml.html.fromstring(staff_client.post(url, {**selection, "include_all": "on"}).content)
-    assert sorted(wider.xpath("//tbody/tr/td[2]/text()")) == ["report", "web_fetch_result_1"]
-
-    staff_client.post(url, {**selection, "post": "yes"})
-    assert not Artifact.objects.filter(pk=spilled.pk).exists()
-    assert Artifact.objects.filter(pk=report.pk).exists()
-    assert Artifact.objects.filter(session=busy.artifact_session).exists()

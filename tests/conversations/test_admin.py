@@ -1,0 +1,71 @@
+import lxml.html
+import pytest
+from django.urls import reverse
+
+from agents.models import Run
+from artifacts.models import Artifact
+from conversations.models import Conversation
+from tests.agents.test_admin import _text
+from tests.factories import (
+    ArtifactFactory,
+    ConversationFactory,
+    MessageFactory,
+    RunFactory,
+)
+
+pytestmark = pytest.mark.django_db
+
+
+def test_deleting_conversations_refuses_busy_ones(staff_client, user):
+    idle = ConversationFactory(owner=user, title="Idle one")
+    RunFactory(message=MessageFactory(conversation=idle), status=Run.Status.COMPLETED)
+    ArtifactFactory(session=idle.artifact_session)
+    busy = ConversationFactory(owner=user, title="Busy one")
+    RunFactory(message=MessageFactory(conversation=busy), status=Run.Status.RUNNING)
+    url = reverse("admin:conversations_conversation_changelist")
+    selection = {"action": "conversations_delete", "_selected_action": [idle.pk, busy.pk]}
+
+    confirm = staff_client.post(url, selection)
+    assert "Idle one" in _text(confirm) and Conversation.objects.count() == 2
+
+    response = staff_client.post(url, {**selection, "post": "yes"}, follow=True)
+    assert list(Conversation.objects.values_list("title", flat=True)) == ["Busy one"]
+    assert not Artifact.objects.filter(session_id=idle.pk).exists()
+    assert "Not deleted, Busy one: A turn is still in progress" in _text(response)
+    assert "delete_selected" not in staff_client.get(url).text
+
+
+def test_deleting_a_conversation_from_its_page_is_refused_while_busy(staff_client, user):
+    busy = ConversationFactory(owner=user)
+    RunFactory(message=MessageFactory(conversation=busy), status=Run.Status.WAITING_PERMISSION)
+    response = staff_client.post(reverse("admin:conversations_conversation_delete", args=[busy.pk]), {"post": "yes"}, follow=True)
+    assert Conversation.objects.filter(pk=busy.pk).exists()
+    assert "A turn is still in progress" in _text(response)
+
+    idle = ConversationFactory(owner=user)
+    RunFactory(message=MessageFactory(conversation=idle), status=Run.Status.COMPLETED)
+    staff_client.post(reverse("admin:conversations_conversation_delete", args=[idle.pk]), {"post": "yes"})
+    assert not Conversation.objects.filter(pk=idle.pk).exists()
+
+
+def test_the_cleanup_dry_run_lists_what_it_would_remove_then_removes_exactly_that(staff_client, user):
+    conversation = ConversationFactory(owner=user)
+    spilled = ArtifactFactory(session=conversation.artifact_session, artifact_id="web_fetch_result_1")
+    report = ArtifactFactory(session=conversation.artifact_session, artifact_id="report", source=Artifact.Source.AGENT, content="# Report")
+    busy = ConversationFactory(owner=user)
+    RunFactory(message=MessageFactory(conversation=busy), status=Run.Status.RUNNING)
+    ArtifactFactory(session=busy.artifact_session, artifact_id="web_fetch_result_1")
+    url = reverse("admin:conversations_conversation_changelist")
+    selection = {"action": "artifacts_cleanup", "_selected_action": [conversation.pk, busy.pk]}
+
+    dry = lxml.html.fromstring(staff_client.post(url, selection).content)
+    listed = dry.xpath("//tbody/tr/td[2]/text()")
+    assert listed == ["web_fetch_result_1"] and Artifact.objects.count() == 3
+    assert str(busy.pk) in " ".join(dry.xpath("//h2[.='Refused']/following-sibling::ul[1]//text()"))
+    wider = lxml.html.fromstring(staff_client.post(url, {**selection, "include_all": "on"}).content)
+    assert sorted(wider.xpath("//tbody/tr/td[2]/text()")) == ["report", "web_fetch_result_1"]
+
+    staff_client.post(url, {**selection, "post": "yes"})
+    assert not Artifact.objects.filter(pk=spilled.pk).exists()
+    assert Artifact.objects.filter(pk=report.pk).exists()
+    assert Artifact.objects.filter(session=busy.artifact_session).exists()
