@@ -1,6 +1,8 @@
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 
+from artifactflow.admin import ServiceDeleteMixin
+
 from .models import Artifact, ArtifactSession, ArtifactVersion
 from .services import artifact_delete
 
@@ -21,7 +23,7 @@ class ArtifactVersionInline(admin.TabularInline):
 
 
 @admin.register(Artifact)
-class ArtifactAdmin(admin.ModelAdmin):
+class ArtifactAdmin(ServiceDeleteMixin, admin.ModelAdmin):
     list_display = ("artifact_id", "title", "content_type", "source", "current_version", "session", "updated_at")
     list_filter = ("source", "content_type", "updated_at")
     search_fields = ("artifact_id", "title", "content", "session__conversation__title")
@@ -41,13 +43,6 @@ class ArtifactAdmin(admin.ModelAdmin):
                 artifact_delete(artifact=artifact)
             except ValidationError as exc:
                 self.message_user(request, f"{artifact.artifact_id} was kept: {' '.join(exc.messages)}", messages.ERROR)
-
-    def delete_view(self, request, object_id, extra_context=None):
-        try:
-            return super().delete_view(request, object_id, extra_context)
-        except ValidationError as exc:
-            self.message_user(request, " ".join(exc.messages), messages.ERROR)
-            return self.response_post_save_change(request, None)
 
 
 @admin.register(ArtifactVersion)

@@ -4,6 +4,7 @@ from django.core.exceptions import ValidationError
 from django.db.models import Count
 from django.template.response import TemplateResponse
 
+from artifactflow.admin import ServiceDeleteMixin
 from artifacts.cleanup import bytes_text, cleanup_apply, cleanup_plan
 
 from . import services
@@ -20,7 +21,7 @@ class MessageInline(admin.TabularInline):
 
 
 @admin.register(Conversation)
-class ConversationAdmin(admin.ModelAdmin):
+class ConversationAdmin(ServiceDeleteMixin, admin.ModelAdmin):
     list_display = ("title", "owner", "message_count", "created_at", "updated_at")
     list_filter = ("created_at", "updated_at", "owner")
     search_fields = ("title", "id", "owner__username", "messages__content")
@@ -43,13 +44,6 @@ class ConversationAdmin(admin.ModelAdmin):
 
     def delete_model(self, request, obj):
         services.conversation_delete(conversation=obj)
-
-    def delete_view(self, request, object_id, extra_context=None):
-        try:
-            return super().delete_view(request, object_id, extra_context)
-        except ValidationError as exc:
-            self.message_user(request, " ".join(exc.messages), messages.ERROR)
-            return self.response_post_save_change(request, None)
 
     @admin.action(description="Delete selected conversations…", permissions=["delete"])
     def conversations_delete(self, request, queryset):
