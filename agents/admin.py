@@ -38,9 +38,7 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 
 class PurgeForm(forms.Form):
-    older_than_days = forms.IntegerField(
-        min_value=0, initial=30, label="Finished more than this many days ago"
-    )
+    older_than_days = forms.IntegerField(min_value=0, initial=30, label="Finished more than this many days ago")
 
 
 @admin.register(Run)
@@ -139,7 +137,9 @@ class RunAdmin(ReadOnlyAdmin):
             self.message_user(request, f"Already ended, left as they were: {_ids(ended)}.", messages.WARNING)
 
     def get_urls(self):
-        purge = path("purge-chunks/", self.admin_site.admin_view(self.chunks_purge_view), name="agents_run_purge_chunks")
+        purge = path(
+            "purge-chunks/", self.admin_site.admin_view(self.chunks_purge_view), name="agents_run_purge_chunks"
+        )
         return [purge, *super().get_urls()]
 
     def chunks_purge_view(self, request):

@@ -63,7 +63,10 @@ def compact(*, model, messages: list[dict], keep: int) -> Compacted:
     transcript = "\n\n".join(_render(message) for message in older)
     request = [
         {"role": "system", "content": prompt_text("compaction")},
-        {"role": "user", "content": f"<conversation>\n{transcript}\n</conversation>\n\nWrite the seven-section summary now."},
+        {
+            "role": "user",
+            "content": f"<conversation>\n{transcript}\n</conversation>\n\nWrite the seven-section summary now.",
+        },
     ]
     parts = []
     try:

@@ -26,8 +26,7 @@ def prompt_text(agent: str) -> str:
 
 
 NATIVE_TOOLS_TEXT = (
-    "# Tools\n\nCall one tool at a time and wait for its result. "
-    "A reply without a tool call is your final answer."
+    "# Tools\n\nCall one tool at a time and wait for its result. A reply without a tool call is your final answer."
 )
 
 

@@ -72,7 +72,9 @@ def _exchanges(messages: list[dict], tools: list) -> list[_Exchange]:
         match = _RESULT.fullmatch(content) if message["role"] == "user" else None
         if match:
             result = match.group(2)
-            found.append(_Exchange(tool=match.group(1), params=params, ok=not result.startswith("<error"), content=result))
+            found.append(
+                _Exchange(tool=match.group(1), params=params, ok=not result.startswith("<error"), content=result)
+            )
             params = {}
     return found
 
@@ -80,7 +82,9 @@ def _exchanges(messages: list[dict], tools: list) -> list[_Exchange]:
 def _request(messages: list[dict]) -> str:
     """The newest message that is the user's (or the lead's) words, not a tool result."""
     for message in reversed(messages):
-        if message["role"] == "user" and not (message["content"] or "").startswith(("<tool_result", "<context_summary")):
+        if message["role"] == "user" and not (message["content"] or "").startswith(
+            ("<tool_result", "<context_summary")
+        ):
             return message["content"]
     return ""
 
@@ -132,7 +136,9 @@ class DemoChatModel:
         # The system prompt's inventory: what this conversation's earlier turns left.
         existing = dict(_INVENTORY_LINE.findall(messages[0]["content"]))
         steps = [lambda: _plan_write(question, existing=existing)]
-        steps.append(lambda: "Searching the team library." + _call("call_subagent", agent="search_agent", instruction=question))
+        steps.append(
+            lambda: "Searching the team library." + _call("call_subagent", agent="search_agent", instruction=question)
+        )
         if len(done) >= len(steps):
             hits = _source_lines(done[1])
             if not hits:
@@ -141,11 +147,14 @@ class DemoChatModel:
                 urls = [url for _, url in hits[:MAX_SOURCES]]
                 steps += [
                     lambda: _tick(SEARCH_STEP),
-                    lambda: "Reading the best sources."
-                    + _call(
-                        "call_subagent",
-                        agent="crawl_agent",
-                        instruction=f"Read these sources and report what they say about: {question}\n" + "\n".join(urls),
+                    lambda: (
+                        "Reading the best sources."
+                        + _call(
+                            "call_subagent",
+                            agent="crawl_agent",
+                            instruction=f"Read these sources and report what they say about: {question}\n"
+                            + "\n".join(urls),
+                        )
                     ),
                     lambda: _tick(READ_STEP),
                     lambda: _report_write(question, crawl=done[3], existing=existing),
@@ -171,7 +180,9 @@ class DemoChatModel:
                 return f"The team library has nothing on “{shown}”: no document in it matches."
             return f"The search found nothing for “{shown}”."
         # One line per hit, so the lead finds each hit by its line.
-        lines = [f"- [{html.unescape(t)}]({html.unescape(u)}): {' '.join(html.unescape(s).split())}" for t, u, s in hits]
+        lines = [
+            f"- [{html.unescape(t)}]({html.unescape(u)}): {' '.join(html.unescape(s).split())}" for t, u, s in hits
+        ]
         return "Sources found:\n\n" + "\n".join(lines)
 
     def _crawl(self, messages: list[dict], tools: list) -> str:
@@ -195,7 +206,9 @@ class DemoChatModel:
 
 
 def _plan(question: str) -> str:
-    return f"Question: {question[:200]}\n\n" + "\n".join(f"- [ ] {step}" for step in (SEARCH_STEP, READ_STEP, REPORT_STEP))
+    return f"Question: {question[:200]}\n\n" + "\n".join(
+        f"- [ ] {step}" for step in (SEARCH_STEP, READ_STEP, REPORT_STEP)
+    )
 
 
 def _plan_write(question: str, *, existing: dict) -> str:
@@ -203,7 +216,9 @@ def _plan_write(question: str, *, existing: dict) -> str:
         return "This conversation has a task plan; I'll rewrite it for this question." + _call(
             "rewrite_artifact", id=PLAN_ID, content=_plan(question)
         )
-    return "I'll plan the research first." + _call("create_artifact", id=PLAN_ID, title="Task plan", content=_plan(question))
+    return "I'll plan the research first." + _call(
+        "create_artifact", id=PLAN_ID, title="Task plan", content=_plan(question)
+    )
 
 
 def _plan_nothing_found(question: str, *, search: str) -> str:
@@ -216,7 +231,9 @@ def _plan_nothing_found(question: str, *, search: str) -> str:
 
 
 def _tick(step: str) -> str:
-    return f"Done: {step.lower()}." + _call("update_artifact", id=PLAN_ID, old_str=f"- [ ] {step}", new_str=f"- [x] {step}")
+    return f"Done: {step.lower()}." + _call(
+        "update_artifact", id=PLAN_ID, old_str=f"- [ ] {step}", new_str=f"- [x] {step}"
+    )
 
 
 def _report_write(question: str, *, crawl: _Exchange, existing: dict) -> str:

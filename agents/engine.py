@@ -202,7 +202,9 @@ class Turn:
             return self._outcome("completed", state, response=state.response)
         try:
             if state.steps == 0 and state.pending is None:
-                self.log.emit(RunEvent.Type.AGENT_START, agent=LEAD_AGENT, data={"instruction": state.frames[0].instruction})
+                self.log.emit(
+                    RunEvent.Type.AGENT_START, agent=LEAD_AGENT, data={"instruction": state.frames[0].instruction}
+                )
             if state.pending is not None:
                 if "decision" not in state.pending:
                     return self._outcome("waiting_permission", state)
@@ -246,9 +248,13 @@ class Turn:
             frame.notes.append(f"Only the first of your {len(calls)} tool calls was run: call one tool at a time.")
         left = rounds - frame.rounds
         if left == 0:
-            frame.notes.append("You have used all your tool calls. Write your final answer now, without calling a tool.")
+            frame.notes.append(
+                "You have used all your tool calls. Write your final answer now, without calling a tool."
+            )
         elif left <= ROUNDS_LEFT_WARNING and frame.agent == LEAD_AGENT:
-            frame.notes.append(f"You have {left} tool call{'s' if left > 1 else ''} left; then write your final answer.")
+            frame.notes.append(
+                f"You have {left} tool call{'s' if left > 1 else ''} left; then write your final answer."
+            )
 
         if call.error:
             self._tool_report(frame, call, tool_error(tool=call.name, message=call.error))
@@ -283,7 +289,11 @@ class Turn:
             "role": "assistant",
             "content": reply.content or None,
             "tool_calls": [
-                {"id": call.id, "type": "function", "function": {"name": native["name"], "arguments": native["arguments"]}}
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": native["name"], "arguments": native["arguments"]},
+                }
             ],
         }
 
@@ -380,7 +390,9 @@ class Turn:
 
     # --- agents ------------------------------------------------------------------
 
-    def _agent_finish(self, state: TurnState, frame: Frame, response: str, *, out_of_rounds: bool = False) -> TurnOutcome | None:
+    def _agent_finish(
+        self, state: TurnState, frame: Frame, response: str, *, out_of_rounds: bool = False
+    ) -> TurnOutcome | None:
         """`out_of_rounds`: the agent still only called tools after its last
         round; an empty response then says so, rather than "empty answer"."""
         self.log.emit(RunEvent.Type.AGENT_COMPLETE, agent=frame.agent, data={"response": response})
@@ -412,7 +424,9 @@ class Turn:
         )
         # A long report is the subagent's detailed product, kept like a long tool result.
         instruction = " ".join(frame.instruction.split())
-        result = self._result_spill(result=result, name=f"{frame.agent}_report", title=f"{frame.agent} report ({instruction[:200]})")
+        result = self._result_spill(
+            result=result, name=f"{frame.agent}_report", title=f"{frame.agent} report ({instruction[:200]})"
+        )
         self._tool_report(lead, ToolCall(name=CALL_SUBAGENT, id=frame.call_id), result)
         return None
 
@@ -420,7 +434,11 @@ class Turn:
         agent, instruction = call.params["agent"], call.params["instruction"].strip()
         if agent not in SUBAGENTS or not instruction:
             known = ", ".join(SUBAGENTS)
-            problem = f"There is no subagent '{agent}'. Available: {known}." if agent not in SUBAGENTS else "The instruction is empty."
+            problem = (
+                f"There is no subagent '{agent}'. Available: {known}."
+                if agent not in SUBAGENTS
+                else "The instruction is empty."
+            )
             self._tool_report(frame, call, tool_error(tool=call.name, message=problem))
             return
         state.frames.append(Frame(agent=agent, instruction=instruction, call_id=call.id))
@@ -429,7 +447,9 @@ class Turn:
     # --- tools -------------------------------------------------------------------
 
     def _tool_start(self, frame: Frame, call: ToolCall) -> None:
-        self.log.emit(RunEvent.Type.TOOL_START, agent=frame.agent, data={"tool": call.name, **_event_params(call.params)})
+        self.log.emit(
+            RunEvent.Type.TOOL_START, agent=frame.agent, data={"tool": call.name, **_event_params(call.params)}
+        )
 
     def _tool_execute(self, state: TurnState, frame: Frame, tool: Tool, call: ToolCall) -> None:
         """Runs the call; one that needed the user's approval has it by now,
@@ -446,7 +466,9 @@ class Turn:
             result = self._result_spill(
                 result=result, name=f"{tool.name}_result", title=f"{tool.name} result ({about[:200]})", reader=reader
             )
-        state.tool_metrics.append({"tool_name": tool.name, "agent": frame.agent, "success": result.success, "duration_ms": duration_ms})
+        state.tool_metrics.append(
+            {"tool_name": tool.name, "agent": frame.agent, "success": result.success, "duration_ms": duration_ms}
+        )
         self._tool_report(frame, call, result, duration_ms=duration_ms)
 
     def _tool_report(self, frame: Frame, call: ToolCall, result: ToolResult, *, duration_ms: int = 0) -> None:
@@ -481,7 +503,11 @@ class Turn:
         number = next(n for n in range(1, len(existing) + 2) if f"{name}_{n}" not in existing)
         artifact_id = f"{name}_{number}"
         self.artifacts.create(
-            artifact_id=artifact_id, title=title, content=result.content, content_type="text/xml", source=Artifact.Source.RUN
+            artifact_id=artifact_id,
+            title=title,
+            content=result.content,
+            content_type="text/xml",
+            source=Artifact.Source.RUN,
         )
         preview = result.content[: settings.TOOL_RESULT_PREVIEW_CHARS]
         return ToolResult(
@@ -534,7 +560,11 @@ class Turn:
             tool = {tool.name: tool for tool in AGENTS[frame.agent].tools}[call.name]
             self._tool_execute(state, frame, tool, call)
             return
-        why = "The user denied this call." if decision == DENY else "Nobody answered the request in time, so it counts as denied."
+        why = (
+            "The user denied this call."
+            if decision == DENY
+            else "Nobody answered the request in time, so it counts as denied."
+        )
         message = f"{why} Do not retry it; continue without it or explain what you could not do."
         self._tool_report(frame, call, tool_error(tool=call.name, message=message))
 
@@ -561,7 +591,9 @@ def _event_params(params: dict) -> dict:
     """A tool call's params for the event log: a string longer than
     EVENT_PARAM_CHARS is cut to its start, and `params_truncated` gives its
     full length by name."""
-    long = {name: len(value) for name, value in params.items() if isinstance(value, str) and len(value) > EVENT_PARAM_CHARS}
+    long = {
+        name: len(value) for name, value in params.items() if isinstance(value, str) and len(value) > EVENT_PARAM_CHARS
+    }
     kept = {name: value[:EVENT_PARAM_CHARS] if name in long else value for name, value in params.items()}
     return {"params": kept, "params_truncated": long} if long else {"params": kept}
 

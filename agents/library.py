@@ -43,7 +43,7 @@ STOP_WORDS = frozenset(
     down in out on off over under again further then once here there when where why how all any both each
     few more most other some such no nor not only own same so than too very s t can will just don should now
     could would may might must shall also please tell explain describe give know want need
-    """.split()  # noqa: SIM905 (a list of words reads best as words)
+    """.split()
 )
 _URL = re.compile(re.escape(LIBRARY_URL_PREFIX) + r"(\d+)/?")
 
@@ -130,7 +130,8 @@ def _sqlite_search(*, terms: list[str], limit: int) -> list[SearchHit]:
     # A row per word a document contains and another per word its title
     # contains: a document's points are its rows.
     points = " UNION ALL ".join(
-        ["SELECT rowid AS id FROM agents_librarydocument_fts WHERE agents_librarydocument_fts MATCH %s"] * (2 * len(terms))
+        ["SELECT rowid AS id FROM agents_librarydocument_fts WHERE agents_librarydocument_fts MATCH %s"]
+        * (2 * len(terms))
     )
     with connection.cursor() as cursor:
         cursor.execute(
@@ -146,9 +147,19 @@ def _sqlite_search(*, terms: list[str], limit: int) -> list[SearchHit]:
             ORDER BY bm25(agents_librarydocument_fts, 3.0, 1.0), d.id
             LIMIT %s
             """,
-            [*phrases, *(f"title : {phrase}" for phrase in phrases), len(terms), SNIPPET_WORDS, " OR ".join(phrases), limit],
+            [
+                *phrases,
+                *(f"title : {phrase}" for phrase in phrases),
+                len(terms),
+                SNIPPET_WORDS,
+                " OR ".join(phrases),
+                limit,
+            ],
         )
-        return [SearchHit(title=title, url=f"{LIBRARY_URL_PREFIX}{pk}", snippet=snippet) for pk, title, snippet in cursor.fetchall()]
+        return [
+            SearchHit(title=title, url=f"{LIBRARY_URL_PREFIX}{pk}", snippet=snippet)
+            for pk, title, snippet in cursor.fetchall()
+        ]
 
 
 def _postgres_search(*, terms: list[str], limit: int) -> list[SearchHit]:
@@ -175,7 +186,9 @@ def _postgres_search(*, terms: list[str], limit: int) -> list[SearchHit]:
         ]
         * len(terms)
     )
-    headline = f"StartSel='**', StopSel='**', MaxWords={SNIPPET_WORDS}, MinWords={SNIPPET_WORDS // 2}, FragmentDelimiter=' … '"
+    headline = (
+        f"StartSel='**', StopSel='**', MaxWords={SNIPPET_WORDS}, MinWords={SNIPPET_WORDS // 2}, FragmentDelimiter=' … '"
+    )
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
@@ -186,19 +199,34 @@ def _postgres_search(*, terms: list[str], limit: int) -> list[SearchHit]:
             ORDER BY ts_rank(document_vector, websearch_to_tsquery('english', %s)) DESC, id
             LIMIT %s
             """,
-            [*candidates_params, query, headline, *(term for term in terms for _ in range(2)), len(terms), query, limit],
+            [
+                *candidates_params,
+                query,
+                headline,
+                *(term for term in terms for _ in range(2)),
+                len(terms),
+                query,
+                limit,
+            ],
         )
-        return [SearchHit(title=title, url=f"{LIBRARY_URL_PREFIX}{pk}", snippet=snippet) for pk, title, snippet in cursor.fetchall()]
+        return [
+            SearchHit(title=title, url=f"{LIBRARY_URL_PREFIX}{pk}", snippet=snippet)
+            for pk, title, snippet in cursor.fetchall()
+        ]
 
 
 def library_document_fetch(*, url: str) -> ToolResult:
     """A library document for web_fetch, which hands library:// URLs here."""
     match = _URL.fullmatch(url.strip())
     if match is None:
-        return tool_error(tool="web_fetch", message=f"{url} is not a library URL; they look like {LIBRARY_URL_PREFIX}12.")
+        return tool_error(
+            tool="web_fetch", message=f"{url} is not a library URL; they look like {LIBRARY_URL_PREFIX}12."
+        )
     document = LibraryDocument.objects.filter(pk=int(match[1])).first()
     if document is None:
-        return tool_error(tool="web_fetch", message=f"There is no library document {url}; search the library for its current URL.")
+        return tool_error(
+            tool="web_fetch", message=f"There is no library document {url}; search the library for its current URL."
+        )
     return ToolResult(
         success=True,
         content=(

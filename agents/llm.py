@@ -74,7 +74,10 @@ class OpenAIChatModel:
         tools = list(tools)
         if tools and self.tool_mode == NATIVE:
             request["tools"] = [
-                {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
+                {
+                    "type": "function",
+                    "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
+                }
                 for t in tools
             ]
         attempt = 0
@@ -190,15 +193,15 @@ def model_settings_default() -> ModelSettings:
 def models_file_read(path: Path, *, default: ModelSettings, environ: dict) -> tuple[dict, dict]:
     """The file's models by name and its agent → model-name table.
 
-        [models.local]
-        base_url = "http://127.0.0.1:11434/v1"
-        model = "qwen2.5:14b"
-        api_key_env = "LOCAL_MODEL_KEY"   # the key itself stays in the environment
-        context_window = 32768
-        tool_mode = "xml"                 # or "native"
+    [models.local]
+    base_url = "http://127.0.0.1:11434/v1"
+    model = "qwen2.5:14b"
+    api_key_env = "LOCAL_MODEL_KEY"   # the key itself stays in the environment
+    context_window = 32768
+    tool_mode = "xml"                 # or "native"
 
-        [agents]
-        search_agent = "local"
+    [agents]
+    search_agent = "local"
     """
     try:
         data = tomllib.loads(path.read_text())
@@ -238,4 +241,3 @@ def models_from_settings() -> AgentModels:
         models, agents = models_file_read(Path(settings.MODELS_FILE), default=default, environ=os.environ)
         by_agent = {agent: OpenAIChatModel(models[name]) for agent, name in agents.items()}
     return AgentModels(default=OpenAIChatModel(default), by_agent=by_agent)
-

@@ -69,7 +69,9 @@ def _search(*, provider: str, query: str, limit: int) -> list[SearchHit]:
         return _searxng(query=query, limit=limit)
     if provider == "tavily":
         return _tavily(query=query, limit=limit)
-    raise SearchError(f"Unknown search provider {provider!r}; set ARTIFACTFLOW_SEARCH_PROVIDER to one of {', '.join(PROVIDERS)}.")
+    raise SearchError(
+        f"Unknown search provider {provider!r}; set ARTIFACTFLOW_SEARCH_PROVIDER to one of {', '.join(PROVIDERS)}."
+    )
 
 
 def _searxng(*, query: str, limit: int) -> list[SearchHit]:
@@ -77,9 +79,7 @@ def _searxng(*, query: str, limit: int) -> list[SearchHit]:
         raise SearchError("The searxng provider is chosen but SEARXNG_URL is not set.")
     payload = _json_response(
         "SearXNG",
-        lambda client: client.get(
-            settings.SEARXNG_URL.rstrip("/") + "/search", params={"q": query, "format": "json"}
-        ),
+        lambda client: client.get(settings.SEARXNG_URL.rstrip("/") + "/search", params={"q": query, "format": "json"}),
     )
     return _hits("SearXNG", payload, limit=limit)
 

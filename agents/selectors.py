@@ -54,7 +54,9 @@ class RunView:
 
 def run_get(*, user, run_id: int) -> Run | None:
     """The run with this id if it answers a message of the user's, else None."""
-    return Run.objects.select_related("message__conversation").filter(pk=run_id, message__conversation__owner=user).first()
+    return (
+        Run.objects.select_related("message__conversation").filter(pk=run_id, message__conversation__owner=user).first()
+    )
 
 
 def run_view_apply(view: RunView, event: RunEvent) -> None:

@@ -49,7 +49,9 @@ def run_create(*, message, enqueue: bool = True) -> Run:
         # A write first, so that two requests serialise here on SQLite (which
         # has no row locks) as on Postgres, and the second sees the first's run.
         Conversation.objects.filter(pk=message.conversation_id).update(updated_at=timezone.now())
-        if Run.objects.filter(message__conversation_id=message.conversation_id, status__in=Run.ACTIVE_STATUSES).exists():
+        if Run.objects.filter(
+            message__conversation_id=message.conversation_id, status__in=Run.ACTIVE_STATUSES
+        ).exists():
             raise TurnInProgress(TURN_IN_PROGRESS)
         run = Run.objects.create(message=message)
     if enqueue:
@@ -148,7 +150,9 @@ def run_execute(*, run_id: int, on_event=None) -> Run | None:
         try:
             _run_drive(run=run, lease=lease, log=log, artifacts=artifacts, heartbeat=heartbeat)
         except LeaseLost:
-            logger.warning("Run %s is held by another worker now; this one stops without writing", run.pk, exc_info=True)
+            logger.warning(
+                "Run %s is held by another worker now; this one stops without writing", run.pk, exc_info=True
+            )
             return None
         except TRANSIENT_ERRORS:
             # The database stayed away past DB_RETRY_SECONDS, so nothing more
@@ -314,7 +318,10 @@ def _error_emit(*, log: RunEventLog, flush: FlushReport, message: str, cancelled
     it could not save; returns the message it wrote."""
     if flush.failed:
         message += f" These artifacts could not be saved: {', '.join(sorted(flush.failed))}."
-    log.emit(RunEvent.Type.ERROR, data={"message": message, **({"cancelled": True} if cancelled else {}), **_flush_data(flush)})
+    log.emit(
+        RunEvent.Type.ERROR,
+        data={"message": message, **({"cancelled": True} if cancelled else {}), **_flush_data(flush)},
+    )
     return message
 
 

@@ -37,7 +37,12 @@ PERMISSION_WORDS = {
     "unanswered": "the run ended before an answer",
 }
 # The status line's verb for each artifact tool.
-_ARTIFACT_VERBS = {"create_artifact": "writing", "update_artifact": "editing", "rewrite_artifact": "rewriting", "read_artifact": "reading"}
+_ARTIFACT_VERBS = {
+    "create_artifact": "writing",
+    "update_artifact": "editing",
+    "rewrite_artifact": "rewriting",
+    "read_artifact": "reading",
+}
 SUBJECT_CHARS = 60
 EXCERPT_CHARS = 300
 OUTCOME_CHARS = 120
@@ -208,7 +213,13 @@ def step_fold_apply(fold: StepFold, event: RunEvent) -> None:
                     del fold.running[open_agent]
             # Among the steps of the agent that was at work: the newest hand-over's, else the lead's.
             _place(fold, next(reversed(fold.groups), LEAD_AGENT)).append(
-                Step(RESUMED, "", subject="the worker stopped; the run went on where it was", status=OK, started=fold.work)
+                Step(
+                    RESUMED,
+                    "",
+                    subject="the worker stopped; the run went on where it was",
+                    status=OK,
+                    started=fold.work,
+                )
             )
         case RunEvent.Type.AGENT_START if agent != LEAD_AGENT:
             instruction = str(data.get("instruction", ""))
@@ -257,8 +268,14 @@ def step_fold_apply(fold: StepFold, event: RunEvent) -> None:
             step.permission = str(data.get("decision", ""))
         case RunEvent.Type.COMPACTION:
             before, after = data.get("tokens_before"), data.get("tokens_after")
-            sizes = f": {before:,} → {after:,} tokens (estimated)" if isinstance(before, int) and isinstance(after, int) else ""
-            compacted = Step(COMPACTION, agent, subject=f"summarised its context to make room{sizes}", status=OK, started=fold.work)
+            sizes = (
+                f": {before:,} → {after:,} tokens (estimated)"
+                if isinstance(before, int) and isinstance(after, int)
+                else ""
+            )
+            compacted = Step(
+                COMPACTION, agent, subject=f"summarised its context to make room{sizes}", status=OK, started=fold.work
+            )
             compacted.body = str(data.get("summary", ""))
             _place(fold, agent).append(compacted)
         case RunEvent.Type.LLM_RETRY:
@@ -371,7 +388,9 @@ def status_line(step: Step | None, fold: StepFold, agent: str) -> str:
 
 _OPENING = re.compile(r"\s*<(\w+)((?:\s+[\w:-]+=(?:\"[^\"]*\"|'[^']*'))*)\s*>")
 _ATTRIBUTE = re.compile(r"([\w:-]+)=(?:\"([^\"]*)\"|'([^']*)')")
-_HIT = re.compile(r"<result>\s*<title>(.*?)</title>\s*<url>(.*?)</url>\s*(?:<snippet>(.*?)(?:</snippet>|$))?", re.DOTALL)
+_HIT = re.compile(
+    r"<result>\s*<title>(.*?)</title>\s*<url>(.*?)</url>\s*(?:<snippet>(.*?)(?:</snippet>|$))?", re.DOTALL
+)
 _CONTENT = re.compile(r"<content>(.*?)(?:</content>|$)", re.DOTALL)
 _PREVIEW = re.compile(r"<preview>(.*?)(?:…</preview>|</preview>|$)", re.DOTALL)
 _ERROR_MESSAGE = re.compile(r"<message>(.*?)(?:</message>|$)", re.DOTALL)
@@ -416,7 +435,10 @@ def _result_read(fold: StepFold, step: Step, data: dict) -> None:
         message = _ERROR_MESSAGE.search(inner)
         step.text = unescape(message[1] if message else _TAG.sub("", inner)).strip()
     elif tag == "search_results" and (hits := _HIT.findall(inner)):
-        step.sources = [Source(_plain(title, 200), unescape(url).strip(), _plain(snippet, EXCERPT_CHARS)) for title, url, snippet in hits]
+        step.sources = [
+            Source(_plain(title, 200), unescape(url).strip(), _plain(snippet, EXCERPT_CHARS))
+            for title, url, snippet in hits
+        ]
         fold.titles.update((source.url, source.title) for source in step.sources if source.title)
     elif tag == "search_results" and "<result" not in inner:
         # "No results. Try other or fewer words."
@@ -433,7 +455,9 @@ def _result_read(fold: StepFold, step: Step, data: dict) -> None:
         # read_artifact names what it read in its attributes; the changing tools in artifact_change.
         artifact_id = attributes.get("id") or unescape(_TAG.sub("", inner.split("</id>", 1)[0]))
         version = attributes.get("version", "")
-        step.artifact = ArtifactRef(artifact_id, attributes.get("title", ""), int(version) if version.isdigit() else None)
+        step.artifact = ArtifactRef(
+            artifact_id, attributes.get("title", ""), int(version) if version.isdigit() else None
+        )
     elif tag == "subagent_result":
         step.body = step.body or unescape(inner.rsplit("</subagent_result>", 1)[0]).strip()
     elif tag != "artifact":

@@ -98,7 +98,10 @@ def run_trace(*, run: Run) -> Trace:
         _event_fold(trace, row, event)
         trace.rows.append(row)
     trace.versions = list(
-        ArtifactVersion.objects.filter(run=run).select_related("artifact").defer("content", "artifact__content").order_by("created_at", "pk")
+        ArtifactVersion.objects.filter(run=run)
+        .select_related("artifact")
+        .defer("content", "artifact__content")
+        .order_by("created_at", "pk")
     )
     if run.error and run.error not in trace.errors:
         trace.errors.append(run.error)
@@ -126,7 +129,11 @@ def _event_fold(trace: Trace, row: TraceRow, event: RunEvent) -> None:
             figures.prompt_tokens += usage.get("prompt_tokens") or 0
             figures.completion_tokens += usage.get("completion_tokens") or 0
             figures.duration_ms += data.get("duration_ms") or 0
-            tokens = f"{usage.get('prompt_tokens', '?')} in, {usage.get('completion_tokens', '?')} out" if usage else "no usage sent"
+            tokens = (
+                f"{usage.get('prompt_tokens', '?')} in, {usage.get('completion_tokens', '?')} out"
+                if usage
+                else "no usage sent"
+            )
             row.summary = f"model call, {tokens}, {data.get('duration_ms', '?')} ms: {_short(data.get('content'))}"
         case RunEvent.Type.LLM_RETRY:
             row.summary = f"model call asked again: {_short(data.get('reason'))}"
@@ -144,7 +151,9 @@ def _event_fold(trace: Trace, row: TraceRow, event: RunEvent) -> None:
             row.failed = not data.get("success", True)
             figures.failures += row.failed
             outcome = "failed" if row.failed else "ok"
-            row.summary = f"{data.get('tool')} {outcome}, {data.get('duration_ms', '?')} ms: {_short(data.get('result'))}"
+            row.summary = (
+                f"{data.get('tool')} {outcome}, {data.get('duration_ms', '?')} ms: {_short(data.get('result'))}"
+            )
             row.detail = str(data.get("result", ""))
         case RunEvent.Type.PERMISSION_REQUEST:
             trace.decisions.append(Decision(tool=data.get("tool", ""), agent=agent, asked_at=event.created_at))

@@ -121,7 +121,9 @@ class _PinnedTransport(httpx.HTTPTransport):
         # httpx has no public way to give its pool a network backend; this
         # replaces the pool it built (httpx is pinned below 1.0, and
         # test_connects_to_the_checked_address fails if this stops working).
-        self._pool = httpcore.ConnectionPool(ssl_context=httpx.create_ssl_context(), network_backend=_PinnedBackend(addresses=addresses))
+        self._pool = httpcore.ConnectionPool(
+            ssl_context=httpx.create_ssl_context(), network_backend=_PinnedBackend(addresses=addresses)
+        )
 
 
 def web_fetch(context: ToolContext, *, url: str) -> ToolResult:
@@ -139,7 +141,9 @@ def _fetch(*, url: str) -> ToolResult:
         addresses = url_check(url)
         # trust_env=False: through a proxy from the environment the proxy
         # would resolve the name itself and skip the check above.
-        with httpx.Client(transport=_PinnedTransport(addresses=addresses), timeout=settings.FETCH_TIMEOUT, trust_env=False) as client:
+        with httpx.Client(
+            transport=_PinnedTransport(addresses=addresses), timeout=settings.FETCH_TIMEOUT, trust_env=False
+        ) as client:
             try:
                 with client.stream("GET", url, headers={"User-Agent": "ArtifactFlow web_fetch"}) as response:
                     location = response.headers.get("location")
@@ -206,7 +210,9 @@ def _html_text(html: str, *, url: str) -> tuple[str, str]:
     metadata = trafilatura.extract_metadata(html)
     title = (metadata.title if metadata else None) or ""
     # No main text found (a link hub, an app shell): all visible text beats nothing.
-    text = trafilatura.extract(html, url=url, output_format="markdown", include_links=True, include_tables=True) or trafilatura.html2txt(html)
+    text = trafilatura.extract(
+        html, url=url, output_format="markdown", include_links=True, include_tables=True
+    ) or trafilatura.html2txt(html)
     return title, text or ""
 
 

@@ -26,11 +26,7 @@ DATA_DIR.mkdir(parents=True, exist_ok=True)
 
 # --- Database -----------------------------------------------------------------
 
-DATABASES = {
-    "default": env.db_url(
-        "DATABASE_URL", default=f"sqlite:///{DATA_DIR / 'artifactflow.sqlite3'}"
-    )
-}
+DATABASES = {"default": env.db_url("DATABASE_URL", default=f"sqlite:///{DATA_DIR / 'artifactflow.sqlite3'}")}
 USING_SQLITE = DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3"
 
 
@@ -98,11 +94,7 @@ if USING_SQLITE:
     DATABASES["default"]["OPTIONS"] = {
         "transaction_mode": "IMMEDIATE",
         "timeout": env.float("ARTIFACTFLOW_SQLITE_BUSY_TIMEOUT", default=20.0),
-        "init_command": (
-            "PRAGMA journal_mode=WAL;"
-            "PRAGMA synchronous=NORMAL;"
-            "PRAGMA foreign_keys=ON;"
-        ),
+        "init_command": ("PRAGMA journal_mode=WAL;PRAGMA synchronous=NORMAL;PRAGMA foreign_keys=ON;"),
     }
 else:
     DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=60)

@@ -146,7 +146,9 @@ def _candidates(artifacts) -> list[CleanupCandidate]:
     rows = (
         artifacts.annotate(version_bytes=Coalesce(Subquery(version_bytes), 0), content_bytes=OctetLength("content"))
         .order_by("updated_at", "pk")
-        .values_list("pk", "session_id", "artifact_id", "title", "source", "updated_at", "content_bytes", "version_bytes", "file")
+        .values_list(
+            "pk", "session_id", "artifact_id", "title", "source", "updated_at", "content_bytes", "version_bytes", "file"
+        )
     )
     storage = _storage()
     return [

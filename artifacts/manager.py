@@ -223,7 +223,10 @@ class ArtifactManager:
             return self._require(artifact_id).snapshot()
         row = (
             ArtifactVersion.objects.filter(
-                self.branch.visible(), artifact__session=self.session, artifact__artifact_id=artifact_id, version=version
+                self.branch.visible(),
+                artifact__session=self.session,
+                artifact__artifact_id=artifact_id,
+                version=version,
             )
             .select_related("artifact")
             .first()
@@ -235,7 +238,9 @@ class ArtifactManager:
     def inventory(self) -> list[dict]:
         """Every artifact of the branch as this turn sees it: the saved ones
         with this turn's working copies over them, oldest first."""
-        entries = {head.artifact.artifact_id: WorkingArtifact.from_head(head) for head in branch_heads(branch=self.branch)}
+        entries = {
+            head.artifact.artifact_id: WorkingArtifact.from_head(head) for head in branch_heads(branch=self.branch)
+        }
         entries.update(self._working)
         return [working.snapshot() for working in entries.values()]
 
@@ -278,7 +283,9 @@ class ArtifactManager:
         if text is None:
             # Version rows never change, whatever was written since.
             text = ArtifactVersion.objects.values_list("content", flat=True).get(
-                artifact__session=self.session, artifact__artifact_id=entry["artifact_id"], version=entry["base_version"]
+                artifact__session=self.session,
+                artifact__artifact_id=entry["artifact_id"],
+                version=entry["base_version"],
             )
         for start, end, inserted in entry["edits"]:
             text = text[:start] + inserted + text[end:]

@@ -61,7 +61,11 @@ def compute_update(content: str, old_str: str, new_str: str) -> UpdateResult:
     say why not."""
     if not old_str:
         return UpdateResult(
-            ok=False, new_content=None, layer=None, similarity=0.0, span=None,
+            ok=False,
+            new_content=None,
+            layer=None,
+            similarity=0.0,
+            span=None,
             error="old_str must not be empty; quote the text to replace",
         )
     deadline = time.monotonic() + TIME_BUDGET
@@ -136,8 +140,7 @@ _TYPOGRAPHY = {
     **dict.fromkeys("\u2018\u2019\u201a\u201b\u2032\u2035\u02bc", "'"),
     **dict.fromkeys("\u201c\u201d\u201e\u201f\u2033\u2036", '"'),
     **dict.fromkeys("\u2010\u2011\u2012\u2013\u2014\u2015\u2212", "-"),
-    **dict.fromkeys("\u00a0\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
-                    "\u202f\u205f\u3000", " "),
+    **dict.fromkeys("\u00a0\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u202f\u205f\u3000", " "),
 }
 _CJK = (
     "\u1100-\u11ff\u2e80-\u2fdf\u3040-\u30ff\u3100-\u312f\u3130-\u318f\u31a0-\u31ff"
@@ -251,7 +254,7 @@ def _normalise(text: str, *, deadline: float) -> _Normalised:
             group_ends[len(starts)] = (at + group.end - group.start, group.orig_end)
             starts.append(at)
             origins.append(group.orig_start)
-            pieces.append(nfkc[group.start:group.end])
+            pieces.append(nfkc[group.start : group.end])
             at += group.end - group.start
             shift = group.orig_end - group.end
         done = cut_end
@@ -303,7 +306,7 @@ def _nfkc(text: str, *, deadline: float) -> tuple[str, list[_Group]]:
         normal = unicodedata.normalize("NFKC", text[start:end])
         # Every character its own chunk and as many out as in: one for one
         # (fullwidth letters), so nothing to record.
-        if len(normal) == end - start and all(map(_starts_chunk, text[start + 1:end])):
+        if len(normal) == end - start and all(map(_starts_chunk, text[start + 1 : end])):
             parts.append(normal)
             out += len(normal)
             continue
@@ -469,7 +472,7 @@ def _seed_regions(*, content: str, old: str, slack: int) -> list[tuple[int, int]
     size = m // (slack + 1)
     regions = []
     for offset in range(0, size * (slack + 1), size):
-        piece = old[offset:offset + size]
+        piece = old[offset : offset + size]
         at = content.find(piece)
         while at != -1:
             # The window starts within `slack` of where the piece puts it, and
@@ -573,7 +576,7 @@ def _char_masks(*, text: str, alphabet: set[str], deadline: float) -> dict[str, 
         chars = sorted(alphabet)
         coded = []
         for group_start in range(0, len(chars), 255):
-            codes = {char: code for code, char in enumerate(chars[group_start:group_start + 255], start=1)}
+            codes = {char: code for code, char in enumerate(chars[group_start : group_start + 255], start=1)}
             table = absent | {ord(char): code for char, code in codes.items()}
             coded.append((text.translate(table).encode("latin-1")[::-1], codes))
     masks = {}

@@ -87,9 +87,7 @@ class ArtifactVersion(models.Model):
 
     class Meta:
         ordering = ["artifact", "version"]
-        constraints = [
-            models.UniqueConstraint(fields=["artifact", "version"], name="version_unique_per_artifact")
-        ]
+        constraints = [models.UniqueConstraint(fields=["artifact", "version"], name="version_unique_per_artifact")]
 
     def __str__(self):
         return f"{self.artifact} v{self.version}"

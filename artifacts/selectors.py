@@ -286,7 +286,9 @@ def artifact_diff(*, old: str, new: str) -> list[DiffLine]:
     budget = WORD_DIFF_BUDGET
     lines = []
     for group in difflib.SequenceMatcher(None, a, b).get_grouped_opcodes(DIFF_CONTEXT):
-        lines.append(_line("hunk", "", f"@@ -{_range(group[0][1], group[-1][2])} +{_range(group[0][3], group[-1][4])} @@"))
+        lines.append(
+            _line("hunk", "", f"@@ -{_range(group[0][1], group[-1][2])} +{_range(group[0][3], group[-1][4])} @@")
+        )
         for tag, i1, i2, j1, j2 in group:
             if tag == "equal":
                 lines += [_line("same", " ", text) for text in a[i1:i2]]
@@ -366,7 +368,9 @@ def pane_context(
         # What the version lists select: the version shown, and the pair
         # compared, else this branch's version and the one before it.
         "version_selected": version.version if version else selected and selected.version,
-        "compare_from": diff["old"].version if diff else _compare_from(versions=versions, head=selected.head if selected else None),
+        "compare_from": diff["old"].version
+        if diff
+        else _compare_from(versions=versions, head=selected.head if selected else None),
         "compare_to": diff["new"].version if diff else selected and selected.version,
         "shown_version": version,
         "diff": diff,
@@ -392,9 +396,7 @@ NO_SUCH_VERSION = "This link names a version that is not saved; showing the curr
 NO_SUCH_DIFF = "This link compares versions that are not saved; showing the current text."
 
 
-def pane_context_for_page(
-    *, branch: Branch, artifact_id: str, version: str, diff_from: str, diff_to: str
-) -> dict:
+def pane_context_for_page(*, branch: Branch, artifact_id: str, version: str, diff_from: str, diff_to: str) -> dict:
     """The pane of a conversation page's URL, `?artifact=…`, with `&version=…`
     or `&from=…&to=…` for a diff. A link outlives what it names, so one naming
     nothing shows the nearest there is with a notice, never an error page."""

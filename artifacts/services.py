@@ -141,11 +141,17 @@ def artifact_restore(*, branch: Branch, version: ArtifactVersion, base_version: 
     version: the history is never rewritten. It may be another branch's
     version. Overlapping another write is handled as an edit's is."""
     return artifact_edit(
-        branch=branch, artifact=version.artifact, content=version.content, base_version=base_version, update_type="restore"
+        branch=branch,
+        artifact=version.artifact,
+        content=version.content,
+        base_version=base_version,
+        update_type="restore",
     )
 
 
-ARTIFACT_BEING_WRITTEN = "The running turn is writing this artifact. Stop the turn, or wait for it to finish, then delete it."
+ARTIFACT_BEING_WRITTEN = (
+    "The running turn is writing this artifact. Stop the turn, or wait for it to finish, then delete it."
+)
 
 
 def artifact_delete(*, artifact: Artifact) -> None:

@@ -39,7 +39,9 @@ def _changed(change: Change, message: str, **attrs) -> ToolResult:
     )
 
 
-def create_artifact(manager: ArtifactManager, *, id: str, content: str, title: str = "", content_type: str = "text/markdown") -> ToolResult:
+def create_artifact(
+    manager: ArtifactManager, *, id: str, content: str, title: str = "", content_type: str = "text/markdown"
+) -> ToolResult:
     try:
         change = manager.create(artifact_id=id, content=content, title=title, content_type=content_type)
     except ArtifactError as exc:
@@ -88,7 +90,9 @@ def read_artifact(
     except ArtifactError as exc:
         return _error("read_artifact", id, str(exc))
     try:
-        text, held, note = _part(artifact["content"], start_line=start_line, end_line=end_line, offset=offset, limit=limit)
+        text, held, note = _part(
+            artifact["content"], start_line=start_line, end_line=end_line, offset=offset, limit=limit
+        )
     except ValueError as exc:
         return _error("read_artifact", id, str(exc))
     attrs = "".join(f" {key}={quoteattr(value)}" for key, value in held.items())
@@ -96,7 +100,7 @@ def read_artifact(
         success=True,
         content=(
             f'<artifact id={quoteattr(artifact["artifact_id"])} version="{artifact["version"]}" '
-            f'content_type={quoteattr(artifact["content_type"])} title={quoteattr(artifact["title"])}{attrs}>'
+            f"content_type={quoteattr(artifact['content_type'])} title={quoteattr(artifact['title'])}{attrs}>"
             f"<content>{escape(text)}</content>{f'<note>{escape(note)}</note>' if note else ''}</artifact>"
         ),
     )

@@ -156,12 +156,8 @@ def convert_upload(*, filename: str, data: bytes, content_type: str = "") -> Con
         content, stored_type = _pdf_text(data), "text/plain"
     else:
         stored_type = mimetypes.guess_type(title)[0] or _declared_type(content_type) or _UNKNOWN_TYPE
-        return ConvertedUpload(
-            kind="file", content="", content_type=stored_type, title=title, size=len(data)
-        )
-    return ConvertedUpload(
-        kind="text", content=content, content_type=stored_type, title=title, size=len(data)
-    )
+        return ConvertedUpload(kind="file", content="", content_type=stored_type, title=title, size=len(data))
+    return ConvertedUpload(kind="text", content=content, content_type=stored_type, title=title, size=len(data))
 
 
 def _base_name(filename: str) -> str:

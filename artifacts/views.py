@@ -83,7 +83,9 @@ def artifact_diff(request, conversation_id, artifact_id):
     branch = _branch_or_404(request, conversation_id)
     selected = _saved_or_404(branch, artifact_id)
     diff = selectors.artifact_compare(
-        artifact=selected.saved, old_version=_version_number(request, "from"), new_version=_version_number(request, "to")
+        artifact=selected.saved,
+        old_version=_version_number(request, "from"),
+        new_version=_version_number(request, "to"),
     )
     if diff is None:
         raise Http404("Choose two saved versions to compare.")
@@ -115,7 +117,9 @@ def artifact_edit(request, conversation_id, artifact_id):
     if base is None:
         return _pane(request, branch, **refused, edit_error="The form is out of date; reload it.")
     try:
-        _, conflicted = services.artifact_edit(branch=branch, artifact=selected.saved, content=content, base_version=base)
+        _, conflicted = services.artifact_edit(
+            branch=branch, artifact=selected.saved, content=content, base_version=base
+        )
     except ValidationError as exc:
         return _pane(request, branch, **refused, edit_error=exc.messages[0])
     return _pane(request, branch, selected=_artifact_or_404(branch, artifact_id), saved_conflict=conflicted)
@@ -127,7 +131,9 @@ def artifact_preview(request, conversation_id, artifact_id):
     branch = _branch_or_404(request, conversation_id)
     selected = _text_or_404(branch, artifact_id)
     text = request.POST.get("content", "").replace("\r\n", "\n")
-    return render(request, f"{PANE}#edit_preview", {"previewing": True, "text": text, "content_type": selected.content_type})
+    return render(
+        request, f"{PANE}#edit_preview", {"previewing": True, "text": text, "content_type": selected.content_type}
+    )
 
 
 @require_POST
@@ -139,12 +145,19 @@ def artifact_restore(request, conversation_id, artifact_id):
     base = id_from_text(request.POST.get("base_version", ""))
     if base is None:
         return _pane(
-            request, branch, selected=selected, version=version, status=422,
+            request,
+            branch,
+            selected=selected,
+            version=version,
+            status=422,
             restore_error="The page is out of date; reload it.",
         )
     restored, conflicted = services.artifact_restore(branch=branch, version=version, base_version=base)
     return _pane(
-        request, branch, selected=_artifact_or_404(branch, artifact_id), saved_conflict=conflicted,
+        request,
+        branch,
+        selected=_artifact_or_404(branch, artifact_id),
+        saved_conflict=conflicted,
         restored={"from": version.version, "to": restored.version},
     )
 
@@ -155,7 +168,13 @@ def artifact_delete(request, conversation_id, artifact_id):
     branch = _branch_or_404(request, conversation_id)
     selected = _saved_or_404(branch, artifact_id)
     if request.method == "GET":
-        return _pane(request, branch, selected=selected, push=False, deleting=selectors.artifact_delete_scope(artifact=selected.saved, branch=branch))
+        return _pane(
+            request,
+            branch,
+            selected=selected,
+            push=False,
+            deleting=selectors.artifact_delete_scope(artifact=selected.saved, branch=branch),
+        )
     try:
         services.artifact_delete(artifact=selected.saved)
     except ValidationError as exc:
@@ -191,7 +210,9 @@ def artifact_export_docx(request, conversation_id, artifact_id):
     version = None if number is None else _version_or_404(selected.saved, number)
     content = version.content if version else selected.head.content
     data = docx_from_markdown(markdown=content, title=selected.title)
-    response = HttpResponse(data, content_type="application/vnd.openxmlformats-officedocument.wordprocessingml.document")
+    response = HttpResponse(
+        data, content_type="application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+    )
     response["Content-Disposition"] = content_disposition_header(True, _download_name(selected, ".docx"))
     return response
 
@@ -206,7 +227,9 @@ def artifact_raw(request, conversation_id, artifact_id):
         if not artifact.file:
             raise Http404("This artifact has no uploaded original.")
         return FileResponse(
-            artifact.file.open("rb"), as_attachment=True, filename=artifact.metadata.get("original_name") or artifact.artifact_id,
+            artifact.file.open("rb"),
+            as_attachment=True,
+            filename=artifact.metadata.get("original_name") or artifact.artifact_id,
             content_type=artifact.content_type,
         )
     extension = ".md" if artifact.content_type == "text/markdown" else ""

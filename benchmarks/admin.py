@@ -25,11 +25,16 @@ RESULT = "<page>" + "A heat pump moves heat rather than making it. " * 40 + "</p
 def _run(owner, *, steps: int, chunks: int) -> Run:
     conversation = Conversation.objects.create(owner=owner, title="Traced")
     ArtifactSession.objects.create(conversation=conversation)
-    run = Run.objects.create(message=Message.objects.create(conversation=conversation, content="Q?"), status=Run.Status.COMPLETED)
+    run = Run.objects.create(
+        message=Message.objects.create(conversation=conversation, content="Q?"), status=Run.Status.COMPLETED
+    )
     events, seq = [], 0
     for n in range(steps):
         for type, data in (
-            (RunEvent.Type.LLM_COMPLETE, {"content": "call", "token_usage": {"prompt_tokens": 900, "completion_tokens": 40}, "duration_ms": 800}),
+            (
+                RunEvent.Type.LLM_COMPLETE,
+                {"content": "call", "token_usage": {"prompt_tokens": 900, "completion_tokens": 40}, "duration_ms": 800},
+            ),
             (RunEvent.Type.TOOL_START, {"tool": "web_fetch", "params": {"url": f"https://example.com/{n}"}}),
             (RunEvent.Type.TOOL_COMPLETE, {"tool": "web_fetch", "success": True, "result": RESULT, "duration_ms": 300}),
             (RunEvent.Type.AGENT_COMPLETE, {"response": "Done."}),
@@ -38,7 +43,9 @@ def _run(owner, *, steps: int, chunks: int) -> Run:
             events.append(RunEvent(run=run, seq=seq, type=type, agent="crawl_agent", data=data))
     for _ in range(chunks):
         seq += 1
-        events.append(RunEvent(run=run, seq=seq, type=RunEvent.Type.LLM_CHUNK, agent="lead_agent", data={"content": "tokens "}))
+        events.append(
+            RunEvent(run=run, seq=seq, type=RunEvent.Type.LLM_CHUNK, agent="lead_agent", data={"content": "tokens "})
+        )
     RunEvent.objects.bulk_create(events, batch_size=2000)
     return run
 
@@ -48,14 +55,24 @@ def _conversations(owner, count: int) -> list:
     ArtifactSession.objects.bulk_create(ArtifactSession(conversation=c) for c in conversations)
     artifacts = Artifact.objects.bulk_create(
         (
-            Artifact(session_id=c.pk, artifact_id=f"web_fetch_result_{n}", content=RESULT, content_type="text/xml", source=Artifact.Source.RUN)
+            Artifact(
+                session_id=c.pk,
+                artifact_id=f"web_fetch_result_{n}",
+                content=RESULT,
+                content_type="text/xml",
+                source=Artifact.Source.RUN,
+            )
             for c in conversations
             for n in range(1, 6)
         ),
         batch_size=2000,
     )
     ArtifactVersion.objects.bulk_create(
-        (ArtifactVersion(artifact=a, version=v, content=RESULT, update_type="create") for a in artifacts for v in (1, 2)),
+        (
+            ArtifactVersion(artifact=a, version=v, content=RESULT, update_type="create")
+            for a in artifacts
+            for v in (1, 2)
+        ),
         batch_size=2000,
     )
     return [c.pk for c in conversations]
@@ -98,4 +115,3 @@ def main():
         print(f"  {title}: {base_label} {base * 1000:.1f} ms, {results[base_label][1]} queries")
         for label, (seconds, queries) in rest:
             print(f"  {title}: {label} {seconds * 1000:.1f} ms ({seconds / base:.2f}x), {queries} queries")
-

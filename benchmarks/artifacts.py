@@ -107,7 +107,9 @@ def _edit_turn(user) -> tuple[list[dict], list[RunEvent], object]:
     finally:
         server.stop()
         logging.disable(logging.NOTSET)
-    assert Artifact.objects.get(session=conversation.artifact_session, artifact_id="report").current_version == EDITS + 1
+    assert (
+        Artifact.objects.get(session=conversation.artifact_session, artifact_id="report").current_version == EDITS + 1
+    )
     return checkpoints, list(run.events.order_by("seq")), branch_shown(conversation=conversation)
 
 
@@ -135,16 +137,25 @@ def _bytes_written(user) -> None:
         _size(_with_snapshot(data, _ticked(k + 1))) - _size(data) for k, data in enumerate(edits)
     )
     old, new = old_checkpoints + old_events, new_checkpoints + new_events
-    print(f"{EDITS} small edits of a {len(LARGE) / 1000:.0f} KB artifact, one turn ({len(checkpoints)} checkpoints, {len(events)} events):")
-    print(f"  whole working copies (baseline): {old_checkpoints / 1000:8.1f} KB checkpoints + {old_events / 1000:7.1f} KB events = {old / 1000:8.1f} KB")
-    print(f"  base version and splices:        {new_checkpoints / 1000:8.1f} KB checkpoints + {new_events / 1000:7.1f} KB events = {new / 1000:8.1f} KB")
+    print(
+        f"{EDITS} small edits of a {len(LARGE) / 1000:.0f} KB artifact, one turn ({len(checkpoints)} checkpoints, {len(events)} events):"
+    )
+    print(
+        f"  whole working copies (baseline): {old_checkpoints / 1000:8.1f} KB checkpoints + {old_events / 1000:7.1f} KB events = {old / 1000:8.1f} KB"
+    )
+    print(
+        f"  base version and splices:        {new_checkpoints / 1000:8.1f} KB checkpoints + {new_events / 1000:7.1f} KB events = {new / 1000:8.1f} KB"
+    )
     print(f"  ratio: {old / new:.0f}x fewer bytes")
 
 
 def _with_versions(user, count: int) -> str:
     conversation = services.conversation_start(user=user, content=f"{count} versions", enqueue=False)
     artifact = Artifact.objects.create(
-        session=conversation.artifact_session, artifact_id="report", content=f"# Report v{count}\n", current_version=count
+        session=conversation.artifact_session,
+        artifact_id="report",
+        content=f"# Report v{count}\n",
+        current_version=count,
     )
     ArtifactVersion.objects.bulk_create(
         ArtifactVersion(artifact=artifact, version=n, content=f"# Report v{n}\n", update_type="update")
@@ -189,7 +200,9 @@ def _pane_at_size(user) -> None:
         ("200 versions", large),
     ):
         print(f"  {label + ':':46} {queries:4d} queries, {seconds * 1000:6.2f} ms a pane")
-    print(f"  ratio: {deferred[1] / large[1]:.1f}x faster at 200 versions, which cost {large[1] / small[1]:.1f}x 2 (the template's option lists)")
+    print(
+        f"  ratio: {deferred[1] / large[1]:.1f}x faster at 200 versions, which cost {large[1] / small[1]:.1f}x 2 (the template's option lists)"
+    )
 
 
 BRANCH_ARTIFACTS = 10
@@ -208,9 +221,13 @@ def _branched(user, *, turns: int) -> str:
     conversation.active_branch = parent
     conversation.save(update_fields=["active_branch"])
     for k in range(BRANCH_ARTIFACTS):
-        artifact = Artifact.objects.create(session=session, artifact_id=f"artifact_{k}", current_version=len(written_at))
+        artifact = Artifact.objects.create(
+            session=session, artifact_id=f"artifact_{k}", current_version=len(written_at)
+        )
         ArtifactVersion.objects.bulk_create(
-            ArtifactVersion(artifact=artifact, version=n, content=f"# Artifact {k} v{n}\n", update_type="update", message=message)
+            ArtifactVersion(
+                artifact=artifact, version=n, content=f"# Artifact {k} v{n}\n", update_type="update", message=message
+            )
             for n, message in enumerate(written_at, start=1)
         )
     return reverse("artifact-pane", args=[conversation.pk])

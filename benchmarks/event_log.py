@@ -36,5 +36,7 @@ def main():
     coalesced, coalesced_rows = _write(settings.RUN_CHUNK_FLUSH_SECONDS)
     print(f"event log, {TOKENS} tokens at {1 / TOKEN_INTERVAL:.0f}/s ({settings.DATABASES['default']['ENGINE']}):")
     print(f"  a row per token (baseline): {per_token * 1000:8.1f} ms writing, {per_token_rows} rows")
-    print(f"  coalesced every {settings.RUN_CHUNK_FLUSH_SECONDS}s:     {coalesced * 1000:8.1f} ms writing, {coalesced_rows} rows")
+    print(
+        f"  coalesced every {settings.RUN_CHUNK_FLUSH_SECONDS}s:     {coalesced * 1000:8.1f} ms writing, {coalesced_rows} rows"
+    )
     print(f"  ratio: {per_token / coalesced:.1f}x less time, {per_token_rows / coalesced_rows:.1f}x fewer rows")

@@ -182,7 +182,9 @@ def worker_killed():
 def database_gone():
     if connection.vendor == "sqlite":
         # The worker gives up on a lock after 0.5 s, so a 4 s lock is an error it must ride out.
-        with Turn("SQLite locked 4 s near the end", _slow(ANSWER), env={"ARTIFACTFLOW_SQLITE_BUSY_TIMEOUT": "0.5"}) as turn:
+        with Turn(
+            "SQLite locked 4 s near the end", _slow(ANSWER), env={"ARTIFACTFLOW_SQLITE_BUSY_TIMEOUT": "0.5"}
+        ) as turn:
             turn.cluster()
             turn.ask()
             turn.until(lambda: turn.sent(0.8))

@@ -67,7 +67,7 @@ def main():
     for size in SIZES:
         content = _document(size, rnd)
         middle = size // 2 - OLD_LEN // 2
-        old = _with_edits(content[middle:middle + OLD_LEN], rnd)
+        old = _with_edits(content[middle : middle + OLD_LEN], rnd)
         max_l_dist = max(5, int(0.3 * len(old)))
 
         seeds, matches = _best(lambda: find_near_matches(old, content, max_l_dist=max_l_dist), FUZZYSEARCH_REPEAT[size])
@@ -89,7 +89,7 @@ def main():
     megabyte = _document(1_000_000, rnd)
     middle = len(megabyte) // 2
     cases = {
-        "1 MB prose, 5 edits": (megabyte, _with_edits(megabyte[middle:middle + OLD_LEN], rnd)),
+        "1 MB prose, 5 edits": (megabyte, _with_edits(megabyte[middle : middle + OLD_LEN], rnd)),
         "1 MB repetitive table": ("| a | b | c |\n" * 70_000, "| a | b | x |\n" * 12),
     }
     print("ours alone, where fuzzysearch would take minutes:")

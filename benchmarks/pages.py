@@ -130,8 +130,12 @@ def main():
         # A server database is left as it was.
         users.filter(pk__in=[small.pk, large.pk, other.pk]).delete()
 
-    print(f"pages for a user with 10 conversations and one with 1,000, median of {REQUESTS} ({settings.DATABASES['default']['ENGINE']}):")
+    print(
+        f"pages for a user with 10 conversations and one with 1,000, median of {REQUESTS} ({settings.DATABASES['default']['ENGINE']}):"
+    )
     for label in results["small"]:
         _report(label, results["small"][label], results["large"][label])
     with_noise = results["small"][f"search “{SEARCHED}”"][0]
-    print(f"  A's search before and after user C's 40,000 matching messages: {alone[0] * 1000:.2f} ms, {with_noise * 1000:.2f} ms ({with_noise / alone[0]:.2f}x)")
+    print(
+        f"  A's search before and after user C's 40,000 matching messages: {alone[0] * 1000:.2f} ms, {with_noise * 1000:.2f} ms ({with_noise / alone[0]:.2f}x)"
+    )

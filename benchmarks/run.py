@@ -12,6 +12,7 @@ import pages  # noqa: E402
 import security  # noqa: E402
 import streaming  # noqa: E402
 import thread_page  # noqa: E402
+
 # By their package: a plain `import artifacts` (or `admin`) is the Django app's.
 from benchmarks import admin, artifacts  # noqa: E402
 

@@ -69,8 +69,12 @@ def main():
     read_time, read_bytes, read_status = asyncio.run(_upload(django_asgi_app))
     cap_time, cap_bytes, cap_status = asyncio.run(_upload(application))
     print(f"an upload of {UPLOAD_BYTES / 2**20:.0f} MB (limit {settings.ARTIFACT_UPLOAD_MAX_BYTES / 2**20:.0f} MB):")
-    print(f"  read whole by Django (baseline): {read_time * 1000:8.1f} ms, {read_bytes / 2**20:5.1f} MB read, then {read_status}")
-    print(f"  refused by the request-body cap: {cap_time * 1000:8.1f} ms, {cap_bytes / 2**20:5.1f} MB read, then {cap_status}")
+    print(
+        f"  read whole by Django (baseline): {read_time * 1000:8.1f} ms, {read_bytes / 2**20:5.1f} MB read, then {read_status}"
+    )
+    print(
+        f"  refused by the request-body cap: {cap_time * 1000:8.1f} ms, {cap_bytes / 2**20:5.1f} MB read, then {cap_status}"
+    )
     print(f"  ratio: {read_time / cap_time:.0f}x sooner, {read_bytes - cap_bytes} bytes fewer read")
 
     user, _ = get_user_model().objects.get_or_create(username="bench-security")

@@ -29,19 +29,36 @@ def _running(conversation, *, steps: int) -> None:
     run.status = Run.Status.RUNNING
     run.save(update_fields=["status"])
     events = [RunEvent(run=run, seq=1, type=RunEvent.Type.METADATA, data={"model": "bench"})]
-    events.append(RunEvent(run=run, seq=2, type=RunEvent.Type.AGENT_START, agent="lead_agent", data={"instruction": "?"}))
+    events.append(
+        RunEvent(run=run, seq=2, type=RunEvent.Type.AGENT_START, agent="lead_agent", data={"instruction": "?"})
+    )
     for n in range(steps):
         seq = 3 + 2 * n
         events.append(
-            RunEvent(run=run, seq=seq, type=RunEvent.Type.TOOL_START, agent="search_agent",
-                     data={"tool": "web_search", "params": {"query": f"heat pumps {n}"}})
+            RunEvent(
+                run=run,
+                seq=seq,
+                type=RunEvent.Type.TOOL_START,
+                agent="search_agent",
+                data={"tool": "web_search", "params": {"query": f"heat pumps {n}"}},
+            )
         )
-        result = "<search_results>" + "".join(
-            f"<result><title>Doc {n}.{k}</title><url>library://{k}</url><snippet>{PARAGRAPH[:200]}</snippet></result>" for k in range(4)
-        ) + "</search_results>"
+        result = (
+            "<search_results>"
+            + "".join(
+                f"<result><title>Doc {n}.{k}</title><url>library://{k}</url><snippet>{PARAGRAPH[:200]}</snippet></result>"
+                for k in range(4)
+            )
+            + "</search_results>"
+        )
         events.append(
-            RunEvent(run=run, seq=seq + 1, type=RunEvent.Type.TOOL_COMPLETE, agent="search_agent",
-                     data={"tool": "web_search", "success": True, "result": result, "duration_ms": 120})
+            RunEvent(
+                run=run,
+                seq=seq + 1,
+                type=RunEvent.Type.TOOL_COMPLETE,
+                agent="search_agent",
+                data={"tool": "web_search", "success": True, "result": result, "duration_ms": 120},
+            )
         )
     RunEvent.objects.bulk_create(events)
 
@@ -73,10 +90,11 @@ def main():
         user.delete()
 
     base = results["10 turns (baseline)"]
-    print(f"conversation page, answers of {len(ANSWER):,} characters, median of {REQUESTS} ({settings.DATABASES['default']['ENGINE']}):")
+    print(
+        f"conversation page, answers of {len(ANSWER):,} characters, median of {REQUESTS} ({settings.DATABASES['default']['ENGINE']}):"
+    )
     for label, (seconds, size, gzipped) in results.items():
         print(
             f"  {label:44} {seconds * 1000:7.2f} ms  {size / 1024:7.1f} KB, {gzipped / 1024:5.1f} KB gzipped"
             f"  ({seconds / base[0]:.2f}x the time, {size / base[1]:.2f}x the bytes)"
         )
-

@@ -74,7 +74,12 @@ class ConversationAdmin(ServiceDeleteMixin, admin.ModelAdmin):
             for candidate, reason in report.skipped:
                 self.message_user(request, f"Kept {candidate.artifact_id}: {reason}", messages.WARNING)
             return None
-        context = {"plan": plan, "include_all": include_all, "bytes": bytes_text(plan.bytes), "title": "Clean up artifacts: dry run"}
+        context = {
+            "plan": plan,
+            "include_all": include_all,
+            "bytes": bytes_text(plan.bytes),
+            "title": "Clean up artifacts: dry run",
+        }
         return self._confirm(request, queryset, "admin/conversations/conversation/cleanup.html", context)
 
     def _confirm(self, request, queryset, template: str, context: dict):

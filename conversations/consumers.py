@@ -211,7 +211,9 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             parts.append(html)
         if composer:
             active_run = conversation_active_run(conversation_id=self.conversation.pk)
-            parts.append(render_to_string("conversations/chat.html#composer_actions", {"active_run": active_run, "oob": True}))
+            parts.append(
+                render_to_string("conversations/chat.html#composer_actions", {"active_run": active_run, "oob": True})
+            )
         return "".join(parts)
 
 

@@ -9,14 +9,10 @@ from artifactflow.realtime import conversation_group
 
 class Conversation(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    owner = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations"
-    )
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations")
     title = models.CharField(max_length=200, blank=True)
     # The leaf of the branch the user is looking at; new messages continue it.
-    active_branch = models.ForeignKey(
-        "Message", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
+    active_branch = models.ForeignKey("Message", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     metadata = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -40,12 +36,8 @@ class Message(models.Model):
     """One user message and the assistant's final answer to it: a node of the
     conversation tree. A message with no parent is a root."""
 
-    conversation = models.ForeignKey(
-        Conversation, on_delete=models.CASCADE, related_name="messages"
-    )
-    parent = models.ForeignKey(
-        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="children"
-    )
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="messages")
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE, related_name="children")
     content = models.TextField()
     response = models.TextField(blank=True)
     # The response rendered once, when it is stored (conversations.markdown),

@@ -48,7 +48,9 @@ def conversations_before(*, user, before: tuple[datetime, UUID] | None = None) -
         updated_at, pk = before
         # The first condition alone seeks the (owner, updated_at) index to the
         # page, however deep; the second breaks ties.
-        conversations = conversations.filter(updated_at__lte=updated_at).filter(Q(updated_at__lt=updated_at) | Q(pk__lt=pk))
+        conversations = conversations.filter(updated_at__lte=updated_at).filter(
+            Q(updated_at__lt=updated_at) | Q(pk__lt=pk)
+        )
     return conversations.order_by("-updated_at", "-id")
 
 

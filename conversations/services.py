@@ -33,9 +33,7 @@ def _title_from(content: str) -> str:
     return line[:TITLE_LENGTH].rsplit(" ", 1)[0] + "…"
 
 
-def message_post(
-    *, conversation: Conversation, content: str, parent=ACTIVE_BRANCH, enqueue: bool = True
-) -> Message:
+def message_post(*, conversation: Conversation, content: str, parent=ACTIVE_BRANCH, enqueue: bool = True) -> Message:
     """Store a user message and a queued run for it; the turn starts once committed.
 
     `parent` is ACTIVE_BRANCH (continue what the user sees), a message of this
@@ -110,5 +108,7 @@ def conversation_delete(*, conversation: Conversation) -> None:
         # Locked, so neither a worker nor a retry changes these runs between the check and the delete.
         runs = Run.objects.select_for_update(of=("self",)).filter(message__conversation=conversation)
         if any(status in Run.ACTIVE_STATUSES for status in runs.values_list("status", flat=True)):
-            raise ValidationError("A turn is still in progress here. Stop it, and delete the conversation once it has ended.")
+            raise ValidationError(
+                "A turn is still in progress here. Stop it, and delete the conversation once it has ended."
+            )
         conversation.delete()

@@ -97,7 +97,9 @@ def stream_advance(*, conversation: Conversation, stream: RunStream) -> tuple[Ru
         parts.append(_appended(stream, view.text))
     if view.fold.changed_seq != stream.steps_seq:
         stream.steps_seq = view.fold.changed_seq
-        parts.append(render_to_string("agents/steps.html#steps", {"message_id": stream.message_id, "view": view, "oob": True}))
+        parts.append(
+            render_to_string("agents/steps.html#steps", {"message_id": stream.message_id, "view": view, "oob": True})
+        )
     if view.activity != stream.activity:
         stream.activity = view.activity
         parts.append(_render("activity", message_id=stream.message_id, view=view, oob=True))

@@ -21,7 +21,10 @@ _PATH = """
 def message_path(*, message_id: int) -> list[Message]:
     """The messages from the root down to this one, in one query whatever the depth."""
     table = Message._meta.db_table
-    sql = _PATH.format(table=table) + f"SELECT {table}.* FROM {table} JOIN path ON {table}.id = path.id ORDER BY path.depth DESC"
+    sql = (
+        _PATH.format(table=table)
+        + f"SELECT {table}.* FROM {table} JOIN path ON {table}.id = path.id ORDER BY path.depth DESC"
+    )
     return list(Message.objects.raw(sql, [message_id]))
 
 
@@ -30,5 +33,7 @@ def message_path_ids(*, message_id: int | None) -> list[int]:
     if message_id is None:
         return []
     with connection.cursor() as cursor:
-        cursor.execute(_PATH.format(table=Message._meta.db_table) + "SELECT id FROM path ORDER BY depth DESC", [message_id])
+        cursor.execute(
+            _PATH.format(table=Message._meta.db_table) + "SELECT id FROM path ORDER BY depth DESC", [message_id]
+        )
         return [row[0] for row in cursor.fetchall()]

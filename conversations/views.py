@@ -60,7 +60,12 @@ def _list_context(request, *, conversation) -> dict:
 
 
 def _page(request, *, conversation=None, error=""):
-    context = {**_list_context(request, conversation=conversation), **_composer_context(conversation), "entries": [], "error": error}
+    context = {
+        **_list_context(request, conversation=conversation),
+        **_composer_context(conversation),
+        "entries": [],
+        "error": error,
+    }
     if conversation is not None:
         context["entries"] = selectors.thread_for_conversation(conversation=conversation)
         # The URL may name what the pane shows (see artifacts.selectors.pane_context_for_page).
@@ -89,11 +94,15 @@ def _thread(request, *, conversation, branch_changed: bool = False):
     the one the page showed if the branch has it."""
     entries = selectors.thread_for_conversation(conversation=conversation)
     thread = render(request, "conversations/chat.html#thread", {"entries": entries})
-    actions = render(request, "conversations/chat.html#composer_actions", {**_composer_context(conversation), "oob": True})
+    actions = render(
+        request, "conversations/chat.html#composer_actions", {**_composer_context(conversation), "oob": True}
+    )
     response = HttpResponse(thread.content + actions.content)
     if branch_changed:
         shown = parse_qs(urlsplit(request.htmx.current_url or "").query).get("artifact", [""])[0]
-        pane = artifact_selectors.pane_context_for_branch_change(branch=branch_shown(conversation=conversation), artifact_id=shown)
+        pane = artifact_selectors.pane_context_for_branch_change(
+            branch=branch_shown(conversation=conversation), artifact_id=shown
+        )
         response.content += render(request, "artifacts/pane.html#pane", {**pane, "pane_oob": True}).content
         push_url(response, pane["page_url"])
     return response
@@ -175,7 +184,11 @@ def conversation_rename(request, conversation_id):
         error = exc.messages[0]
         conversation.refresh_from_db()
     if not request.htmx:
-        return _page(request, conversation=conversation, error=error) if error else redirect(conversation.get_absolute_url())
+        return (
+            _page(request, conversation=conversation, error=error)
+            if error
+            else redirect(conversation.get_absolute_url())
+        )
     context = {
         "conversation": conversation,
         "head_error": error,

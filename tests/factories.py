@@ -25,9 +25,7 @@ class ConversationFactory(factory.django.DjangoModelFactory):
 
     owner = factory.SubFactory(UserFactory)
     title = factory.Sequence(lambda n: f"Conversation {n}")
-    session = factory.RelatedFactory(
-        "tests.factories.ArtifactSessionFactory", factory_related_name="conversation"
-    )
+    session = factory.RelatedFactory("tests.factories.ArtifactSessionFactory", factory_related_name="conversation")
 
 
 class ArtifactSessionFactory(factory.django.DjangoModelFactory):

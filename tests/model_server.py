@@ -167,10 +167,17 @@ def _handler_for(server: ScriptedModelServer):
                 self._event(_chunk(server.model, {"content": piece}))
             for index, (name, arguments) in enumerate(reply.calls):
                 text = arguments if isinstance(arguments, str) else json.dumps(arguments)
-                head = {"index": index, "id": f"call_{index}_{name}", "type": "function", "function": {"name": name, "arguments": ""}}
+                head = {
+                    "index": index,
+                    "id": f"call_{index}_{name}",
+                    "type": "function",
+                    "function": {"name": name, "arguments": ""},
+                }
                 self._event(_chunk(server.model, {"tool_calls": [head]}))
                 for piece in _pieces(text, reply.chunk_size):
-                    self._event(_chunk(server.model, {"tool_calls": [{"index": index, "function": {"arguments": piece}}]}))
+                    self._event(
+                        _chunk(server.model, {"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+                    )
             self._event(_chunk(server.model, {}, finish_reason="tool_calls"))
 
         def _send_error(self, reply: Status):

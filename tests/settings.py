@@ -6,7 +6,7 @@ import os
 # (strong enough to pass the production check; it protects nothing).
 os.environ.setdefault("SECRET_KEY", "tests-only-not-a-secret-" + "0123456789abcdefghijklmnopqrstuvwxyz")
 
-from artifactflow.settings import *  # noqa: E402,F403
+from artifactflow.settings import *  # noqa: F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 STORAGES = {

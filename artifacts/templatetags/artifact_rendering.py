@@ -39,7 +39,9 @@ def render_diff(lines) -> str:
     html = []
     for line in lines:
         tag = _WORD_TAGS.get(line.kind)
-        parts = "".join(f"<{tag}>{escape(text)}</{tag}>" if changed and tag else escape(text) for text, changed in line.parts)
+        parts = "".join(
+            f"<{tag}>{escape(text)}</{tag}>" if changed and tag else escape(text) for text, changed in line.parts
+        )
         sign = f'<span class="diff-sign">{escape(line.sign)}</span>' if line.sign else ""
         html.append(f'<div class="diff-line diff-{escape(line.kind)}">{sign}{parts}</div>')
     return mark_safe("".join(html))

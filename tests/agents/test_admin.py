@@ -58,14 +58,19 @@ def test_the_run_page_is_a_trace_of_what_the_run_did(staff_client, user, scripte
     assert user.username in text and "How do heat pumps work?" in text
     assert reverse("admin:conversations_conversation_change", args=[run.message.conversation_id]) in response.text
     assert "scripted-model" in text or run.model in text
-    tools = {row.xpath("td[1]")[0].text_content(): row.xpath("td[2]")[0].text_content() for row in page.xpath("//h3[.='Tools']/following-sibling::table[1]/tbody/tr")}
+    tools = {
+        row.xpath("td[1]")[0].text_content(): row.xpath("td[2]")[0].text_content()
+        for row in page.xpath("//h3[.='Tools']/following-sibling::table[1]/tbody/tr")
+    }
     assert tools == {"create_artifact": "1", "call_subagent": "1", "web_fetch": "1"}
     agents = page.xpath("//h3[.='Agents']/following-sibling::table[1]/tbody/tr/td[1]/text()")
     assert agents == ["lead_agent", "crawl_agent"]
     [decision] = page.xpath("//h3[.='Permission decisions']/following-sibling::table[1]/tbody/tr")
     cells = [td.text_content() for td in decision.xpath("td")]
     assert cells[0] == "web_fetch" and cells[3] == "approve" and cells[4] == user.username and cells[5] != "—"
-    assert f"library://{document.pk}" in " ".join(page.xpath("//h3[.='Sources fetched']/following-sibling::ul[1]//text()"))
+    assert f"library://{document.pk}" in " ".join(
+        page.xpath("//h3[.='Sources fetched']/following-sibling::ul[1]//text()")
+    )
     version = run.artifact_versions.get()
     assert reverse("admin:artifacts_artifactversion_change", args=[version.pk]) in response.text
     timeline = " ".join(page.xpath("//table[@class='timeline']//text()"))
@@ -86,10 +91,34 @@ def test_the_trace_of_a_long_run_takes_a_few_queries(staff_client, django_assert
     events = []
     for n in range(500):
         events += [
-            RunEvent(run=run, seq=4 * n + 1, type=RunEvent.Type.LLM_CHUNK, agent="lead_agent", data={"content": "x" * 50}),
-            RunEvent(run=run, seq=4 * n + 2, type=RunEvent.Type.LLM_COMPLETE, agent="lead_agent", data={"content": "call", "token_usage": {"prompt_tokens": 10, "completion_tokens": 2}, "duration_ms": 5}),
-            RunEvent(run=run, seq=4 * n + 3, type=RunEvent.Type.TOOL_START, agent="lead_agent", data={"tool": "web_fetch", "params": {"url": f"https://example.com/{n}"}}),
-            RunEvent(run=run, seq=4 * n + 4, type=RunEvent.Type.TOOL_COMPLETE, agent="lead_agent", data={"tool": "web_fetch", "success": True, "result": "page", "duration_ms": 3}),
+            RunEvent(
+                run=run, seq=4 * n + 1, type=RunEvent.Type.LLM_CHUNK, agent="lead_agent", data={"content": "x" * 50}
+            ),
+            RunEvent(
+                run=run,
+                seq=4 * n + 2,
+                type=RunEvent.Type.LLM_COMPLETE,
+                agent="lead_agent",
+                data={
+                    "content": "call",
+                    "token_usage": {"prompt_tokens": 10, "completion_tokens": 2},
+                    "duration_ms": 5,
+                },
+            ),
+            RunEvent(
+                run=run,
+                seq=4 * n + 3,
+                type=RunEvent.Type.TOOL_START,
+                agent="lead_agent",
+                data={"tool": "web_fetch", "params": {"url": f"https://example.com/{n}"}},
+            ),
+            RunEvent(
+                run=run,
+                seq=4 * n + 4,
+                type=RunEvent.Type.TOOL_COMPLETE,
+                agent="lead_agent",
+                data={"tool": "web_fetch", "success": True, "result": "page", "duration_ms": 3},
+            ),
         ]
     RunEvent.objects.bulk_create(events)
     with django_assert_max_num_queries(12):
@@ -107,14 +136,23 @@ def test_runs_events_and_versions_are_read_only(staff_client, user, scripted_mod
         assert staff_client.get(reverse(f"admin:{model}_add")).status_code == 403
         changelist = staff_client.get(reverse(f"admin:{model}_changelist"))
         assert reverse(f"admin:{model}_add") not in changelist.text
-        assert staff_client.post(reverse(f"admin:{model}_change", args=[obj.pk]), {"status": "failed", "content": "x", "type": "error"}).status_code == 403
+        assert (
+            staff_client.post(
+                reverse(f"admin:{model}_change", args=[obj.pk]), {"status": "failed", "content": "x", "type": "error"}
+            ).status_code
+            == 403
+        )
     assert Run.objects.get(pk=run.pk).status == Run.Status.COMPLETED
     assert staff_client.get(reverse("admin:agents_run_delete", args=[run.pk])).status_code == 403
 
 
 def test_the_run_list_shows_who_what_and_how_long(staff_client, user, scripted_model):
     run, _ = _researched_run(user, scripted_model)
-    RunFactory(status=Run.Status.FAILED, error="Boom", message=MessageFactory(conversation=ConversationFactory(owner=UserFactory(username="bo"))))
+    RunFactory(
+        status=Run.Status.FAILED,
+        error="Boom",
+        message=MessageFactory(conversation=ConversationFactory(owner=UserFactory(username="bo"))),
+    )
     response = staff_client.get(reverse("admin:agents_run_changelist"), {"q": user.username})
     rows = lxml.html.fromstring(response.content).xpath("//table[@id='result_list']/tbody/tr")
     assert len(rows) == 1
@@ -124,14 +162,18 @@ def test_the_run_list_shows_who_what_and_how_long(staff_client, user, scripted_m
     assert str(tokens) in row and " s" in row
     failed = staff_client.get(reverse("admin:agents_run_changelist"), {"status__exact": "failed"})
     [row] = lxml.html.fromstring(failed.content).xpath("//table[@id='result_list']/tbody/tr")
-    assert row.xpath("td[@class='field-user']/text()") == ["bo"] and row.xpath("td[@class='field-short_error']/text()") == ["Boom"]
+    assert row.xpath("td[@class='field-user']/text()") == ["bo"] and row.xpath(
+        "td[@class='field-short_error']/text()"
+    ) == ["Boom"]
 
 
 def test_cancel_selected_runs_cancels_active_ones_and_leaves_ended_ones(staff_client, user):
     queued = RunFactory(message=MessageFactory(conversation=ConversationFactory(owner=user)))
     done = RunFactory(status=Run.Status.COMPLETED, finished_at=timezone.now())
     response = staff_client.post(
-        reverse("admin:agents_run_changelist"), {"action": "runs_cancel", "_selected_action": [queued.pk, done.pk]}, follow=True
+        reverse("admin:agents_run_changelist"),
+        {"action": "runs_cancel", "_selected_action": [queued.pk, done.pk]},
+        follow=True,
     )
     queued.refresh_from_db()
     assert queued.status == Run.Status.CANCELLED and queued.cancel_requested
@@ -145,9 +187,18 @@ def _chunked_run(*, ended_days_ago: float | None, status=Run.Status.COMPLETED):
     message = MessageFactory(response="The whole answer.")
     run = RunFactory(message=message, status=status, finished_at=finished)
     RunEvent.objects.bulk_create(
-        [RunEvent(run=run, seq=n, type=RunEvent.Type.LLM_CHUNK, agent="lead_agent", data={"content": "tok"}) for n in range(1, 6)]
+        [
+            RunEvent(run=run, seq=n, type=RunEvent.Type.LLM_CHUNK, agent="lead_agent", data={"content": "tok"})
+            for n in range(1, 6)
+        ]
         + [
-            RunEvent(run=run, seq=6, type=RunEvent.Type.LLM_COMPLETE, agent="lead_agent", data={"content": "The whole answer."}),
+            RunEvent(
+                run=run,
+                seq=6,
+                type=RunEvent.Type.LLM_COMPLETE,
+                agent="lead_agent",
+                data={"content": "The whole answer."},
+            ),
             RunEvent(run=run, seq=7, type=RunEvent.Type.COMPLETE, data={"response": "The whole answer."}),
         ]
     )
@@ -175,6 +226,8 @@ def test_purging_streamed_text_counts_first_and_keeps_the_answer_and_the_trace(s
 
 def test_purge_needs_a_sensible_number_of_days_and_staff(staff_client, client, user):
     url = reverse("admin:agents_run_purge_chunks")
-    assert "Ensure this value is greater than or equal to 0" in _text(staff_client.post(url, {"older_than_days": -1, "apply": "1"}))
+    assert "Ensure this value is greater than or equal to 0" in _text(
+        staff_client.post(url, {"older_than_days": -1, "apply": "1"})
+    )
     client.force_login(user)
     assert client.post(url, {"older_than_days": 0, "apply": "1"}).status_code == 302

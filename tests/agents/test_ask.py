@@ -108,7 +108,7 @@ def test_without_a_terminal_a_permission_request_is_denied_and_said(user, demo_m
 def test_on_a_terminal_the_user_is_asked(user, demo_model):
     controller, terminal_fd = os.openpty()
     os.write(controller, b"maybe\ny\ny\ny\n")
-    with open(terminal_fd, "r", encoding="utf-8") as terminal:
+    with open(terminal_fd, encoding="utf-8") as terminal:
         out, err = _ask("How does SQLite WAL mode work?", user=user.username, stdin=terminal)
     os.close(controller)
 
@@ -123,10 +123,14 @@ def test_ask_works_from_a_bare_shell_on_the_embedded_default(tmp_path):
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "ARTIFACTFLOW_DATA_DIR": str(tmp_path)}
 
     def manage(*args):
-        return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        return subprocess.run(
+            [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+        )
 
     assert manage("migrate", "--noinput", "--verbosity", "0").returncode == 0
-    created = manage("shell", "-c", "from django.contrib.auth import get_user_model; get_user_model().objects.create_user('solo')")
+    created = manage(
+        "shell", "-c", "from django.contrib.auth import get_user_model; get_user_model().objects.create_user('solo')"
+    )
     assert created.returncode == 0, created.stderr
     result = manage("ask", "How does SQLite WAL mode work?")
     assert result.returncode == 0, result.stderr

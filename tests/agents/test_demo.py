@@ -118,7 +118,9 @@ def test_a_follow_up_rewrites_the_plan_and_the_report(user, demo_model):
     first, _ = _answer_until_done(_turn(user, WAL_QUESTION), user, "approve")
     conversation = first.message.conversation
 
-    run, asked = _answer_until_done(_follow_up(conversation, "Why are solid-state batteries hard to make?"), user, "approve")
+    run, asked = _answer_until_done(
+        _follow_up(conversation, "Why are solid-state batteries hard to make?"), user, "approve"
+    )
 
     assert run.status == Run.Status.COMPLETED and asked
     assert _failed_tools(run) == []
@@ -159,7 +161,10 @@ def test_a_report_that_could_not_be_written_is_not_claimed(user, demo_model):
     conversation = conversation_services.conversation_start(user=user, content=WAL_QUESTION, enqueue=False)
     # An image the user uploaded holds the report's id: it cannot be rewritten as text.
     artifact_services.artifact_upload(
-        branch=branch_shown(conversation=conversation), filename=REPORT_ID, data=b"\x89PNG\r\n\x1a\n", content_type="image/png"
+        branch=branch_shown(conversation=conversation),
+        filename=REPORT_ID,
+        data=b"\x89PNG\r\n\x1a\n",
+        content_type="image/png",
     )
 
     run, _ = _answer_until_done(_execute(conversation.active_branch.runs.get()), user, "approve")

@@ -37,7 +37,10 @@ def _events(run, type):
 def test_a_turn_that_ticks_the_task_plan_three_times_writes_one_version(user, scripted_model):
     scripted_model.add(
         Text("Let me plan this.\n" + call("create_artifact", id="task_plan", content=PLAN, title="Plan"), chunk_size=5),
-        *(Text(call("update_artifact", id="task_plan", old_str=f"- [ ] {s}", new_str=f"- [x] {s}")) for s in ("search", "read", "write")),
+        *(
+            Text(call("update_artifact", id="task_plan", old_str=f"- [ ] {s}", new_str=f"- [x] {s}"))
+            for s in ("search", "read", "write")
+        ),
         Text("All done: see **task_plan**."),
     )
 
@@ -48,9 +51,15 @@ def test_a_turn_that_ticks_the_task_plan_three_times_writes_one_version(user, sc
     plan = Artifact.objects.get(session_id=run.message.conversation_id, artifact_id="task_plan")
     assert plan.content == PLAN.replace("[ ]", "[x]") and plan.title == "Plan"
     assert list(ArtifactVersion.objects.values_list("version", flat=True)) == [4]
-    assert [e.data["tool"] for e in _events(run, RunEvent.Type.TOOL_START)] == ["create_artifact"] + ["update_artifact"] * 3
+    assert [e.data["tool"] for e in _events(run, RunEvent.Type.TOOL_START)] == ["create_artifact"] + [
+        "update_artifact"
+    ] * 3
     assert all(e.data["success"] for e in _events(run, RunEvent.Type.TOOL_COMPLETE))
-    assert _events(run, RunEvent.Type.COMPLETE)[0].data["artifacts"] == {"flushed": ["task_plan"], "conflicts": [], "failed": {}}
+    assert _events(run, RunEvent.Type.COMPLETE)[0].data["artifacts"] == {
+        "flushed": ["task_plan"],
+        "conflicts": [],
+        "failed": {},
+    }
     streamed = "".join(e.data["content"] for e in _events(run, RunEvent.Type.LLM_CHUNK))
     assert "Let me plan this." in streamed and "<tool_call" not in streamed and "<tool_c" not in streamed
     assert [m["tool_name"] for m in run.metrics["tool_calls"]] == ["create_artifact"] + ["update_artifact"] * 3
@@ -72,7 +81,7 @@ def test_the_model_sees_tool_results_the_task_plan_and_the_inventory(user, scrip
     assert second[-1]["role"] == "user" and '<artifact version="1"' in second[-1]["content"]
     assert second[-2] == {"role": "assistant", "content": call("create_artifact", id="task_plan", content=PLAN)}
     failed = third[-1]["content"]
-    assert failed.startswith("<tool_result tool=\"update_artifact\">") and "<error" in failed
+    assert failed.startswith('<tool_result tool="update_artifact">') and "<error" in failed
 
 
 def test_only_the_first_of_several_calls_runs(user, scripted_model):
@@ -111,10 +120,18 @@ def test_malformed_unknown_and_ill_formed_calls_are_errors_the_model_recovers_fr
 
 def test_each_agent_has_the_seeds_tool_rounds_unless_the_environment_sets_them(settings):
     settings.MAX_TOOL_ROUNDS = {}
-    assert {name: config.max_tool_rounds(name) for name in config.AGENTS} == {"lead_agent": 100, "search_agent": 3, "crawl_agent": 2}
+    assert {name: config.max_tool_rounds(name) for name in config.AGENTS} == {
+        "lead_agent": 100,
+        "search_agent": 3,
+        "crawl_agent": 2,
+    }
 
     settings.MAX_TOOL_ROUNDS = {"crawl_agent": 4}
-    assert {name: config.max_tool_rounds(name) for name in config.AGENTS} == {"lead_agent": 100, "search_agent": 3, "crawl_agent": 4}
+    assert {name: config.max_tool_rounds(name) for name in config.AGENTS} == {
+        "lead_agent": 100,
+        "search_agent": 3,
+        "crawl_agent": 4,
+    }
 
 
 def test_a_tool_rounds_setting_naming_no_agent_fails_the_turn_saying_so(user, scripted_model, settings):
@@ -142,7 +159,9 @@ def test_near_the_end_of_its_rounds_the_lead_is_told_how_many_are_left(user, scr
 
     first, second = (scripted_model.requests[n]["messages"][-1]["content"] for n in (1, 2))
     assert "<note>" not in first
-    assert second.endswith(f"<note>You have {ROUNDS_LEFT_WARNING} tool calls left; then write your final answer.</note>\n</tool_result>")
+    assert second.endswith(
+        f"<note>You have {ROUNDS_LEFT_WARNING} tool calls left; then write your final answer.</note>\n</tool_result>"
+    )
 
 
 def test_the_agent_is_told_when_its_tool_rounds_are_spent(user, scripted_model, settings):
@@ -159,7 +178,9 @@ def test_the_agent_is_told_when_its_tool_rounds_are_spent(user, scripted_model, 
     assert list(Artifact.objects.values_list("artifact_id", flat=True)) == ["a"]
 
 
-def test_a_lead_that_only_calls_tools_past_its_rounds_fails_saying_so_and_keeps_its_artifacts(user, scripted_model, settings):
+def test_a_lead_that_only_calls_tools_past_its_rounds_fails_saying_so_and_keeps_its_artifacts(
+    user, scripted_model, settings
+):
     settings.MAX_TOOL_ROUNDS = {"lead_agent": 2}
     scripted_model.add(*(Text(call("create_artifact", id=name, content=name)) for name in ("a", "b", "c")))
 
@@ -235,7 +256,9 @@ def test_the_lead_delegates_to_a_subagent_and_gets_its_report(user, scripted_mod
     assert subagent[0]["content"].startswith("# Role") and "search_agent" in subagent[0]["content"]
     assert subagent[1:] == [{"role": "user", "content": "Find three sources on WAL"}]
     assert "# Available subagents" in lead_first[0]["content"]
-    assert lead_second[-1]["content"].startswith('<tool_result tool="call_subagent">\n<subagent_result agent="search_agent">')
+    assert lead_second[-1]["content"].startswith(
+        '<tool_result tool="call_subagent">\n<subagent_result agent="search_agent">'
+    )
     assert "the SQLite docs" in lead_second[-1]["content"]
     starts = [(e.agent, e.data["instruction"]) for e in _events(run, RunEvent.Type.AGENT_START)]
     assert starts == [("lead_agent", "Research WAL for me"), ("search_agent", "Find three sources on WAL")]
@@ -301,7 +324,9 @@ def test_an_approved_call_runs_when_the_turn_resumes(user, scripted_model, confi
 def test_a_call_that_needs_approval_starts_only_once_approved(user, scripted_model, confirm_create, decision, order):
     scripted_model.add(Text(call("create_artifact", id="draft", content="text")), Text("Done."))
     run = _run(user)
-    services.permission_answer(run_id=run.pk, user=user, request_id=run.checkpoint["turn"]["pending"]["id"], decision=decision)
+    services.permission_answer(
+        run_id=run.pk, user=user, request_id=run.checkpoint["turn"]["pending"]["id"], decision=decision
+    )
 
     run = _run_again(run)
 
@@ -316,7 +341,9 @@ def test_a_denied_call_is_reported_to_the_model(user, scripted_model, confirm_cr
 
     with pytest.raises(services.RunStateError):
         services.permission_answer(run_id=run.pk, user=user, request_id="stale", decision="deny")
-    services.permission_answer(run_id=run.pk, user=user, request_id=run.checkpoint["turn"]["pending"]["id"], decision="deny")
+    services.permission_answer(
+        run_id=run.pk, user=user, request_id=run.checkpoint["turn"]["pending"]["id"], decision="deny"
+    )
     run = _run_again(run)
 
     assert run.status == Run.Status.COMPLETED
@@ -326,18 +353,24 @@ def test_a_denied_call_is_reported_to_the_model(user, scripted_model, confirm_cr
 
 def test_always_allow_holds_for_the_rest_of_the_branch_only(user, scripted_model, confirm_create):
     scripted_model.add(
-        Text(call("create_artifact", id="a", content="1")), Text("One."),
-        Text(call("create_artifact", id="b", content="2")), Text("Two."),
+        Text(call("create_artifact", id="a", content="1")),
+        Text("One."),
+        Text(call("create_artifact", id="b", content="2")),
+        Text("Two."),
         Text(call("create_artifact", id="c", content="3")),
     )
     run = _run(user)
-    services.permission_answer(run_id=run.pk, user=user, request_id=run.checkpoint["turn"]["pending"]["id"], decision="always")
+    services.permission_answer(
+        run_id=run.pk, user=user, request_id=run.checkpoint["turn"]["pending"]["id"], decision="always"
+    )
     _run_again(run)
     conversation = run.message.conversation
 
     follow_up = conversation_services.message_post(conversation=conversation, content="More", enqueue=False)
     services.run_execute(run_id=follow_up.runs.get().pk)
-    new_root = conversation_services.message_post(conversation=conversation, content="Fresh", parent=None, enqueue=False)
+    new_root = conversation_services.message_post(
+        conversation=conversation, content="Fresh", parent=None, enqueue=False
+    )
     services.run_execute(run_id=new_root.runs.get().pk)
 
     assert follow_up.runs.get().status == Run.Status.COMPLETED
@@ -349,7 +382,9 @@ LONG_REPORT = "# Report\n\n" + "A finding, with its evidence and its caveats. " 
 
 
 def test_a_large_create_is_logged_whole_once_and_only_previewed_after(user, scripted_model):
-    scripted_model.add(Text(call("create_artifact", id="report", content=LONG_REPORT), chunk_size=50_000), Text("Written."))
+    scripted_model.add(
+        Text(call("create_artifact", id="report", content=LONG_REPORT), chunk_size=50_000), Text("Written.")
+    )
 
     run = _run(user)
 
@@ -361,13 +396,20 @@ def test_a_large_create_is_logged_whole_once_and_only_previewed_after(user, scri
     assert start.data["params"] == {"id": "report", "content": LONG_REPORT[:EVENT_PARAM_CHARS]}
     assert start.data["params_truncated"] == {"content": len(LONG_REPORT)}
     assert complete.data["artifact_change"] == {
-        "artifact_id": "report", "title": "report", "version": 1, "length": len(LONG_REPORT), "removed": 0, "added": len(LONG_REPORT),
+        "artifact_id": "report",
+        "title": "report",
+        "version": 1,
+        "length": len(LONG_REPORT),
+        "removed": 0,
+        "added": len(LONG_REPORT),
     }
     assert len(str(complete.data)) < 1000
 
 
 def test_a_large_call_waiting_for_permission_is_previewed_and_runs_whole(user, scripted_model, confirm_create):
-    scripted_model.add(Text(call("create_artifact", id="report", content=LONG_REPORT), chunk_size=50_000), Text("Written."))
+    scripted_model.add(
+        Text(call("create_artifact", id="report", content=LONG_REPORT), chunk_size=50_000), Text("Written.")
+    )
     run = _run(user)
     [request] = _events(run, RunEvent.Type.PERMISSION_REQUEST)
 
@@ -423,7 +465,9 @@ def test_native_function_calls_run_and_their_results_answer_the_call_id(user, na
 
 def test_native_calls_beyond_the_first_are_dropped_with_a_note(user, native):
     native.add(
-        ToolCalls([("create_artifact", {"id": "a", "content": "one"}), ("create_artifact", {"id": "b", "content": "two"})]),
+        ToolCalls(
+            [("create_artifact", {"id": "a", "content": "one"}), ("create_artifact", {"id": "b", "content": "two"})]
+        ),
         Text("Done."),
     )
 
@@ -448,7 +492,6 @@ def test_a_native_subagent_reports_back_under_the_leads_call_id(user, native):
     last = native.requests[2]["messages"][-1]
     assert last["role"] == "tool" and last["tool_call_id"] == "call_0_call_subagent"
     assert "WAL lets readers" in last["content"]
-
 
 
 # --- compaction -------------------------------------------------------------------
@@ -510,7 +553,9 @@ def test_the_next_turn_continues_from_the_compaction_boundary(user, small_window
         Text("Second answer."),
     )
     first = _run(user, content="Research WAL")
-    second = conversation_services.message_post(conversation=first.message.conversation, content="And rollback journals?", enqueue=False)
+    second = conversation_services.message_post(
+        conversation=first.message.conversation, content="And rollback journals?", enqueue=False
+    )
 
     services.run_execute(run_id=second.runs.get().pk)
 
@@ -547,7 +592,9 @@ def test_a_turn_past_its_time_limit_fails_with_the_reason_and_keeps_its_artifact
 
 
 def _approve(run, user):
-    services.permission_answer(run_id=run.pk, user=user, request_id=run.checkpoint["turn"]["pending"]["id"], decision="approve")
+    services.permission_answer(
+        run_id=run.pk, user=user, request_id=run.checkpoint["turn"]["pending"]["id"], decision="approve"
+    )
     return _run_again(run)
 
 

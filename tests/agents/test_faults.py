@@ -34,7 +34,11 @@ def clusters(scripted_model, tmp_path):
     def start(**options) -> Cluster:
         env = {"ARTIFACTFLOW_HEARTBEAT_STALE": STALE, **options.pop("env", {})}
         cluster = Cluster(
-            model_url=scripted_model.url, model=scripted_model.model, log=tmp_path / f"qcluster-{len(started)}.log", env=env, **options
+            model_url=scripted_model.url,
+            model=scripted_model.model,
+            log=tmp_path / f"qcluster-{len(started)}.log",
+            env=env,
+            **options,
         )
         started.append(cluster.start())
         return cluster
@@ -67,7 +71,9 @@ def _streaming(run):
 
 
 def _saved_once(artifact_id):
-    return list(ArtifactVersion.objects.filter(artifact__artifact_id=artifact_id).values_list("version", flat=True)) == [1]
+    return list(
+        ArtifactVersion.objects.filter(artifact__artifact_id=artifact_id).values_list("version", flat=True)
+    ) == [1]
 
 
 def _kill_the_cluster_and_start_another(cluster, run, clusters):
@@ -116,7 +122,9 @@ def _answer_nearly_sent(scripted_model):
 def test_postgres_gone_for_seconds_at_the_end_of_a_turn_only_delays_it(user, scripted_model, clusters):
     settings = connection.settings_dict
     proxy = TcpProxy(target=(settings["HOST"] or "127.0.0.1", int(settings["PORT"] or 5432)))
-    scripted_model.add(Text(call("create_artifact", id="notes", content="saved once")), Text(ANSWER, chunk_size=4, delay=0.01))
+    scripted_model.add(
+        Text(call("create_artifact", id="notes", content="saved once")), Text(ANSWER, chunk_size=4, delay=0.01)
+    )
     cluster = clusters(database=database_url(port=proxy.port))
     try:
         run = _ask(user)
@@ -134,7 +142,9 @@ def test_postgres_gone_for_seconds_at_the_end_of_a_turn_only_delays_it(user, scr
 
 @pytest.mark.skipif("connection.vendor != 'sqlite'")
 def test_sqlite_locked_for_seconds_at_the_end_of_a_turn_only_delays_it(user, scripted_model, clusters):
-    scripted_model.add(Text(call("create_artifact", id="notes", content="saved once")), Text(ANSWER, chunk_size=4, delay=0.01))
+    scripted_model.add(
+        Text(call("create_artifact", id="notes", content="saved once")), Text(ANSWER, chunk_size=4, delay=0.01)
+    )
     # The worker gives up on a lock after 0.5 s, so the lock below is an error it must ride out.
     cluster = clusters(env={"ARTIFACTFLOW_SQLITE_BUSY_TIMEOUT": "0.5"})
     run = _ask(user)

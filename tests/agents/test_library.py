@@ -50,7 +50,11 @@ def test_text_upload_with_a_title(user):
 
     document = library_document_create(user=user, title="Zeolites", uploaded_file=upload)
 
-    assert (document.title, document.content, document.content_type) == ("Zeolites", "Plain words about zeolites.", "text/plain")
+    assert (document.title, document.content, document.content_type) == (
+        "Zeolites",
+        "Plain words about zeolites.",
+        "text/plain",
+    )
     assert [hit.title for hit in library_search(query="zeolites", limit=5)] == ["Zeolites"]
 
 
@@ -121,7 +125,23 @@ def test_limit_and_no_match(library):
 
 @pytest.mark.parametrize(
     "query",
-    ['"', "*", "NEAR(", "-", "OR", "AND NOT", '"unclosed', "title:wal", "wal*", "(((", "^", "", "   ", "!@#$%^&*()", "NEAR(wal checkpoint, 2)"],
+    [
+        '"',
+        "*",
+        "NEAR(",
+        "-",
+        "OR",
+        "AND NOT",
+        '"unclosed',
+        "title:wal",
+        "wal*",
+        "(((",
+        "^",
+        "",
+        "   ",
+        "!@#$%^&*()",
+        "NEAR(wal checkpoint, 2)",
+    ],
 )
 def test_hostile_queries_never_fail(library, query):
     hits = library_search(query=query, limit=5)
@@ -214,7 +234,9 @@ def test_staff_upload_through_the_admin(staff_client):
 def test_admin_shows_an_unreadable_upload_on_the_form(staff_client):
     upload = SimpleUploadedFile("photo.png", b"\x89PNG\r\n\x1a\n")
 
-    response = staff_client.post(reverse("admin:agents_librarydocument_add"), {"original_file": upload, "title": "Photo"})
+    response = staff_client.post(
+        reverse("admin:agents_librarydocument_add"), {"original_file": upload, "title": "Photo"}
+    )
 
     assert response.status_code == 200
     assert "no text we can read" in response.content.decode()
@@ -259,8 +281,13 @@ def test_library_samples_loads_once(capsys):
     assert LibraryDocument.objects.count() == len(titles)
     assert first_output.count("Added ") == len(titles)
     assert second_output.count("Already in the library: ") == len(titles)
-    assert library_search(query="What limits concurrent writers in SQLite WAL mode?", limit=3)[0].title == "SQLite WAL mode"
-    assert library_search(query="Why are solid-state batteries hard to make?", limit=3)[0].title == "Solid-state batteries"
+    assert (
+        library_search(query="What limits concurrent writers in SQLite WAL mode?", limit=3)[0].title
+        == "SQLite WAL mode"
+    )
+    assert (
+        library_search(query="Why are solid-state batteries hard to make?", limit=3)[0].title == "Solid-state batteries"
+    )
 
 
 # --- Relevance cut-off ---------------------------------------------------------------

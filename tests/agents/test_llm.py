@@ -45,7 +45,11 @@ def test_a_models_file_gives_an_agent_its_own_model_with_the_key_from_the_enviro
     ("text", "environ", "problem"),
     [
         (MODELS, {}, "SMALL_MODEL_KEY"),
-        (MODELS.replace("temperature", "api_key = 'inline'\ntemperature"), {"SMALL_MODEL_KEY": "s"}, "unknown settings: api_key"),
+        (
+            MODELS.replace("temperature", "api_key = 'inline'\ntemperature"),
+            {"SMALL_MODEL_KEY": "s"},
+            "unknown settings: api_key",
+        ),
         (MODELS.replace('tool_mode = "native"', 'tool_mode = "smoke"'), {"SMALL_MODEL_KEY": "s"}, "tool_mode"),
         (MODELS.replace('search_agent = "small"', 'search_agent = "large"'), {"SMALL_MODEL_KEY": "s"}, "'large'"),
         ("[models.small\n", {}, "Cannot read"),

@@ -30,7 +30,12 @@ class ProviderServer:
             def _answer(self):
                 length = int(self.headers.get("Content-Length") or 0)
                 outer.requests.append(
-                    {"method": self.command, "path": self.path, "body": self.rfile.read(length), "headers": dict(self.headers)}
+                    {
+                        "method": self.command,
+                        "path": self.path,
+                        "body": self.rfile.read(length),
+                        "headers": dict(self.headers),
+                    }
                 )
                 self.send_response(outer.status)
                 self.send_header("Content-Type", "application/json")
@@ -135,7 +140,9 @@ def test_a_misconfigured_provider_is_a_clear_error(search_settings, context, pro
 
 
 def test_local_search_end_to_end(search_settings, context):
-    wal = LibraryDocumentFactory(title="SQLite WAL <mode>", content="Readers & a writer share the WAL; checkpoints copy pages back.")
+    wal = LibraryDocumentFactory(
+        title="SQLite WAL <mode>", content="Readers & a writer share the WAL; checkpoints copy pages back."
+    )
     LibraryDocumentFactory(title="Heat pumps", content="A coefficient of performance above three.")
 
     result = web_search(context, query="WAL checkpoints")
@@ -154,8 +161,7 @@ def test_no_results_says_so(search_settings, context, db):
     assert result.success
     assert result.metadata == {"provider": "local", "results": 0}
     assert result.content == (
-        '<search_results provider="local" query=\'"NEAR( photosynthesis\'>'
-        f"{NOTHING_IN_LIBRARY}</search_results>"
+        f'<search_results provider="local" query=\'"NEAR( photosynthesis\'>{NOTHING_IN_LIBRARY}</search_results>'
     )
     assert "Nothing in the team library matches" in result.content
 
@@ -233,7 +239,12 @@ def test_tavily(search_settings, context, provider_server):
         {
             "query": "solid-state batteries",
             "results": [
-                {"title": "Solid-state battery", "url": "https://en.wikipedia.org/wiki/Solid-state_battery", "content": "A battery with a solid electrolyte.", "score": 0.9},
+                {
+                    "title": "Solid-state battery",
+                    "url": "https://en.wikipedia.org/wiki/Solid-state_battery",
+                    "content": "A battery with a solid electrolyte.",
+                    "score": 0.9,
+                },
             ],
         }
     )
@@ -242,7 +253,11 @@ def test_tavily(search_settings, context, provider_server):
 
     request = provider_server.requests[0]
     assert (request["method"], request["path"]) == ("POST", "/search")
-    assert json.loads(request["body"]) == {"api_key": "tvly-test-key", "query": "solid-state batteries", "max_results": 5}
+    assert json.loads(request["body"]) == {
+        "api_key": "tvly-test-key",
+        "query": "solid-state batteries",
+        "max_results": 5,
+    }
     assert result.success
     assert result.metadata == {"provider": "tavily", "results": 1}
     assert result.content == (

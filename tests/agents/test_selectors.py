@@ -20,6 +20,7 @@ def library_search(settings):
     # web_search's results here come from the team library, as on a machine with no search service.
     settings.SEARCH_PROVIDER = "local"
 
+
 START = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 LEAD, SEARCH, CRAWL = "lead_agent", "search_agent", "crawl_agent"
 
@@ -41,7 +42,16 @@ def _live(run) -> RunView:
 
 def _tree(steps):
     return [
-        (step.kind, step.agent, step.tool, step.subject, step.status, step.outcome, step.duration_text, _tree(step.children))
+        (
+            step.kind,
+            step.agent,
+            step.tool,
+            step.subject,
+            step.status,
+            step.outcome,
+            step.duration_text,
+            _tree(step.children),
+        )
         for step in steps
     ]
 
@@ -70,25 +80,59 @@ def _research_turn(run, *, decision="approve", tool_start_first=False):
         [
             (0, "metadata", "", {"model": "m"}),
             (0, "agent_start", LEAD, {"instruction": "How efficient are heat pumps?"}),
-            (1, "tool_start", LEAD, {"tool": "create_artifact", "params": {"id": "task_plan", "title": "Task plan", "content": "- [ ] look"}}),
-            (1.5, "tool_complete", LEAD, {
-                "tool": "create_artifact", "success": True, "duration_ms": 3,
-                "result": '<artifact version="1"><id>task_plan</id>Created.</artifact>',
-                "artifact_change": {"artifact_id": "task_plan", "title": "Task plan", "version": 1},
-            }),
-            (2, "tool_start", LEAD, {"tool": "call_subagent", "params": {"agent": SEARCH, "instruction": "Find heat pump sources"}}),
+            (
+                1,
+                "tool_start",
+                LEAD,
+                {
+                    "tool": "create_artifact",
+                    "params": {"id": "task_plan", "title": "Task plan", "content": "- [ ] look"},
+                },
+            ),
+            (
+                1.5,
+                "tool_complete",
+                LEAD,
+                {
+                    "tool": "create_artifact",
+                    "success": True,
+                    "duration_ms": 3,
+                    "result": '<artifact version="1"><id>task_plan</id>Created.</artifact>',
+                    "artifact_change": {"artifact_id": "task_plan", "title": "Task plan", "version": 1},
+                },
+            ),
+            (
+                2,
+                "tool_start",
+                LEAD,
+                {"tool": "call_subagent", "params": {"agent": SEARCH, "instruction": "Find heat pump sources"}},
+            ),
             (2, "agent_start", SEARCH, {"instruction": "Find heat pump sources", "from": LEAD}),
             (3, "tool_start", SEARCH, {"tool": "web_search", "params": {"query": "heat pump efficiency"}}),
             (3.25, "tool_complete", SEARCH, {"tool": "web_search", "success": True, "result": _search_result()}),
             (4, "agent_complete", SEARCH, {"response": "Found **Heat pumps** at library://1."}),
             (4, "tool_complete", LEAD, {"tool": "call_subagent", "success": True, "result": "<subagent_result>cut…"}),
-            (5, "tool_start", LEAD, {"tool": "call_subagent", "params": {"agent": CRAWL, "instruction": f"Read {heat.url}"}}),
+            (
+                5,
+                "tool_start",
+                LEAD,
+                {"tool": "call_subagent", "params": {"agent": CRAWL, "instruction": f"Read {heat.url}"}},
+            ),
             (5, "agent_start", CRAWL, {"instruction": f"Read {heat.url}", "from": LEAD}),
             *fetch,
-            (67, "tool_complete", CRAWL, {
-                "tool": "web_fetch", "success": decision == "approve", "duration_ms": 400,
-                "result": fetched.content if decision == "approve" else tool_error(tool="web_fetch", message="The user denied this call.").content,
-            }),
+            (
+                67,
+                "tool_complete",
+                CRAWL,
+                {
+                    "tool": "web_fetch",
+                    "success": decision == "approve",
+                    "duration_ms": 400,
+                    "result": fetched.content
+                    if decision == "approve"
+                    else tool_error(tool="web_fetch", message="The user denied this call.").content,
+                },
+            ),
             (68, "agent_complete", CRAWL, {"response": "A heat pump's COP is its efficiency."}),
             (68, "tool_complete", LEAD, {"tool": "call_subagent", "success": True, "result": "<subagent_result>…"}),
             (70, "llm_chunk", LEAD, {"content": "Heat pumps are efficient."}),
@@ -108,14 +152,32 @@ def test_each_agents_steps_sit_under_its_hand_over_with_their_results_and_times(
 
     assert _tree(fold.steps) == [
         ("tool", LEAD, "create_artifact", "“Task plan”", "ok", "v1", "500 ms", []),
-        ("agent", SEARCH, "", "“Find heat pump sources”", "ok", "reported back", "2.0 s", [
-            ("tool", SEARCH, "web_search", "“heat pump efficiency”", "ok", "1 result", "250 ms", []),
-        ]),
+        (
+            "agent",
+            SEARCH,
+            "",
+            "“Find heat pump sources”",
+            "ok",
+            "reported back",
+            "2.0 s",
+            [
+                ("tool", SEARCH, "web_search", "“heat pump efficiency”", "ok", "1 result", "250 ms", []),
+            ],
+        ),
         # The fetch names the document by the title its search found; the
         # minute spent waiting for the user counts in no duration.
-        ("agent", CRAWL, "", f"“Read {heat.url}”", "ok", "reported back", "3.0 s", [
-            ("tool", CRAWL, "web_fetch", f"“Heat pumps” {heat.url}", "ok", "", "1.0 s", []),
-        ]),
+        (
+            "agent",
+            CRAWL,
+            "",
+            f"“Read {heat.url}”",
+            "ok",
+            "reported back",
+            "3.0 s",
+            [
+                ("tool", CRAWL, "web_fetch", f"“Heat pumps” {heat.url}", "ok", "", "1.0 s", []),
+            ],
+        ),
     ]
     assert fold.work == timedelta(seconds=11) and fold.wait == timedelta(seconds=60)
     assert fold.tool_calls == 5
@@ -133,7 +195,10 @@ def test_a_denied_call_is_not_run_and_its_wait_is_not_counted(user):
     fetch = run_activity(run=run).steps[2].children[0]
 
     assert (fetch.status, fetch.status_text, fetch.permission_text, fetch.duration_text) == (
-        "denied", "not run", "you denied it", "1.0 s"
+        "denied",
+        "not run",
+        "you denied it",
+        "1.0 s",
     )
     assert fetch.text == "The user denied this call."
 
@@ -180,23 +245,63 @@ def test_search_results_fetched_pages_and_artifacts_are_read_from_the_tools_xml(
         LibraryDocumentFactory(title="Heat pumps", content="Heat pump efficiency is measured as COP."),
         LibraryDocumentFactory(title="Heat pump sizing", content="A heat pump sized too small runs all day."),
     ]
-    long_page = "<page url=\"https://example.org/cop\" title=\"COP explained\"><content>" + escape("# COP\n\n**Coefficient** of performance " + "word " * 500) + "</content></page>"
+    long_page = (
+        '<page url="https://example.org/cop" title="COP explained"><content>'
+        + escape("# COP\n\n**Coefficient** of performance " + "word " * 500)
+        + "</content></page>"
+    )
     run = RunFactory(message__conversation__owner=user)
     _log(
         run,
         [
             (0, "tool_start", SEARCH, {"tool": "web_search", "params": {"query": "heat pump"}}),
-            (1, "tool_complete", SEARCH, {"tool": "web_search", "success": True, "result": _search_result("heat pump")}),
+            (
+                1,
+                "tool_complete",
+                SEARCH,
+                {"tool": "web_search", "success": True, "result": _search_result("heat pump")},
+            ),
             (2, "tool_start", CRAWL, {"tool": "web_fetch", "params": {"url": "https://example.org/cop"}}),
             # Too long for the context: kept as an artifact, the model shown a preview.
-            (3, "tool_complete", CRAWL, {
-                "tool": "web_fetch", "success": True, "url": "https://example.org/cop", "stored_as": "web_fetch_result_1",
-                "result": f'<stored_result artifact="web_fetch_result_1" chars="3000"><preview>{escape(long_page[:1500])}…</preview><note>Stored.</note></stored_result>',
-            }),
+            (
+                3,
+                "tool_complete",
+                CRAWL,
+                {
+                    "tool": "web_fetch",
+                    "success": True,
+                    "url": "https://example.org/cop",
+                    "stored_as": "web_fetch_result_1",
+                    "result": f'<stored_result artifact="web_fetch_result_1" chars="3000"><preview>{escape(long_page[:1500])}…</preview><note>Stored.</note></stored_result>',
+                },
+            ),
             (4, "tool_start", LEAD, {"tool": "read_artifact", "params": {"id": "notes"}}),
-            (5, "tool_complete", LEAD, {"tool": "read_artifact", "success": True, "result": '<artifact id="notes" version="4" content_type="text/markdown" title="My notes"><content>…</content></artifact>'}),
-            (6, "tool_start", LEAD, {"tool": "update_artifact", "params": {"id": "ghost", "old_str": "a", "new_str": "b"}}),
-            (7, "tool_complete", LEAD, {"tool": "update_artifact", "success": False, "result": '<error tool="update_artifact"><id>ghost</id><message>No artifact ghost &amp; no draft.</message></error>'}),
+            (
+                5,
+                "tool_complete",
+                LEAD,
+                {
+                    "tool": "read_artifact",
+                    "success": True,
+                    "result": '<artifact id="notes" version="4" content_type="text/markdown" title="My notes"><content>…</content></artifact>',
+                },
+            ),
+            (
+                6,
+                "tool_start",
+                LEAD,
+                {"tool": "update_artifact", "params": {"id": "ghost", "old_str": "a", "new_str": "b"}},
+            ),
+            (
+                7,
+                "tool_complete",
+                LEAD,
+                {
+                    "tool": "update_artifact",
+                    "success": False,
+                    "result": '<error tool="update_artifact"><id>ghost</id><message>No artifact ghost &amp; no draft.</message></error>',
+                },
+            ),
         ],
     )
 
@@ -206,12 +311,25 @@ def test_search_results_fetched_pages_and_artifacts_are_read_from_the_tools_xml(
     # The library marks its matches with ** for the model; the page shows plain words.
     assert all("**" not in s.excerpt and s.excerpt for s in search.sources)
     assert search.sources[0].href == ""
-    assert (fetch.page.title, fetch.page.url, fetch.page.href) == ("COP explained", "https://example.org/cop", "https://example.org/cop")
+    assert (fetch.page.title, fetch.page.url, fetch.page.href) == (
+        "COP explained",
+        "https://example.org/cop",
+        "https://example.org/cop",
+    )
     assert fetch.page.excerpt.startswith("COP Coefficient of performance word") and len(fetch.page.excerpt) <= 300
     assert fetch.subject == "“COP explained” https://example.org/cop"
     assert fetch.stored.artifact_id == "web_fetch_result_1" and not fetch.text
-    assert (read.artifact.artifact_id, read.artifact.title, read.artifact.version, read.outcome) == ("notes", "My notes", 4, "v4")
-    assert (update.status, update.text, update.outcome) == ("failed", "No artifact ghost & no draft.", "No artifact ghost & no draft.")
+    assert (read.artifact.artifact_id, read.artifact.title, read.artifact.version, read.outcome) == (
+        "notes",
+        "My notes",
+        4,
+        "v4",
+    )
+    assert (update.status, update.text, update.outcome) == (
+        "failed",
+        "No artifact ghost & no draft.",
+        "No artifact ghost & no draft.",
+    )
 
 
 @pytest.mark.parametrize(
@@ -241,7 +359,8 @@ def test_a_result_of_no_shape_we_read_is_kept_as_plain_text(user, result, text):
 
 def test_a_result_cut_short_keeps_what_came_before_the_cut(user):
     hits = "".join(
-        f"<result><title>Source {n}</title><url>https://example.org/{n}</url><snippet>About {n}.</snippet></result>" for n in range(3)
+        f"<result><title>Source {n}</title><url>https://example.org/{n}</url><snippet>About {n}.</snippet></result>"
+        for n in range(3)
     )
     whole = f'<search_results provider="searxng" query="q">{hits}</search_results>'
     # The event keeps the result's first 2,000 characters: here, up to the middle of a snippet.
@@ -264,7 +383,7 @@ def test_a_result_cut_short_keeps_what_came_before_the_cut(user):
 def test_titles_and_urls_stay_text_whatever_a_page_put_in_them(user):
     title = '<img src=x onerror="alert(1)">'
     result = (
-        "<search_results provider=\"searxng\" query=\"q\">"
+        '<search_results provider="searxng" query="q">'
         f"<result><title>{escape(title)}</title><url>javascript:alert(1)</url><snippet>{escape('<b>hi</b>')}</snippet></result>"
         "</search_results>"
     )
@@ -275,7 +394,16 @@ def test_titles_and_urls_stay_text_whatever_a_page_put_in_them(user):
             (0, "tool_start", SEARCH, {"tool": "web_search", "params": {"query": "q"}}),
             (1, "tool_complete", SEARCH, {"tool": "web_search", "success": True, "result": result}),
             (2, "tool_start", CRAWL, {"tool": "web_fetch", "params": {"url": "javascript:alert(1)"}}),
-            (3, "tool_complete", CRAWL, {"tool": "web_fetch", "success": True, "result": f"<page url={quoteattr('javascript:alert(1)')} title={quoteattr(title)}><content>x</content></page>"}),
+            (
+                3,
+                "tool_complete",
+                CRAWL,
+                {
+                    "tool": "web_fetch",
+                    "success": True,
+                    "result": f"<page url={quoteattr('javascript:alert(1)')} title={quoteattr(title)}><content>x</content></page>",
+                },
+            ),
         ],
     )
 
@@ -294,7 +422,16 @@ def test_a_worker_that_died_mid_call_leaves_the_call_interrupted_and_the_redo_it
             (0, "tool_start", LEAD, {"tool": "create_artifact", "params": {"id": "report", "content": "…"}}),
             (30, "metadata", "", {"model": "m", "resumed": True}),
             (31, "tool_start", LEAD, {"tool": "create_artifact", "params": {"id": "report", "content": "…"}}),
-            (32, "tool_complete", LEAD, {"tool": "create_artifact", "success": True, "result": '<artifact version="1"><id>report</id>Created.</artifact>'}),
+            (
+                32,
+                "tool_complete",
+                LEAD,
+                {
+                    "tool": "create_artifact",
+                    "success": True,
+                    "result": '<artifact version="1"><id>report</id>Created.</artifact>',
+                },
+            ),
             (33, "error", "", {"message": "The model service answered 500."}),
         ],
     )
@@ -313,7 +450,12 @@ def test_a_run_that_ends_while_a_call_waits_for_an_answer_stops_it(user):
     _log(
         run,
         [
-            (1, "permission_request", CRAWL, {"id": "p", "tool": "web_fetch", "params": {"url": "https://example.org"}}),
+            (
+                1,
+                "permission_request",
+                CRAWL,
+                {"id": "p", "tool": "web_fetch", "params": {"url": "https://example.org"}},
+            ),
             (600, "error", "", {"message": "Cancelled.", "cancelled": True}),
         ],
     )
@@ -322,7 +464,11 @@ def test_a_run_that_ends_while_a_call_waits_for_an_answer_stops_it(user):
 
     (fetch,) = fold.steps
     assert (fetch.kind, fetch.tool, fetch.subject) == ("tool", "web_fetch", "https://example.org")
-    assert (fetch.status, fetch.permission_text, fetch.duration_text) == ("stopped", "the run ended before an answer", "0 ms")
+    assert (fetch.status, fetch.permission_text, fetch.duration_text) == (
+        "stopped",
+        "the run ended before an answer",
+        "0 ms",
+    )
     assert fold.wait == timedelta(seconds=599) and fold.tool_calls == 1
 
 
@@ -334,7 +480,12 @@ def test_the_leads_prose_before_a_call_that_asks_for_approval_is_not_its_answer(
             (0, "agent_start", LEAD, {"instruction": "Draft it"}),
             (1, "llm_chunk", LEAD, {"content": "Let me write the draft."}),
             (2, "llm_complete", LEAD, {"content": "Let me write the draft.<tool_call>…</tool_call>"}),
-            (2, "permission_request", LEAD, {"id": "p", "tool": "create_artifact", "params": {"id": "draft", "content": "…"}}),
+            (
+                2,
+                "permission_request",
+                LEAD,
+                {"id": "p", "tool": "create_artifact", "params": {"id": "draft", "content": "…"}},
+            ),
         ],
     )
 
@@ -344,7 +495,9 @@ def test_the_leads_prose_before_a_call_that_asks_for_approval_is_not_its_answer(
 
 
 def test_a_real_turn_folds_each_agents_steps(user, demo_model):
-    conversation = conversation_services.conversation_start(user=user, content="How efficient are heat pumps?", enqueue=False)
+    conversation = conversation_services.conversation_start(
+        user=user, content="How efficient are heat pumps?", enqueue=False
+    )
     run = conversation.active_branch.runs.get()
     services.run_execute(run_id=run.pk)
     run.refresh_from_db()
@@ -385,7 +538,12 @@ def test_a_compaction_and_a_retry_are_steps_of_the_agent_they_happened_to(user):
         [
             (0, "tool_start", LEAD, {"tool": "call_subagent", "params": {"agent": SEARCH, "instruction": "Find"}}),
             (0, "agent_start", SEARCH, {"instruction": "Find", "from": LEAD}),
-            (1, "compaction", SEARCH, {"summary": "## Goal\nFind sources.", "tokens_before": 120000, "tokens_after": 9000}),
+            (
+                1,
+                "compaction",
+                SEARCH,
+                {"summary": "## Goal\nFind sources.", "tokens_before": 120000, "tokens_after": 9000},
+            ),
             (2, "llm_retry", SEARCH, {"reason": "The stream broke off after 12 s."}),
             (3, "llm_retry", LEAD, {"reason": "The stream broke off."}),
         ],
@@ -395,7 +553,9 @@ def test_a_compaction_and_a_retry_are_steps_of_the_agent_they_happened_to(user):
 
     compaction, retry = handover.children
     assert (compaction.kind, compaction.agent, compaction.subject) == (
-        "compaction", SEARCH, "summarised its context to make room: 120,000 → 9,000 tokens (estimated)"
+        "compaction",
+        SEARCH,
+        "summarised its context to make room: 120,000 → 9,000 tokens (estimated)",
     )
     assert "<h2>Goal</h2>" in compaction.body_html
     assert (retry.kind, retry.agent, retry.text) == ("retry", SEARCH, "The stream broke off after 12 s.")

@@ -284,7 +284,10 @@ def test_a_run_whose_worker_dies_twice_saves_its_artifacts_and_keeps_the_answer_
     services.runs_sweep()
     with pytest.raises(_WorkerKilled):
         services.run_execute(run_id=run.pk, on_event=_killed_at_first_chunk_of_attempt(2))
-    shown = "".join(e.data["content"] for e in run.events.filter(type=RunEvent.Type.LLM_CHUNK, seq__gt=run.events.get(data__resumed=True).seq))
+    shown = "".join(
+        e.data["content"]
+        for e in run.events.filter(type=RunEvent.Type.LLM_CHUNK, seq__gt=run.events.get(data__resumed=True).seq)
+    )
     _stale(run, settings)
 
     assert services.runs_sweep()["recovered"] == 1
@@ -324,7 +327,9 @@ def test_a_permission_answer_does_not_use_up_the_resume_after_a_worker_death(use
 
 
 @pytest.mark.django_db(transaction=True)
-def test_cancelling_a_run_queued_after_its_worker_died_saves_what_its_checkpoint_carries(user, scripted_model, settings):
+def test_cancelling_a_run_queued_after_its_worker_died_saves_what_its_checkpoint_carries(
+    user, scripted_model, settings
+):
     scripted_model.add(Text(call("create_artifact", id="notes", content="in the checkpoint only")), Text("Lost."))
     _, run = _turn(user)
     with pytest.raises(_WorkerKilled):
@@ -341,7 +346,9 @@ def test_cancelling_a_run_queued_after_its_worker_died_saves_what_its_checkpoint
     assert run.events.get(type=RunEvent.Type.ERROR).data["artifacts"]["flushed"] == ["notes"]
 
 
-def test_a_worker_that_dies_while_saving_the_answer_hands_it_on_without_asking_the_model_again(user, scripted_model, settings):
+def test_a_worker_that_dies_while_saving_the_answer_hands_it_on_without_asking_the_model_again(
+    user, scripted_model, settings
+):
     scripted_model.add(Text("The answer, paid for once."))
     _, run = _turn(user)
     services.run_execute(run_id=run.pk)
@@ -525,7 +532,14 @@ def test_ten_small_edits_of_a_200_kb_artifact_write_a_few_kb_of_events_and_check
     assert len(LARGE) > 200_000 and written.checkpoints + written.events < 100_000
     assert written.checkpoints > 10_000 and written.events > 5_000  # measured, not missed
     changes = [e.data["artifact_change"] for e in run.events.filter(type=RunEvent.Type.TOOL_COMPLETE).order_by("seq")]
-    assert changes[-1] == {"artifact_id": "report", "title": "report", "version": 11, "length": len(LARGE), "removed": 13, "added": 13}
+    assert changes[-1] == {
+        "artifact_id": "report",
+        "title": "report",
+        "version": 11,
+        "length": len(LARGE),
+        "removed": 13,
+        "added": 13,
+    }
 
 
 @pytest.mark.django_db(transaction=True)
@@ -546,7 +560,9 @@ def test_a_worker_killed_after_five_edits_resumes_with_them_though_the_cache_is_
 
     def look_at_the_pane(event):
         if not shown_on_resume:
-            view = artifact_selectors.artifact_get(branch=branch_shown(conversation=message.conversation), artifact_id="report")
+            view = artifact_selectors.artifact_get(
+                branch=branch_shown(conversation=message.conversation), artifact_id="report"
+            )
             shown_on_resume.append((view.live, view.content, view.version))
 
     services.run_execute(run_id=run.pk, on_event=look_at_the_pane)
@@ -571,9 +587,15 @@ def test_a_checkpoint_written_before_the_upgrade_still_resumes(user, scripted_mo
     # What checkpoints held before they held splices: each working copy whole.
     whole_copies = [
         {
-            "artifact_id": "report", "content_type": "text/markdown", "title": "report", "content": _ticked(0, 1),
-            "source": "agent", "version": 3, "base_lock_version": 1,
-            "update_type": "update", "changes": [["- [ ] item 0:", "- [x] item 0:"], ["- [ ] item 1:", "- [x] item 1:"]],
+            "artifact_id": "report",
+            "content_type": "text/markdown",
+            "title": "report",
+            "content": _ticked(0, 1),
+            "source": "agent",
+            "version": 3,
+            "base_lock_version": 1,
+            "update_type": "update",
+            "changes": [["- [ ] item 0:", "- [x] item 0:"], ["- [ ] item 1:", "- [x] item 1:"]],
             "dirty": True,
         }
     ]
@@ -639,7 +661,9 @@ def test_a_turn_paused_for_permission_saves_one_version_per_artifact(user, scrip
     assert run.status == Run.Status.WAITING_PERMISSION
     # Nothing saved during the pause; the pane still shows the work.
     assert not Artifact.objects.exists()
-    shown = artifact_selectors.artifact_get(branch=branch_shown(conversation=message.conversation), artifact_id="task_plan")
+    shown = artifact_selectors.artifact_get(
+        branch=branch_shown(conversation=message.conversation), artifact_id="task_plan"
+    )
     assert (shown.live, shown.content) == (True, "- [x] read")
 
     pending = run.checkpoint["turn"]["pending"]
@@ -669,7 +693,11 @@ def test_the_question_of_a_paused_turn_is_logged_with_the_pause(user, scripted_m
     services.run_execute(run_id=run.pk, on_event=on_event)
     assert seen == [Run.Status.WAITING_PERMISSION]
     [request] = run.events.filter(type=RunEvent.Type.PERMISSION_REQUEST)
-    assert (request.agent, request.data["tool"], request.data["params"]) == ("lead_agent", "rewrite_artifact", {"id": "notes", "content": "final"})
+    assert (request.agent, request.data["tool"], request.data["params"]) == (
+        "lead_agent",
+        "rewrite_artifact",
+        {"id": "notes", "content": "final"},
+    )
     assert request.data["id"] == Run.objects.get(pk=run.pk).checkpoint["turn"]["pending"]["id"]
 
 

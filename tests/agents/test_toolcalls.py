@@ -16,7 +16,11 @@ def test_a_call_with_markdown_values_is_read_verbatim():
 </tool_call>"""
     [call] = toolcalls_parse(text, schemas=SCHEMAS)
     assert not call.error
-    assert call.params == {"id": "task_plan", "old_str": "- [ ] search <b>now</b>", "new_str": "- [x] search <b>now</b>"}
+    assert call.params == {
+        "id": "task_plan",
+        "old_str": "- [ ] search <b>now</b>",
+        "new_str": "- [x] search <b>now</b>",
+    }
     assert text_before_calls(text) == "I'll tick the step."
 
 

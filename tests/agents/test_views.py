@@ -57,7 +57,7 @@ def test_approving_from_the_page_queues_the_run_and_shows_the_message(client, us
     assert waiting_run.checkpoint["turn"]["pending"]["decision"] == "approve"
     # A repeated answer (a double click, another tab) shows the turn as it is, saying why.
     assert repeated.status_code == 200 and "no longer open" in repeated.content.decode()
-    assert "form class=\"permission\"" not in repeated.content.decode()
+    assert 'form class="permission"' not in repeated.content.decode()
 
 
 def test_another_user_gets_a_404_for_both_controls(client, other_user, waiting_run):
@@ -87,7 +87,11 @@ def test_cancelling_a_waiting_run_ends_it(client, user, waiting_run):
 
 def test_the_activity_of_a_turn_with_its_metrics_for_its_owner_only(client, user, other_user, scripted_model):
     long_content = "word " * 200
-    scripted_model.add(Text(call("create_artifact", id="notes", content=long_content)), Text(call("read_artifact", id="notes")), Text("Done."))
+    scripted_model.add(
+        Text(call("create_artifact", id="notes", content=long_content)),
+        Text(call("read_artifact", id="notes")),
+        Text("Done."),
+    )
     conversation = conversation_services.conversation_start(user=user, content="Take notes", enqueue=False)
     run = services.run_execute(run_id=conversation.active_branch.runs.get().pk)
     url = reverse("run-activity", args=[run.pk])
@@ -113,7 +117,9 @@ async def test_a_cancel_through_the_asgi_app_answers_at_once_and_leaves_other_re
 ):
     # The web process announces through the realtime module's own loop: the
     # request neither waits for the channel layer nor binds a loop to its thread.
-    conversation = await sync_to_async(conversation_services.conversation_start)(user=user, content="Stop", enqueue=False)
+    conversation = await sync_to_async(conversation_services.conversation_start)(
+        user=user, content="Stop", enqueue=False
+    )
     run = await sync_to_async(conversation.active_branch.runs.get)()
     await async_client.aforce_login(user)
     cookie = f"{settings.SESSION_COOKIE_NAME}={async_client.cookies[settings.SESSION_COOKIE_NAME].value}"
@@ -154,11 +160,19 @@ def test_the_activity_shows_sources_and_reports_as_text_and_links_only_to_the_we
     )
     run = RunFactory(message__conversation__owner=user, status=Run.Status.COMPLETED)
     events = [
-        ("tool_start", "lead_agent", {"tool": "call_subagent", "params": {"agent": "search_agent", "instruction": "Find"}}),
+        (
+            "tool_start",
+            "lead_agent",
+            {"tool": "call_subagent", "params": {"agent": "search_agent", "instruction": "Find"}},
+        ),
         ("agent_start", "search_agent", {"instruction": "Find", "from": "lead_agent"}),
         ("tool_start", "search_agent", {"tool": "web_search", "params": {"query": "q"}}),
         ("tool_complete", "search_agent", {"tool": "web_search", "success": True, "result": results}),
-        ("agent_complete", "search_agent", {"response": f"**Found** [it](javascript:alert(1)) {hostile}<script>x()</script>"}),
+        (
+            "agent_complete",
+            "search_agent",
+            {"response": f"**Found** [it](javascript:alert(1)) {hostile}<script>x()</script>"},
+        ),
         ("tool_complete", "lead_agent", {"tool": "call_subagent", "success": True, "result": "<subagent_result>…"}),
     ]
     for seq, (type, agent, data) in enumerate(events, start=1):
@@ -175,4 +189,7 @@ def test_the_activity_shows_sources_and_reports_as_text_and_links_only_to_the_we
     report = tree.xpath("//details[contains(@class, 'step-report')]/div")[0]
     assert report.xpath(".//strong")[0].text == "Found" and hostile in report.text_content()
     # The search sits under the hand-over to its agent.
-    assert tree.xpath("//li[contains(@class, 'step-agent')]//li[contains(@class, 'step-tool')]//code")[0].text == "web_search"
+    assert (
+        tree.xpath("//li[contains(@class, 'step-agent')]//li[contains(@class, 'step-tool')]//code")[0].text
+        == "web_search"
+    )

@@ -26,8 +26,6 @@ wave turns around them anticlockwise. See the <a href="https://example.org/tides
 </article><footer>Copyright nobody</footer></body></html>"""
 
 
-
-
 class _Site(BaseHTTPRequestHandler):
     def do_GET(self):
         try:
@@ -39,9 +37,21 @@ class _Site(BaseHTTPRequestHandler):
         port = self.server.server_address[1]
         routes = {
             "/article": (200, "text/html; charset=utf-8", ARTICLE.encode()),
-            "/report.pdf": (200, "application/pdf", pdf_bytes(["Mean tidal range at Den Helder is 1.4 m."], title="Tide report")),
-            "/notes.txt": (200, "text/plain; charset=latin-1", "Café notes: <b>not markup</b> & more".encode("latin-1")),
-            "/blank": (200, "text/html", b"<html><head><title>Loading</title></head><body><div id=app></div></body></html>"),
+            "/report.pdf": (
+                200,
+                "application/pdf",
+                pdf_bytes(["Mean tidal range at Den Helder is 1.4 m."], title="Tide report"),
+            ),
+            "/notes.txt": (
+                200,
+                "text/plain; charset=latin-1",
+                "Café notes: <b>not markup</b> & more".encode("latin-1"),
+            ),
+            "/blank": (
+                200,
+                "text/html",
+                b"<html><head><title>Loading</title></head><body><div id=app></div></body></html>",
+            ),
             "/data.json": (200, "application/json", b'{"tide": "high"}'),
             "/huge.txt": (200, "text/plain", b"0123456789" * 100_000),
             "/logo.png": (200, "image/png", b"\x89PNG\r\n\x1a\n"),
@@ -128,7 +138,10 @@ def fake_dns(monkeypatch):
         addresses = answers[host]() if callable(answers[host]) else answers[host]
         if not addresses:
             raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
-        return [(socket.AF_INET6 if ":" in a else socket.AF_INET, socket.SOCK_STREAM, 6, "", (a, port or 0)) for a in addresses]
+        return [
+            (socket.AF_INET6 if ":" in a else socket.AF_INET, socket.SOCK_STREAM, 6, "", (a, port or 0))
+            for a in addresses
+        ]
 
     monkeypatch.setattr(socket, "getaddrinfo", resolve)
     return answers
@@ -155,7 +168,9 @@ def test_an_article_is_read_as_markdown_with_its_links(site, local_allowed):
     result = fetch(f"{site}/article")
 
     assert result.success, result.content
-    assert result.content.startswith(f'<page url="{site}/article" status="200" content_type="text/html" title="Tides of the North Sea"')
+    assert result.content.startswith(
+        f'<page url="{site}/article" status="200" content_type="text/html" title="Tides of the North Sea"'
+    )
     assert "semi-diurnal tide" in result.content
     assert "[tide tables](https://example.org/tides)" in result.content
     assert "Copyright nobody" not in result.content  # boilerplate left out
@@ -338,7 +353,10 @@ def test_a_name_with_one_private_address_among_public_ones_is_refused(fake_dns):
     "path, target",
     [
         ("/to-private", "refused http://10.0.0.1/admin: 10.0.0.1 is a private address"),
-        ("/to-metadata", "refused http://169.254.169.254/latest/meta-data/: 169.254.169.254 is the cloud metadata address"),
+        (
+            "/to-metadata",
+            "refused http://169.254.169.254/latest/meta-data/: 169.254.169.254 is the cloud metadata address",
+        ),
         ("/to-file", "only http and https URLs can be fetched, not file scheme"),
     ],
 )

@@ -52,8 +52,12 @@ def test_stopping_the_worker_as_honcho_does_stops_its_whole_cluster_in_time(tmp_
     with open(tmp_path / "worker.log", "w") as log:
         # Like honcho: a group of its own, then SIGTERM to the whole group.
         worker = subprocess.Popen(
-            [sys.executable, "manage.py", "worker"], cwd=ROOT, env={**env, "ARTIFACTFLOW_WORKERS": "2"},
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            [sys.executable, "manage.py", "worker"],
+            cwd=ROOT,
+            env={**env, "ARTIFACTFLOW_WORKERS": "2"},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     deadline = time.monotonic() + 60
     cluster = []

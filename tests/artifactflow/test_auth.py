@@ -13,7 +13,6 @@ from tests.factories import PASSWORD, UserFactory
 pytestmark = pytest.mark.django_db
 
 
-
 def _sign_in(client, url, username, password, address="203.0.113.7"):
     return client.post(url, {"username": username, "password": password}, REMOTE_ADDR=address)
 

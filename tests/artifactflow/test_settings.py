@@ -29,7 +29,9 @@ def _load_settings(tmp_path, **env):
 
 def test_a_server_database_refuses_to_start_without_a_secret_key(tmp_path):
     for debug in ("0", "1"):
-        result = _load_settings(tmp_path, DEBUG=debug, DATABASE_URL="postgres://u@127.0.0.1:5432/db", REDIS_URL="redis://x")
+        result = _load_settings(
+            tmp_path, DEBUG=debug, DATABASE_URL="postgres://u@127.0.0.1:5432/db", REDIS_URL="redis://x"
+        )
         assert result.returncode != 0
         assert "SECRET_KEY is not set" in result.stderr
     assert not (tmp_path / "secret_key").exists()
@@ -83,19 +85,25 @@ def test_behind_a_tls_proxy_plain_http_is_redirected_and_https_gets_hsts(tmp_pat
 
 def test_plain_http_origins_keep_plain_http_working(tmp_path):
     probe = "import django; django.setup(); from django.test import Client; print(Client().get('/accounts/login/', HTTP_HOST='wiki.lan').status_code)"
-    result = _run(tmp_path, "-c", probe, **{**PRODUCTION, "ALLOWED_HOSTS": "wiki.lan", "CSRF_TRUSTED_ORIGINS": "http://wiki.lan"})
+    result = _run(
+        tmp_path, "-c", probe, **{**PRODUCTION, "ALLOWED_HOSTS": "wiki.lan", "CSRF_TRUSTED_ORIGINS": "http://wiki.lan"}
+    )
     assert result.stdout.strip() == "200", result.stderr
 
 
 def test_agents_tool_rounds_can_be_set_from_the_environment(tmp_path):
     probe = "from django.conf import settings; print(settings.MAX_TOOL_ROUNDS)"
     unset = _run(tmp_path, "-c", probe, SECRET_KEY=STRONG_KEY)
-    result = _run(tmp_path, "-c", probe, SECRET_KEY=STRONG_KEY, ARTIFACTFLOW_MAX_TOOL_ROUNDS=" lead_agent=50, crawl_agent=4,")
+    result = _run(
+        tmp_path, "-c", probe, SECRET_KEY=STRONG_KEY, ARTIFACTFLOW_MAX_TOOL_ROUNDS=" lead_agent=50, crawl_agent=4,"
+    )
     assert unset.stdout.strip() == "{}", unset.stderr
     assert result.stdout.strip() == "{'lead_agent': 50, 'crawl_agent': 4}", result.stderr
 
 
-@pytest.mark.parametrize("item", ["lead_agent", "lead_agent=many", "lead_agent=0", "lead_agent=-1", "=3", "lead_agent=2=3"])
+@pytest.mark.parametrize(
+    "item", ["lead_agent", "lead_agent=many", "lead_agent=0", "lead_agent=-1", "=3", "lead_agent=2=3"]
+)
 def test_a_malformed_tool_rounds_setting_is_refused_saying_what_is_wrong(tmp_path, item):
     result = _load_settings(tmp_path, SECRET_KEY=STRONG_KEY, ARTIFACTFLOW_MAX_TOOL_ROUNDS=f"search_agent=3,{item}")
     assert result.returncode != 0

@@ -101,7 +101,9 @@ def world(user, other_user, scripted_model, settings):
 
     settings.TOOL_PERMISSIONS = {"create_artifact": "confirm"}
     scripted_model.add(Text(call("create_artifact", id="draft", content=f"Pending parameters {MARKER}")))
-    waiting_message = conversation_services.message_post(conversation=conversation, content=f"Draft it {MARKER}", enqueue=False)
+    waiting_message = conversation_services.message_post(
+        conversation=conversation, content=f"Draft it {MARKER}", enqueue=False
+    )
     waiting = agent_services.run_execute(run_id=waiting_message.runs.get().pk)
     waiting.refresh_from_db()
     assert waiting.status == Run.Status.WAITING_PERMISSION
@@ -148,8 +150,7 @@ def world(user, other_user, scripted_model, settings):
             "run_id": [Value(str(pk)) for pk in run_ids] + [Value(str(missing_run)), Value("9" * 25)],
             # Artifact ids are scoped by the conversation in the same URL.
             "artifact_id": [
-                Value(name, foreign=False)
-                for name in ("report", "chart.png", "报告.md", "missing", "nul\x00id")
+                Value(name, foreign=False) for name in ("report", "chart.png", "报告.md", "missing", "nul\x00id")
             ],
         },
     )
@@ -301,7 +302,10 @@ def _probe(world: World, *, method: str, path: str, variant: str, htmx: bool, fo
                 problems.append(f"{label}: {response.status_code}")
             if admin:
                 # Every admin view sends a user who is not staff to the admin's login (or index).
-                away = response.status_code == 302 and response["Location"].split("?")[0] in ("/admin/login/", "/admin/")
+                away = response.status_code == 302 and response["Location"].split("?")[0] in (
+                    "/admin/login/",
+                    "/admin/",
+                )
                 if not (away or 'id="login-form"' in text):
                     problems.append(f"{label}: a non-staff user got {response.status_code} from the admin")
             elif foreign and response.status_code not in (404, 405):
@@ -325,7 +329,9 @@ def _walk(world: World, routes: list[Route], *, admin: bool) -> list[str]:
         variants = VARIANTS[:2] if admin else VARIANTS
         for path, foreign in _urls(route, values):
             for method, (variant, htmx) in itertools.product(("get", "post"), variants):
-                problems += _probe(world, method=method, path=path, variant=variant, htmx=htmx, foreign=foreign, admin=admin)
+                problems += _probe(
+                    world, method=method, path=path, variant=variant, htmx=htmx, foreign=foreign, admin=admin
+                )
     return problems
 
 

@@ -8,7 +8,9 @@ from tests.agents.test_admin import _text
 pytestmark = pytest.mark.django_db
 
 
-def test_the_admin_deletes_artifacts_through_the_service_that_refuses_one_being_written(staff_client, conversation, running):
+def test_the_admin_deletes_artifacts_through_the_service_that_refuses_one_being_written(
+    staff_client, conversation, running
+):
     _, manager = running
     manager.flush_all()
     manager.rewrite(artifact_id="report.md", content="still writing")

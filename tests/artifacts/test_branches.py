@@ -25,7 +25,9 @@ PLAN_SOLAR = "- [x] compare solar panels\n- [ ] write the report"
 
 
 def _turn(conversation, *, content, parent=conversation_services.ACTIVE_BRANCH):
-    message = conversation_services.message_post(conversation=conversation, content=content, parent=parent, enqueue=False)
+    message = conversation_services.message_post(
+        conversation=conversation, content=content, parent=parent, enqueue=False
+    )
     agent_services.run_execute(run_id=message.runs.get().pk)
     return message
 
@@ -64,7 +66,9 @@ def test_each_branch_builds_its_own_report_and_its_lead_sees_only_its_own_plan(t
     assert _plan_in_prompt(first_turn_of_solar) is None
     assert "This conversation has no artifacts yet." in first_turn_of_solar["messages"][0]["content"]
     # Creating the ids the other branch has is no "already exists".
-    created = RunEvent.objects.filter(run__message=solar, type=RunEvent.Type.TOOL_COMPLETE).values_list("data", flat=True)
+    created = RunEvent.objects.filter(run__message=solar, type=RunEvent.Type.TOOL_COMPLETE).values_list(
+        "data", flat=True
+    )
     assert [data["success"] for data in created] == [True, True]
 
     scripted_model.add(Text("Follow-up on solar."))
@@ -89,7 +93,9 @@ def test_switching_branches_switches_the_pane_and_keeps_the_artifact_shown(two_b
     url = reverse("branch-switch", args=[conversation.pk])
     page = conversation.get_absolute_url()
 
-    response = signed_in.post(url, {"message": heat.pk}, **HTMX, HTTP_HX_CURRENT_URL=f"http://testserver{page}?artifact=report&version=2")
+    response = signed_in.post(
+        url, {"message": heat.pk}, **HTMX, HTTP_HX_CURRENT_URL=f"http://testserver{page}?artifact=report&version=2"
+    )
 
     html = response.content.decode()
     pane = html[html.index('id="artifact-pane"') :]
@@ -128,9 +134,13 @@ def test_versions_record_who_wrote_them_on_which_branch(user, signed_in, scripte
     branch = branch_shown(conversation=conversation)
 
     services.artifact_upload(branch=branch, filename="data.csv", data=b"a,b\n1,2\n")
-    services.artifact_edit(branch=branch, artifact=Artifact.objects.get(artifact_id="report"), content="# Mine", base_version=1)
+    services.artifact_edit(
+        branch=branch, artifact=Artifact.objects.get(artifact_id="report"), content="# Mine", base_version=1
+    )
 
-    rows = ArtifactVersion.objects.order_by("pk").values_list("artifact__artifact_id", "update_type", "message_id", "run_id")
+    rows = ArtifactVersion.objects.order_by("pk").values_list(
+        "artifact__artifact_id", "update_type", "message_id", "run_id"
+    )
     assert list(rows) == [
         ("report", "create", message.pk, run.pk),
         ("data.csv", "upload", message.pk, None),
@@ -178,12 +188,19 @@ def test_branches_number_their_versions_in_one_sequence_and_do_not_conflict(fork
     assert report.conflicts == []
     artifact = Artifact.objects.get(artifact_id="report")
     assert list(artifact.versions.values_list("version", "content", "message_id")) == [
-        (1, "v1", root.pk), (2, "right", right.pk), (3, "left", left.pk),
+        (1, "v1", root.pk),
+        (2, "right", right.pk),
+        (3, "left", left.pk),
     ]
     assert "conflict" not in artifact.metadata
-    heads = {leaf: selectors.artifact_get(branch=branch_at(session=session, message_id=leaf), artifact_id="report") for leaf in (root.pk, left.pk, right.pk)}
+    heads = {
+        leaf: selectors.artifact_get(branch=branch_at(session=session, message_id=leaf), artifact_id="report")
+        for leaf in (root.pk, left.pk, right.pk)
+    }
     assert {leaf: (view.version, view.content) for leaf, view in heads.items()} == {
-        root.pk: (1, "v1"), left.pk: (3, "left"), right.pk: (2, "right"),
+        root.pk: (1, "v1"),
+        left.pk: (3, "left"),
+        right.pk: (2, "right"),
     }
     # Reading a version by number stays on the branch.
     with pytest.raises(ArtifactError, match="no saved version 2 on this branch"):
@@ -196,10 +213,20 @@ def test_a_user_edit_on_the_turns_branch_is_a_conflict_and_on_another_is_not(for
     turn = ArtifactManager(branch=branch_at(session=session, message_id=turn_message.pk))
     turn.rewrite(artifact_id="report", content="agent")
 
-    services.artifact_edit(branch=branch_at(session=session, message_id=elsewhere.pk), artifact=artifact, content="other branch", base_version=1)
+    services.artifact_edit(
+        branch=branch_at(session=session, message_id=elsewhere.pk),
+        artifact=artifact,
+        content="other branch",
+        base_version=1,
+    )
     assert turn.flush_all().conflicts == []
     turn.rewrite(artifact_id="report", content="agent again")
-    services.artifact_edit(branch=branch_at(session=session, message_id=turn_message.pk), artifact=artifact, content="user here", base_version=3)
+    services.artifact_edit(
+        branch=branch_at(session=session, message_id=turn_message.pk),
+        artifact=artifact,
+        content="user here",
+        base_version=3,
+    )
     assert turn.flush_all().conflicts == ["report"]
 
 
@@ -215,10 +242,15 @@ def test_a_running_turn_on_another_branch_is_not_shown(user, signed_in):
     turn.create(artifact_id="draft", content="new")
 
     here = selectors.artifact_list(branch=branch_shown(conversation=conversation))
-    conversation_services.branch_switch(conversation=conversation, message=MessageFactory(conversation=conversation, parent=first, shown=False))
+    conversation_services.branch_switch(
+        conversation=conversation, message=MessageFactory(conversation=conversation, parent=first, shown=False)
+    )
     there = selectors.artifact_list(branch=branch_shown(conversation=conversation))
 
-    assert [(v.artifact_id, v.content, v.live) for v in here] == [("report", "being written", True), ("draft", "new", True)]
+    assert [(v.artifact_id, v.content, v.live) for v in here] == [
+        ("report", "being written", True),
+        ("draft", "new", True),
+    ]
     assert [(v.artifact_id, v.content, v.live) for v in there] == [("report", "saved", False)]
 
 
@@ -227,7 +259,9 @@ def test_the_history_lists_every_branchs_versions_and_diffs_across_them(two_bran
     detail = reverse("artifact-detail", args=[conversation.pk, "report"])
 
     html = signed_in.get(detail, **HTMX).content.decode()
-    diff = signed_in.get(reverse("artifact-diff", args=[conversation.pk, "report"]) + "?from=1&to=2", **HTMX).content.decode()
+    diff = signed_in.get(
+        reverse("artifact-diff", args=[conversation.pk, "report"]) + "?from=1&to=2", **HTMX
+    ).content.decode()
     old = signed_in.get(detail + "?version=1", **HTMX).content.decode()
 
     assert "v2 · create" in html and "· turn 1</option>" in html
@@ -240,5 +274,7 @@ def test_the_history_lists_every_branchs_versions_and_diffs_across_them(two_bran
 def test_another_users_ids_are_a_404_on_branch_views(two_branches, client):
     conversation, heat, _ = two_branches
     client.force_login(UserFactory())
-    assert client.post(reverse("branch-switch", args=[conversation.pk]), {"message": heat.pk}, **HTMX).status_code == 404
+    assert (
+        client.post(reverse("branch-switch", args=[conversation.pk]), {"message": heat.pk}, **HTMX).status_code == 404
+    )
     assert client.get(reverse("artifact-detail", args=[conversation.pk, "report"])).status_code == 404

@@ -81,7 +81,12 @@ def test_a_result_a_turn_stores_for_being_too_long_is_a_run_artifact_and_the_onl
 
 
 def test_an_artifacts_bytes_are_its_text_every_versions_text_in_utf8_and_its_file(conversation):
-    ArtifactFactory(session=conversation.artifact_session, artifact_id="web_fetch_result_1", content="日本語", versions=["draft", "草稿"])
+    ArtifactFactory(
+        session=conversation.artifact_session,
+        artifact_id="web_fetch_result_1",
+        content="日本語",
+        versions=["draft", "草稿"],
+    )
     upload = _upload(conversation, data=b"x" * 1000)
 
     sizes = {candidate.artifact_id: candidate.bytes for candidate in cleanup_plan(include_all=True).candidates}
@@ -96,7 +101,9 @@ def test_only_run_artifacts_are_candidates_unless_include_all(conversation):
     upload = _upload(conversation)
 
     assert _ids(cleanup_plan().candidates) == ["web_fetch_result_1"]
-    assert sorted(_ids(cleanup_plan(include_all=True).candidates)) == sorted(["web_fetch_result_1", "report", upload.artifact_id])
+    assert sorted(_ids(cleanup_plan(include_all=True).candidates)) == sorted(
+        ["web_fetch_result_1", "report", upload.artifact_id]
+    )
 
 
 def test_older_than_takes_only_what_last_changed_before_then(conversation):
@@ -154,7 +161,10 @@ def test_a_plan_for_named_conversations_leaves_the_others_alone(conversation):
     [
         ({"conversation_ids": ["../../etc/passwd"]}, "'../../etc/passwd' is not a conversation id (a UUID)."),
         ({"conversation_ids": ["1; DROP TABLE artifacts_artifact"]}, "is not a conversation id"),
-        ({"conversation_ids": ["00000000-0000-0000-0000-000000000000"]}, "There is no conversation 00000000-0000-0000-0000-000000000000."),
+        (
+            {"conversation_ids": ["00000000-0000-0000-0000-000000000000"]},
+            "There is no conversation 00000000-0000-0000-0000-000000000000.",
+        ),
         ({"older_than_days": -1}, "older_than_days cannot be negative"),
         ({"max_bytes": -5}, "max_bytes cannot be negative"),
     ],
@@ -181,7 +191,10 @@ def test_apply_removes_exactly_the_plans_candidates_with_their_versions_and_file
 
     assert report.removed == plan.candidates and report.skipped == [] and report.bytes == plan.bytes > 0
     assert set(Artifact.objects.values_list("artifact_id", flat=True)) == {"report", upload.artifact_id}
-    assert set(ArtifactVersion.objects.values_list("artifact__artifact_id", flat=True)) == {"report", upload.artifact_id}
+    assert set(ArtifactVersion.objects.values_list("artifact__artifact_id", flat=True)) == {
+        "report",
+        upload.artifact_id,
+    }
     assert stored.exists()
 
     with django_capture_on_commit_callbacks(execute=True):
@@ -229,7 +242,9 @@ def test_a_file_no_artifact_refers_to_is_reported_and_deleted_only_when_asked(co
     plan = cleanup_plan()
     named = cleanup_plan(conversation_ids=[conversation.pk])
 
-    assert plan.orphaned_files == sorted([f"{directory}/crashed_upload.pdf", "artifacts/6d7bd0a5-5a4e-4a9c-9c1e-2d1a1a1a1a1a/old.png"])
+    assert plan.orphaned_files == sorted(
+        [f"{directory}/crashed_upload.pdf", "artifacts/6d7bd0a5-5a4e-4a9c-9c1e-2d1a1a1a1a1a/old.png"]
+    )
     assert plan.orphaned_bytes == 2 * len(b"left behind")
     assert named.orphaned_files == [f"{directory}/crashed_upload.pdf"]
     cleanup_apply(plan=plan)

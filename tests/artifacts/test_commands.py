@@ -49,7 +49,9 @@ def stored(conversation, media_root):
     ArtifactFactory(session=session, artifact_id="web_fetch_result_1", content="x" * 1000, updated_at=_days_ago(40))
     ArtifactFactory(session=session, artifact_id="search_agent_report_1", content="日本" * 100, updated_at=_days_ago(5))
     ArtifactFactory(session=session, artifact_id="report", source=Artifact.Source.AGENT, updated_at=_days_ago(50))
-    upload = services.artifact_upload(branch=branch_shown(conversation=conversation), filename="data.bin", data=b"\1" * 2048)
+    upload = services.artifact_upload(
+        branch=branch_shown(conversation=conversation), filename="data.bin", data=b"\1" * 2048
+    )
     other = ConversationFactory()
     ArtifactFactory(session=other.artifact_session, artifact_id="web_fetch_result_1", content="y" * 10)
     busy = ConversationFactory()
@@ -87,7 +89,8 @@ def test_a_dry_run_lists_what_it_would_remove_and_changes_nothing(stored, media_
 def test_apply_removes_exactly_what_the_dry_run_listed(stored, media_root, options, django_capture_on_commit_callbacks):
     listed = LISTED.findall(_call("cleanup_artifacts", *options))
     remaining = {
-        (str(session_id), artifact_id) for session_id, artifact_id in Artifact.objects.values_list("session_id", "artifact_id")
+        (str(session_id), artifact_id)
+        for session_id, artifact_id in Artifact.objects.values_list("session_id", "artifact_id")
     } - set(listed)
 
     with django_capture_on_commit_callbacks(execute=True):
@@ -95,9 +98,12 @@ def test_apply_removes_exactly_what_the_dry_run_listed(stored, media_root, optio
 
     assert LISTED.findall(output) == listed and listed
     assert {
-        (str(session_id), artifact_id) for session_id, artifact_id in Artifact.objects.values_list("session_id", "artifact_id")
+        (str(session_id), artifact_id)
+        for session_id, artifact_id in Artifact.objects.values_list("session_id", "artifact_id")
     } == remaining
-    assert stored["upload"].file.storage.exists(stored["upload"].file.name) == ((str(stored["conversation"].pk), stored["upload"].artifact_id) in remaining)
+    assert stored["upload"].file.storage.exists(stored["upload"].file.name) == (
+        (str(stored["conversation"].pk), stored["upload"].artifact_id) in remaining
+    )
     assert stored["orphan"].exists() == ("--delete-orphans" not in options)
 
 
@@ -105,7 +111,10 @@ def test_apply_removes_exactly_what_the_dry_run_listed(stored, media_root, optio
     "options, ids",
     [
         ([], ["web_fetch_result_1", "search_agent_report_1", "web_fetch_result_1"]),
-        (["--include-all"], ["report", "web_fetch_result_1", "search_agent_report_1", "data.bin", "web_fetch_result_1"]),
+        (
+            ["--include-all"],
+            ["report", "web_fetch_result_1", "search_agent_report_1", "data.bin", "web_fetch_result_1"],
+        ),
         (["--older-than", "30", "--include-all"], ["report", "web_fetch_result_1"]),
         (["--max-bytes", "3199"], ["web_fetch_result_1"]),
     ],
@@ -117,9 +126,14 @@ def test_the_options_choose_the_candidates(stored, options, ids):
 def test_a_named_conversation_limits_the_cleanup_and_a_busy_one_is_refused(stored):
     conversation, busy = stored["conversation"], stored["busy"]
 
-    output = _call("cleanup_artifacts", "--conversation", str(conversation.pk), "--conversation", str(busy.pk), "--apply")
+    output = _call(
+        "cleanup_artifacts", "--conversation", str(conversation.pk), "--conversation", str(busy.pk), "--apply"
+    )
 
-    assert LISTED.findall(output) == [(str(conversation.pk), "web_fetch_result_1"), (str(conversation.pk), "search_agent_report_1")]
+    assert LISTED.findall(output) == [
+        (str(conversation.pk), "web_fetch_result_1"),
+        (str(conversation.pk), "search_agent_report_1"),
+    ]
     assert f"refused {busy.pk}: {SESSION_ACTIVE}" in output
     assert output.endswith("Freed 3.1 KB (3200 bytes) from 2 artifacts.\n")
     assert Artifact.objects.filter(session=busy.artifact_session).exists()
@@ -148,7 +162,10 @@ def test_orphans_are_deleted_only_with_delete_orphans_and_apply(stored):
         (["--max-bytes", "-1"], "max_bytes cannot be negative (got -1)."),
         (["--older-than", "soon"], "invalid int value: 'soon'"),
         (["--conversation", "../../media"], "'../../media' is not a conversation id (a UUID)."),
-        (["--conversation", "0c7a7f06-2bd0-4bd1-a5ef-6d3fa1f0bb4d"], "There is no conversation 0c7a7f06-2bd0-4bd1-a5ef-6d3fa1f0bb4d."),
+        (
+            ["--conversation", "0c7a7f06-2bd0-4bd1-a5ef-6d3fa1f0bb4d"],
+            "There is no conversation 0c7a7f06-2bd0-4bd1-a5ef-6d3fa1f0bb4d.",
+        ),
     ],
 )
 def test_bad_arguments_are_errors_that_say_why(stored, media_root, args, message):
@@ -203,7 +220,11 @@ def test_delete_artifact_is_refused_while_a_turn_writes_it(conversation):
     "conversation_id, artifact_id, message",
     [
         ("not-a-uuid", "report", "'not-a-uuid' is not a conversation id (a UUID)."),
-        ("0c7a7f06-2bd0-4bd1-a5ef-6d3fa1f0bb4d", "report", "There is no conversation 0c7a7f06-2bd0-4bd1-a5ef-6d3fa1f0bb4d."),
+        (
+            "0c7a7f06-2bd0-4bd1-a5ef-6d3fa1f0bb4d",
+            "report",
+            "There is no conversation 0c7a7f06-2bd0-4bd1-a5ef-6d3fa1f0bb4d.",
+        ),
         (None, "../../../etc/passwd", "has no artifact '../../../etc/passwd'."),
         (None, "nothing_here", "has no artifact 'nothing_here'."),
     ],

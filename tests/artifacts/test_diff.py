@@ -45,7 +45,7 @@ def test_the_html_escapes_every_text_and_puts_lines_next_to_each_other():
     html = render_diff(lines)
 
     assert "<script>" not in html and "<b>" not in html
-    assert '<del>x</del>' in html and '<ins>y</ins>' in html
+    assert "<del>x</del>" in html and "<ins>y</ins>" in html
     assert "&lt;b&gt;&quot;" in html and "&amp; &lt;script&gt;" in html
     # One block per line and nothing between them: inside the pane's
     # pre-wrapped lines a newline would double the spacing.

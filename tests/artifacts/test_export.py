@@ -65,11 +65,7 @@ def _run(paragraph, text):
 
 
 def test_title_and_headings_use_word_styles(document):
-    styles = [
-        (p.style.name, p.text)
-        for p in document.paragraphs
-        if p.style.name.startswith(("Title", "Heading"))
-    ]
+    styles = [(p.style.name, p.text) for p in document.paragraphs if p.style.name.startswith(("Title", "Heading"))]
 
     assert styles == [
         ("Title", "Research report"),
@@ -134,9 +130,7 @@ def test_blockquote_uses_the_quote_style(document):
 
 
 def test_horizontal_rule_is_a_bordered_empty_paragraph(document):
-    borders = [
-        p for p in document.paragraphs if p._p.pPr is not None and p._p.pPr.find(qn("w:pBdr")) is not None
-    ]
+    borders = [p for p in document.paragraphs if p._p.pPr is not None and p._p.pPr.find(qn("w:pBdr")) is not None]
 
     assert [p.text for p in borders] == [""]
 

@@ -62,7 +62,11 @@ def test_the_web_process_shows_what_a_worker_process_has_not_flushed(client, use
 
     worker = subprocess.Popen(
         [sys.executable, "-c", WORKER, str(conversation.pk), str(run.pk)],
-        cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert worker.stdout.readline().strip() == "updated"

@@ -96,7 +96,10 @@ def test_a_refused_update_changes_nothing(branch):
     manager.create(artifact_id="notes", content="same\nsame\n")
     with pytest.raises(ArtifactError, match="2"):
         manager.update(artifact_id="notes", old_str="same", new_str="other")
-    assert (manager.read(artifact_id="notes")["content"], manager.read(artifact_id="notes")["version"]) == ("same\nsame\n", 1)
+    assert (manager.read(artifact_id="notes")["content"], manager.read(artifact_id="notes")["version"]) == (
+        "same\nsame\n",
+        1,
+    )
     with pytest.raises(ArtifactError, match="no artifact"):
         manager.update(artifact_id="missing", old_str="a", new_str="b")
 
@@ -144,7 +147,7 @@ def test_an_artifact_that_cannot_be_saved_is_reported_and_the_others_are_saved(b
     manager.create(artifact_id="report", content="# Report")
 
     def refuse_report(execute, sql, params, many, context):
-        if sql.startswith("INSERT") and "artifacts_artifact\"" in sql and "report" in map(str, params or ()):
+        if sql.startswith("INSERT") and 'artifacts_artifact"' in sql and "report" in map(str, params or ()):
             raise OperationalError("disk I/O error")
         return execute(sql, params, many, context)
 
@@ -325,14 +328,28 @@ def test_a_checkpoint_of_whole_working_copies_still_restores(branch):
     lock_version = 2  # the artifact's, then: any number, for one the turn had read
     old_format = [
         {
-            "artifact_id": "report", "content_type": "text/markdown", "title": "report",
-            "content": "- [x] item 1: a\n", "source": "agent", "version": 2, "base_lock_version": lock_version,
-            "update_type": "update", "changes": [["- [ ] item 1:", "- [x] item 1:"]], "dirty": True,
+            "artifact_id": "report",
+            "content_type": "text/markdown",
+            "title": "report",
+            "content": "- [x] item 1: a\n",
+            "source": "agent",
+            "version": 2,
+            "base_lock_version": lock_version,
+            "update_type": "update",
+            "changes": [["- [ ] item 1:", "- [x] item 1:"]],
+            "dirty": True,
         },
         {
-            "artifact_id": "notes", "content_type": "text/markdown", "title": "Notes",
-            "content": "- [ ] item 2: b\n", "source": "agent", "version": 1, "base_lock_version": None,
-            "update_type": "create", "changes": [], "dirty": True,
+            "artifact_id": "notes",
+            "content_type": "text/markdown",
+            "title": "Notes",
+            "content": "- [ ] item 2: b\n",
+            "source": "agent",
+            "version": 1,
+            "base_lock_version": None,
+            "update_type": "create",
+            "changes": [],
+            "dirty": True,
         },
     ]
 

@@ -70,7 +70,7 @@ def test_an_empty_old_str_is_refused():
 
 def test_straight_quotes_match_curly_ones():
     content = "She said “it’s fine” and left."
-    result = compute_update(content, "\"it's fine\"", "“it’s done”")
+    result = compute_update(content, '"it\'s fine"', "“it’s done”")
     assert (result.ok, result.layer, result.similarity) == (True, "normalized", 1.0)
     assert result.span == (9, 20)
     assert result.new_content == "She said “it’s done” and left."
@@ -205,7 +205,7 @@ def test_two_equally_good_places_are_refused():
 def test_a_typo_in_a_megabyte_document_is_found():
     content = _prose(1_000_000, seed=3)
     start = 600_000
-    original = content[start:start + 200]
+    original = content[start : start + 200]
     old = list(original)
     for i in (10, 50, 90, 130, 170):
         old[i] = "#"
@@ -304,7 +304,9 @@ def _assert_least_distance_and_no_guess(content: str, old: str) -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(content=st.text(alphabet="abc \n", min_size=1, max_size=80), old=st.text(alphabet="abc \n", min_size=4, max_size=16))
+@given(
+    content=st.text(alphabet="abc \n", min_size=1, max_size=80), old=st.text(alphabet="abc \n", min_size=4, max_size=16)
+)
 def test_the_approximate_layer_finds_the_least_distance_and_never_guesses(content, old):
     assume(old not in content)
     _assert_least_distance_and_no_guess(content, old)
@@ -316,7 +318,7 @@ def _near_copies(draw):
     search to start from exact seeds."""
     content = draw(st.text(alphabet="abcd \n", min_size=30, max_size=300))
     start = draw(st.integers(0, len(content) - 24))
-    old = list(content[start:start + draw(st.integers(24, 60))])
+    old = list(content[start : start + draw(st.integers(24, 60))])
     for _ in range(draw(st.integers(1, 12))):
         at = draw(st.integers(0, len(old) - 1))
         edit = draw(st.sampled_from(["substitute", "insert", "delete"]))

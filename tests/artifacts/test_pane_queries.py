@@ -22,7 +22,8 @@ def _with_versions(conversation, artifact_id, count):
         session=conversation.artifact_session, artifact_id=artifact_id, content=f"text v{count}", current_version=count
     )
     ArtifactVersion.objects.bulk_create(
-        ArtifactVersion(artifact=artifact, version=n, content=f"text v{n}", update_type="update") for n in range(1, count + 1)
+        ArtifactVersion(artifact=artifact, version=n, content=f"text v{n}", update_type="update")
+        for n in range(1, count + 1)
     )
     return artifact
 

@@ -66,7 +66,9 @@ def test_the_default_falls_back_to_the_plan_then_to_what_a_running_turn_writes(s
 
     _flushed(conversation, "report", "# Report")
     run = RunFactory(message=MessageFactory(conversation=conversation), status=Run.Status.RUNNING)
-    ArtifactManager(branch=branch_shown(conversation=conversation), run_id=run.pk).create(artifact_id="draft", content="new")
+    ArtifactManager(branch=branch_shown(conversation=conversation), run_id=run.pk).create(
+        artifact_id="draft", content="new"
+    )
     _updated(conversation, "task_plan", "report")
 
     assert _shown(signed_in.get(_url("artifact-pane", conversation), **HTMX).content.decode()) == "draft"
@@ -105,14 +107,36 @@ def test_the_page_url_opens_the_pane_on_what_it_names(signed_in, conversation, n
 @pytest.mark.parametrize(
     ("query", "shown", "notice"),
     [
-        ("?artifact=missing", "report", "The artifact this link names is not on this branch of the conversation; showing the newest."),
-        ("?artifact=nul%00id", "report", "The artifact this link names is not on this branch of the conversation; showing the newest."),
-        ("?artifact=notes&version=9", "notes", "This link names a version that is not saved; showing the current text."),
-        ("?artifact=notes&version=%C2%B2", "notes", "This link names a version that is not saved; showing the current text."),
-        ("?artifact=notes&from=1&to=9", "notes", "This link compares versions that are not saved; showing the current text."),
+        (
+            "?artifact=missing",
+            "report",
+            "The artifact this link names is not on this branch of the conversation; showing the newest.",
+        ),
+        (
+            "?artifact=nul%00id",
+            "report",
+            "The artifact this link names is not on this branch of the conversation; showing the newest.",
+        ),
+        (
+            "?artifact=notes&version=9",
+            "notes",
+            "This link names a version that is not saved; showing the current text.",
+        ),
+        (
+            "?artifact=notes&version=%C2%B2",
+            "notes",
+            "This link names a version that is not saved; showing the current text.",
+        ),
+        (
+            "?artifact=notes&from=1&to=9",
+            "notes",
+            "This link compares versions that are not saved; showing the current text.",
+        ),
     ],
 )
-def test_a_url_naming_what_is_not_there_opens_the_page_with_a_notice(signed_in, conversation, notes_and_report, query, shown, notice):
+def test_a_url_naming_what_is_not_there_opens_the_page_with_a_notice(
+    signed_in, conversation, notes_and_report, query, shown, notice
+):
     response = signed_in.get(conversation.get_absolute_url() + query)
 
     assert response.status_code == 200
@@ -121,7 +145,9 @@ def test_a_url_naming_what_is_not_there_opens_the_page_with_a_notice(signed_in, 
     assert "not the current text" not in html and "Changes from" not in html
 
 
-def test_another_users_conversation_is_a_404_and_their_artifact_ids_name_nothing_in_mine(signed_in, conversation, other_user):
+def test_another_users_conversation_is_a_404_and_their_artifact_ids_name_nothing_in_mine(
+    signed_in, conversation, other_user
+):
     theirs = ConversationFactory(owner=other_user)
     _flushed(theirs, "secret", "their secret text", "their newer secret")
     _flushed(conversation, "report", "# Mine")
@@ -146,8 +172,12 @@ def test_choosing_in_the_pane_pushes_the_page_url_that_shows_it(signed_in, conve
     _flushed(conversation, "report", "# v1", "# v2")
     page = conversation.get_absolute_url()
 
-    response = signed_in.get(_url(name, conversation, *args) + query, HTTP_HX_CURRENT_URL=f"http://testserver{page}", **HTMX)
-    again = signed_in.get(_url(name, conversation, *args) + query, HTTP_HX_CURRENT_URL=f"http://testserver{page}{pushed}", **HTMX)
+    response = signed_in.get(
+        _url(name, conversation, *args) + query, HTTP_HX_CURRENT_URL=f"http://testserver{page}", **HTMX
+    )
+    again = signed_in.get(
+        _url(name, conversation, *args) + query, HTTP_HX_CURRENT_URL=f"http://testserver{page}{pushed}", **HTMX
+    )
     without_htmx = signed_in.get(_url(name, conversation, *args) + query)
 
     assert response["HX-Push-Url"] == page + pushed
@@ -157,17 +187,25 @@ def test_choosing_in_the_pane_pushes_the_page_url_that_shows_it(signed_in, conve
 
 
 def test_an_upload_pushes_the_url_of_the_new_artifact(signed_in, conversation):
-    response = signed_in.post(_url("artifact-pane", conversation), {"file": SimpleUploadedFile("notes.md", b"# N")}, **HTMX)
+    response = signed_in.post(
+        _url("artifact-pane", conversation), {"file": SimpleUploadedFile("notes.md", b"# N")}, **HTMX
+    )
 
     assert response["HX-Push-Url"] == conversation.get_absolute_url() + "?artifact=notes.md"
 
 
 def test_the_list_preview_is_the_text_without_its_markdown_marks(signed_in, conversation):
-    _flushed(conversation, "report", "# Findings\n\nIntro with **bold** and `code`, [a link](https://x.test) <b>raw</b>.\n\n- [ ] open item\n")
+    _flushed(
+        conversation,
+        "report",
+        "# Findings\n\nIntro with **bold** and `code`, [a link](https://x.test) <b>raw</b>.\n\n- [ ] open item\n",
+    )
     _flushed(conversation, "tool.py", "# a comment, not a heading\nx = 1\n", content_type="text/x-python")
     _flushed(conversation, "long", "**Word** " * 200)
 
-    previews = {view.artifact_id: view.preview for view in artifact_list(branch=branch_shown(conversation=conversation))}
+    previews = {
+        view.artifact_id: view.preview for view in artifact_list(branch=branch_shown(conversation=conversation))
+    }
     html = signed_in.get(conversation.get_absolute_url()).content.decode()
 
     assert previews["report"] == "Findings Intro with bold and code, a link raw. open item"

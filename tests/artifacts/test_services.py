@@ -18,14 +18,18 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.mark.parametrize("cache_lost", [False, True])
-def test_an_upload_named_like_an_artifact_the_turn_is_writing_gets_a_suffix(conversation, running, media_root, cache_lost):
+def test_an_upload_named_like_an_artifact_the_turn_is_writing_gets_a_suffix(
+    conversation, running, media_root, cache_lost
+):
     run, manager = running
     # What the worker saves after each step; with the cache gone, it is what says so.
     Run.objects.filter(pk=run.pk).update(checkpoint={"artifacts": manager.working_state()})
     if cache_lost:
         cache.clear()
 
-    upload = services.artifact_upload(branch=branch_shown(conversation=conversation), filename="report.md", data=b"# Mine")
+    upload = services.artifact_upload(
+        branch=branch_shown(conversation=conversation), filename="report.md", data=b"# Mine"
+    )
     manager.flush_all()
 
     assert upload.artifact_id == "report_1.md"
@@ -50,8 +54,12 @@ def test_delete_asks_first_then_takes_every_version_on_every_branch(signed_in, c
     assert not Artifact.objects.exists() and not ArtifactVersion.objects.exists()
 
 
-def test_delete_removes_an_uploaded_file_from_storage(signed_in, conversation, media_root, django_capture_on_commit_callbacks):
-    upload = services.artifact_upload(branch=branch_shown(conversation=conversation), filename="chart.png", data=b"\x89PNG\r\n\x1a\n")
+def test_delete_removes_an_uploaded_file_from_storage(
+    signed_in, conversation, media_root, django_capture_on_commit_callbacks
+):
+    upload = services.artifact_upload(
+        branch=branch_shown(conversation=conversation), filename="chart.png", data=b"\x89PNG\r\n\x1a\n"
+    )
     stored = media_root / upload.file.name
     assert stored.exists()
 

@@ -24,7 +24,14 @@ def test_create_answers_in_compact_xml_and_tells_the_page_what_changed(manager):
     assert result.success
     assert result.content == '<artifact version="1"><id>task_plan</id>Created.</artifact>'
     assert result.metadata == {
-        "artifact_change": {"artifact_id": "task_plan", "title": "Plan", "version": 1, "length": 7, "removed": 0, "added": 7}
+        "artifact_change": {
+            "artifact_id": "task_plan",
+            "title": "Plan",
+            "version": 1,
+            "length": 7,
+            "removed": 0,
+            "added": 7,
+        }
     }
 
 
@@ -34,10 +41,20 @@ def test_an_edit_of_a_large_artifact_reports_its_size_not_its_text(manager):
     rewritten = rewrite_artifact(manager, id="report", content="short")
 
     assert updated.metadata["artifact_change"] == {
-        "artifact_id": "report", "title": "report", "version": 2, "length": 200_005, "removed": 12, "added": 3,
+        "artifact_id": "report",
+        "title": "report",
+        "version": 2,
+        "length": 200_005,
+        "removed": 12,
+        "added": 3,
     }
     assert rewritten.metadata["artifact_change"] == {
-        "artifact_id": "report", "title": "report", "version": 3, "length": 5, "removed": 200_005, "added": 5,
+        "artifact_id": "report",
+        "title": "report",
+        "version": 3,
+        "length": 5,
+        "removed": 200_005,
+        "added": 5,
     }
 
 
@@ -131,7 +148,10 @@ def test_a_large_artifact_is_paged_by_lines_never_more_than_one_read(spilled):
     # 400 lines of 50 characters fill one read.
     assert 'lines="1001-1400" of="4000">' in too_many.content
     assert _content(too_many) == "".join(text[1000:1400])
-    assert "This is lines 1001-1400; the artifact has 200000 characters, 4000 lines. Read on with start_line=1401." in too_many.content
+    assert (
+        "This is lines 1001-1400; the artifact has 200000 characters, 4000 lines. Read on with start_line=1401."
+        in too_many.content
+    )
     assert 'lines="3900-4000" of="4000">' in to_the_end.content and "<note>" not in to_the_end.content
 
 
@@ -145,7 +165,10 @@ def test_a_large_artifact_is_paged_by_lines_never_more_than_one_read(spilled):
         ({"offset": -1}, "offset cannot be negative."),
         ({"offset": 200_000}, "offset 200000 is beyond the end: the artifact has 200000 characters, 4000 lines."),
         ({"offset": 0, "limit": 0}, "limit must be at least 1."),
-        ({"start_line": 1, "limit": 10}, "Give a range in lines (start_line, end_line) or in characters (offset, limit), not both."),
+        (
+            {"start_line": 1, "limit": 10},
+            "Give a range in lines (start_line, end_line) or in characters (offset, limit), not both.",
+        ),
     ],
 )
 def test_an_impossible_range_is_an_error_the_model_can_correct(spilled, params, message):
@@ -162,7 +185,10 @@ def test_a_line_longer_than_one_read_is_to_be_read_in_characters(manager, settin
     result = read_artifact(manager, id="minified.js", start_line=2)
 
     assert not result.success
-    assert "Line 2 alone is longer than one read (100 characters); read it in characters: offset=6, limit=100." in result.content
+    assert (
+        "Line 2 alone is longer than one read (100 characters); read it in characters: offset=6, limit=100."
+        in result.content
+    )
 
 
 def test_every_tool_has_a_schema_naming_its_required_arguments():

@@ -192,9 +192,7 @@ def test_png_stays_a_file():
 
     converted = convert_upload(filename="chart.png", data=data, content_type="image/png")
 
-    assert converted == ConvertedUpload(
-        kind="file", content="", content_type="image/png", title="chart.png", size=40
-    )
+    assert converted == ConvertedUpload(kind="file", content="", content_type="image/png", title="chart.png", size=40)
 
 
 @pytest.mark.parametrize(

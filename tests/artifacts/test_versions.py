@@ -42,7 +42,9 @@ def test_an_old_version_says_so_and_offers_restore_and_the_current_one_does_not(
 
 def test_restore_saves_the_old_text_as_a_new_version(signed_in, conversation, report):
     response = signed_in.post(
-        _url("artifact-restore", conversation, "report"), {"version": "1", "base_version": report.current_version}, **HTMX
+        _url("artifact-restore", conversation, "report"),
+        {"version": "1", "base_version": report.current_version},
+        **HTMX,
     )
 
     report.refresh_from_db()
@@ -50,7 +52,10 @@ def test_restore_saves_the_old_text_as_a_new_version(signed_in, conversation, re
     assert response.status_code == 200
     assert report.content == "# First draft\n" and report.current_version == 4
     assert list(report.versions.values_list("version", "update_type")) == [
-        (1, "create"), (2, "rewrite"), (3, "rewrite"), (4, "restore"),
+        (1, "create"),
+        (2, "rewrite"),
+        (3, "rewrite"),
+        (4, "restore"),
     ]
     assert "The text of version 1 is current again, as version 4." in html
     assert "not the current text" not in html and "version 4" in html
@@ -69,7 +74,10 @@ def test_restore_over_a_newer_write_keeps_both_and_says_so(signed_in, conversati
     ).content.decode()
 
     assert "Someone else changed this artifact while you edited it" in html
-    assert list(report.versions.values_list("content", flat=True))[-2:] == ["# Agent's fourth draft\n", "# First draft\n"]
+    assert list(report.versions.values_list("content", flat=True))[-2:] == [
+        "# Agent's fourth draft\n",
+        "# First draft\n",
+    ]
 
 
 def test_restore_needs_a_csrf_token_and_a_post(user, conversation, report):
@@ -88,7 +96,9 @@ def test_restore_needs_a_csrf_token_and_a_post(user, conversation, report):
 
 
 @pytest.mark.parametrize(("data", "status"), [({"version": "9", "base_version": "1"}, 404), ({"version": "1"}, 422)])
-def test_restore_of_a_missing_version_or_from_a_broken_form_changes_nothing(signed_in, conversation, report, data, status):
+def test_restore_of_a_missing_version_or_from_a_broken_form_changes_nothing(
+    signed_in, conversation, report, data, status
+):
     response = signed_in.post(_url("artifact-restore", conversation, "report"), data, **HTMX)
 
     assert response.status_code == status
@@ -99,7 +109,9 @@ def test_restore_of_a_missing_version_or_from_a_broken_form_changes_nothing(sign
 
 def test_while_a_turn_writes_the_artifact_an_old_version_is_not_offered_for_restore(signed_in, conversation, report):
     run = RunFactory(message=MessageFactory(conversation=conversation), status=Run.Status.RUNNING)
-    ArtifactManager(branch=branch_shown(conversation=conversation), run_id=run.pk).rewrite(artifact_id="report", content="# Live\n")
+    ArtifactManager(branch=branch_shown(conversation=conversation), run_id=run.pk).rewrite(
+        artifact_id="report", content="# Live\n"
+    )
 
     html = signed_in.get(conversation.get_absolute_url() + "?artifact=report&version=1").content.decode()
 
@@ -142,7 +154,9 @@ def test_a_refused_edit_keeps_the_text_typed(signed_in, conversation, report):
 def test_the_preview_renders_the_editors_text_as_the_pane_would_safely(signed_in, conversation, report):
     url = _url("artifact-preview", conversation, "report")
 
-    response = signed_in.post(url, {"content": "# Plan\n\n- [x] **done**\n<script>alert(1)</script>[x](javascript:alert(1))"}, **HTMX)
+    response = signed_in.post(
+        url, {"content": "# Plan\n\n- [x] **done**\n<script>alert(1)</script>[x](javascript:alert(1))"}, **HTMX
+    )
 
     html = response.content.decode()
     assert response.status_code == 200 and 'id="edit-preview"' in html
@@ -163,4 +177,9 @@ def test_a_binary_upload_has_no_preview_or_restore(signed_in, conversation):
     png = SimpleUploadedFile("c.png", b"\x89PNG\r\n\x1a\n\x00")
     signed_in.post(reverse("artifact-pane", args=[conversation.pk]), {"file": png}, **HTMX)
     assert signed_in.post(_url("artifact-preview", conversation, "c.png"), {"content": "x"}).status_code == 404
-    assert signed_in.post(_url("artifact-restore", conversation, "c.png"), {"version": "1", "base_version": "1"}).status_code == 404
+    assert (
+        signed_in.post(
+            _url("artifact-restore", conversation, "c.png"), {"version": "1", "base_version": "1"}
+        ).status_code
+        == 404
+    )

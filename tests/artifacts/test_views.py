@@ -85,7 +85,9 @@ def test_the_chat_page_pins_the_task_plan_with_its_progress(signed_in, conversat
 
 
 def test_markdown_is_sanitised_and_code_is_highlighted(signed_in, conversation):
-    _flushed(conversation, "evil.md", '# Hi\n<script>alert(1)</script><img src=x onerror=alert(1)> [x](javascript:alert(1))')
+    _flushed(
+        conversation, "evil.md", "# Hi\n<script>alert(1)</script><img src=x onerror=alert(1)> [x](javascript:alert(1))"
+    )
     _flushed(conversation, "tool.py", "def f():\n    return '<b>'\n", content_type="text/x-python")
 
     evil = signed_in.get(_url("artifact-detail", conversation, "evil.md"), **HTMX).content.decode()
@@ -225,7 +227,9 @@ def test_during_a_run_the_pane_shows_work_in_progress_but_exports_only_what_was_
 
 
 def test_a_non_ascii_name_downloads_under_its_own_name(signed_in, conversation):
-    signed_in.post(_url("artifact-pane", conversation), {"file": SimpleUploadedFile("报告 最终.md", b"# Report\n")}, **HTMX)
+    signed_in.post(
+        _url("artifact-pane", conversation), {"file": SimpleUploadedFile("报告 最终.md", b"# Report\n")}, **HTMX
+    )
 
     raw = signed_in.get(_url("artifact-raw", conversation, "报告_最终.md"))
     export = signed_in.get(_url("artifact-export-docx", conversation, "报告_最终.md"))
@@ -274,7 +278,9 @@ def test_with_redis_down_the_pane_answers_from_what_was_saved(disposable_redis, 
     detail = signed_in.get(_url("artifact-detail", conversation, "report"), **HTMX)
     form = signed_in.get(_url("artifact-edit", conversation, "report"), **HTMX)
     edited = signed_in.post(
-        _url("artifact-edit", conversation, "report"), {"content": "my text", "base_version": saved.current_version}, **HTMX
+        _url("artifact-edit", conversation, "report"),
+        {"content": "my text", "base_version": saved.current_version},
+        **HTMX,
     )
     uploaded = signed_in.post(
         _url("artifact-pane", conversation), {"file": SimpleUploadedFile("notes.md", b"# Notes\n")}, **HTMX

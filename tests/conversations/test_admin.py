@@ -38,7 +38,9 @@ def test_deleting_conversations_refuses_busy_ones(staff_client, user):
 def test_deleting_a_conversation_from_its_page_is_refused_while_busy(staff_client, user):
     busy = ConversationFactory(owner=user)
     RunFactory(message=MessageFactory(conversation=busy), status=Run.Status.WAITING_PERMISSION)
-    response = staff_client.post(reverse("admin:conversations_conversation_delete", args=[busy.pk]), {"post": "yes"}, follow=True)
+    response = staff_client.post(
+        reverse("admin:conversations_conversation_delete", args=[busy.pk]), {"post": "yes"}, follow=True
+    )
     assert Conversation.objects.filter(pk=busy.pk).exists()
     assert "A turn is still in progress" in _text(response)
 
@@ -51,7 +53,9 @@ def test_deleting_a_conversation_from_its_page_is_refused_while_busy(staff_clien
 def test_the_cleanup_dry_run_lists_what_it_would_remove_then_removes_exactly_that(staff_client, user):
     conversation = ConversationFactory(owner=user)
     spilled = ArtifactFactory(session=conversation.artifact_session, artifact_id="web_fetch_result_1")
-    report = ArtifactFactory(session=conversation.artifact_session, artifact_id="report", source=Artifact.Source.AGENT, content="# Report")
+    report = ArtifactFactory(
+        session=conversation.artifact_session, artifact_id="report", source=Artifact.Source.AGENT, content="# Report"
+    )
     busy = ConversationFactory(owner=user)
     RunFactory(message=MessageFactory(conversation=busy), status=Run.Status.RUNNING)
     ArtifactFactory(session=busy.artifact_session, artifact_id="web_fetch_result_1")

@@ -35,7 +35,9 @@ def finished(user):
     RunFactory(message=first, status=Run.Status.COMPLETED)
     RunFactory(message=MessageFactory(conversation=conversation, parent=first), status=Run.Status.FAILED)
     ArtifactFactory(session=conversation.artifact_session, content="日本" * 100)
-    upload = services.artifact_upload(branch=branch_shown(conversation=conversation), filename="plot.png", data=b"\0" * 1000)
+    upload = services.artifact_upload(
+        branch=branch_shown(conversation=conversation), filename="plot.png", data=b"\0" * 1000
+    )
     return conversation, upload
 
 

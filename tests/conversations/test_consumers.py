@@ -422,7 +422,9 @@ async def test_a_websocket_opened_while_redis_is_down_polls_its_turn_and_joins_o
     await communicator.disconnect()
 
 
-async def test_a_websocket_polls_while_redis_is_dead_and_is_woken_again_once_it_is_back(user, disposable_redis, monkeypatch):
+async def test_a_websocket_polls_while_redis_is_dead_and_is_woken_again_once_it_is_back(
+    user, disposable_redis, monkeypatch
+):
     monkeypatch.setattr(consumers, "LAYER_DOWN_POLL_INTERVAL", 0.1)
     conversation = await _conversation(user)
     message = conversation.active_branch

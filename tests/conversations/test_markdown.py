@@ -12,11 +12,11 @@ def test_unknown_languages_and_raw_html_stay_plain_text():
     html = markdown_render('```nosuchlang\n<i>x</i>\n```\n\n<span class="k" onclick="x()">raw</span>')
 
     assert "<pre><code>&lt;i&gt;x&lt;/i&gt;" in html
-    assert "<span" not in html and "&lt;span class=\"k\" onclick" in html
+    assert "<span" not in html and '&lt;span class="k" onclick' in html
 
 
 def test_hostile_markup_is_inert():
-    html = markdown_render('<script>alert(1)</script> <img src=x onerror=alert(1)> [x](javascript:alert(1))')
+    html = markdown_render("<script>alert(1)</script> <img src=x onerror=alert(1)> [x](javascript:alert(1))")
 
     assert "<script" not in html and "<img" not in html and 'href="javascript:' not in html
 
@@ -45,8 +45,16 @@ def test_images_are_links_so_no_page_loads_an_address_a_model_chose():
     )
 
     assert "<img" not in html
-    assert '<a class="image-link" href="https://evil.example/pixel.png?leak=secret" rel="noopener noreferrer nofollow">Image: chart of sales (evil.example)</a>' in html
-    assert '<a class="image-link" href="//evil.example/a.png" rel="noopener noreferrer nofollow">Image (evil.example)</a>' in html
+    assert (
+        '<a class="image-link" href="https://evil.example/pixel.png?leak=secret" rel="noopener noreferrer nofollow">Image: chart of sales (evil.example)</a>'
+        in html
+    )
+    assert (
+        '<a class="image-link" href="//evil.example/a.png" rel="noopener noreferrer nofollow">Image (evil.example)</a>'
+        in html
+    )
     assert "data:" not in html and "Image: d" in html
     # An image inside a link is that link's text: links do not nest.
-    assert '<a href="https://project.example" rel="noopener noreferrer nofollow">Image: badge (badges.example)</a>' in html
+    assert (
+        '<a href="https://project.example" rel="noopener noreferrer nofollow">Image: badge (badges.example)</a>' in html
+    )

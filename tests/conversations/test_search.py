@@ -37,7 +37,9 @@ def _assert_index_matches_the_tables():
 def test_finds_titles_questions_answers_and_artifacts_of_my_conversations_only(user, other_user):
     by_title = ConversationFactory(owner=user, title="Postgres tuning")
     by_question = MessageFactory(conversation__owner=user, content="Is Postgres fast?").conversation
-    by_answer = MessageFactory(conversation__owner=user, content="Which database?", response="Postgres, clearly.").conversation
+    by_answer = MessageFactory(
+        conversation__owner=user, content="Which database?", response="Postgres, clearly."
+    ).conversation
     by_artifact = ConversationFactory(owner=user, title="Report")
     _artifact(by_artifact, "# Findings\n\nPostgres wins the benchmark.")
     ConversationFactory(owner=user, title="Heat pumps")
@@ -48,7 +50,10 @@ def test_finds_titles_questions_answers_and_artifacts_of_my_conversations_only(u
 
     assert set(found) == {by_title, by_question, by_answer, by_artifact}
     assert theirs not in found
-    assert {c.pk for c in _found(other_user, "postgres")} == {theirs.pk, Artifact.objects.get(session__conversation__owner=other_user).session_id}
+    assert {c.pk for c in _found(other_user, "postgres")} == {
+        theirs.pk,
+        Artifact.objects.get(session__conversation__owner=other_user).session_id,
+    }
 
 
 def test_the_last_word_matches_as_a_prefix_and_every_word_must_match(user):
@@ -60,7 +65,9 @@ def test_the_last_word_matches_as_a_prefix_and_every_word_must_match(user):
 
 
 def test_results_are_newest_first_with_a_snippet_that_marks_the_match_and_escapes_the_rest(user):
-    older = MessageFactory(conversation__owner=user, content="<script>alert(1)</script> Does Postgres & SQLite differ?").conversation
+    older = MessageFactory(
+        conversation__owner=user, content="<script>alert(1)</script> Does Postgres & SQLite differ?"
+    ).conversation
     newer = ConversationFactory(owner=user, title="Postgres <b>notes</b>")
     Conversation.objects.filter(pk=older.pk).update(updated_at=timezone.now() - timedelta(days=1))
 
@@ -89,8 +96,32 @@ def test_snippet_html_marks_only_whole_pairs_and_escapes_everything():
 
 @pytest.mark.parametrize(
     "query",
-    ['"', "*", "AND", "(", ")", "-", "NEAR", "NEAR(a b)", "OR", "NOT", ":", "^", "'", "\\", "{content}: x",
-     'owner : "1"', "!!!", "...", "\x00", "post\x00gres", "a" * 5000, "word " * 2000, "_", "'; DROP TABLE x; --"],
+    [
+        '"',
+        "*",
+        "AND",
+        "(",
+        ")",
+        "-",
+        "NEAR",
+        "NEAR(a b)",
+        "OR",
+        "NOT",
+        ":",
+        "^",
+        "'",
+        "\\",
+        "{content}: x",
+        'owner : "1"',
+        "!!!",
+        "...",
+        "\x00",
+        "post\x00gres",
+        "a" * 5000,
+        "word " * 2000,
+        "_",
+        "'; DROP TABLE x; --",
+    ],
 )
 def test_hostile_queries_answer_without_error(client, user, query):
     MessageFactory(conversation__owner=user, content="Postgres AND NEAR words")

@@ -212,7 +212,9 @@ def test_a_thousand_conversations_page_under_their_headings_each_shown_once(
     headings, shown = [], []
     for number, page in enumerate(pages):
         ended_in = pages[number - 1].groups[-1].key if number else None
-        assert [group.continued for group in page.groups] == [page.groups[0].key == ended_in] + [False] * (len(page.groups) - 1)
+        assert [group.continued for group in page.groups] == [page.groups[0].key == ended_in] + [False] * (
+            len(page.groups) - 1
+        )
         headings += [group.label for group in page.groups if not group.continued]
         for group in page.groups:
             assert {expected_label(c.updated_at, today) for c in group.items} == {group.label}

@@ -84,7 +84,9 @@ def test_one_turn_at_a_time_a_message_while_a_turn_is_active_is_refused_on_any_b
     conversation.refresh_from_db()
     assert conversation.active_branch == root
     # Another conversation of the same user is not held up.
-    assert services.conversation_start(user=user, content="elsewhere").active_branch.runs.get().status == Run.Status.QUEUED
+    assert (
+        services.conversation_start(user=user, content="elsewhere").active_branch.runs.get().status == Run.Status.QUEUED
+    )
 
 
 @pytest.mark.django_db(transaction=True)

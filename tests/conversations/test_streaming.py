@@ -41,8 +41,14 @@ def test_a_push_sends_the_steps_when_an_event_changed_them_and_only_then(running
 
     _write(run, "tool_start", tool="create_artifact", params={"id": "notes", "title": "Notes", "content": "…"})
     stream, started = stream_advance(conversation=conversation, stream=stream)
-    _write(run, "tool_complete", tool="create_artifact", success=True, result='<artifact version="1"><id>notes</id>Created.</artifact>',
-           artifact_change={"artifact_id": "notes", "title": "Notes", "version": 1})
+    _write(
+        run,
+        "tool_complete",
+        tool="create_artifact",
+        success=True,
+        result='<artifact version="1"><id>notes</id>Created.</artifact>',
+        artifact_change={"artifact_id": "notes", "title": "Notes", "version": 1},
+    )
     stream, finished = stream_advance(conversation=conversation, stream=stream)
     _write(run, "llm_chunk", content="Noted.")
     stream, writing = stream_advance(conversation=conversation, stream=stream)

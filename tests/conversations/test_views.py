@@ -95,7 +95,9 @@ def test_posting_answers_with_the_thread_including_the_new_message(signed_in, us
 
 def test_while_a_turn_runs_the_composer_offers_stop_and_a_second_question_is_refused(signed_in, user):
     conversation = ConversationFactory(owner=user)
-    posted = signed_in.post(reverse("message-create", args=[conversation.pk]), {"content": "First"}, **HTMX).content.decode()
+    posted = signed_in.post(
+        reverse("message-create", args=[conversation.pk]), {"content": "First"}, **HTMX
+    ).content.decode()
     run = Run.objects.get(message__conversation=conversation)
 
     # The thread comes with the composer's actions, swapped out of band: Stop for this turn.
@@ -168,9 +170,7 @@ def test_posting_with_a_parent_branches(signed_in, user):
 def test_posting_with_a_parent_of_another_conversation_is_a_404(signed_in, user):
     conversation = ConversationFactory(owner=user)
     foreign = MessageFactory()
-    response = signed_in.post(
-        reverse("message-create", args=[conversation.pk]), {"content": "x", "parent": foreign.pk}
-    )
+    response = signed_in.post(reverse("message-create", args=[conversation.pk]), {"content": "x", "parent": foreign.pk})
     assert response.status_code == 404
     assert not conversation.messages.exists()
 
@@ -183,7 +183,7 @@ def test_the_thread_shows_the_active_branch_with_answers_as_sanitised_markdown(s
         conversation=conversation,
         parent=root,
         content="leaf q",
-        response='**bold** <script>alert(1)</script> <img src=x onerror=alert(1)> [x](javascript:alert(1))',
+        response="**bold** <script>alert(1)</script> <img src=x onerror=alert(1)> [x](javascript:alert(1))",
     )
     RunFactory(message=leaf, status=Run.Status.COMPLETED)
     conversation.active_branch = leaf
@@ -274,7 +274,9 @@ def test_search_renders_the_matching_list_and_marks_the_open_conversation(signed
 def test_rename_updates_the_head_and_the_list(signed_in, user):
     conversation = ConversationFactory(owner=user, title="Old")
 
-    response = signed_in.post(reverse("conversation-rename", args=[conversation.pk]), {"title": "New <b>name</b>"}, **HTMX)
+    response = signed_in.post(
+        reverse("conversation-rename", args=[conversation.pk]), {"title": "New <b>name</b>"}, **HTMX
+    )
 
     page = response.content.decode()
     assert response.status_code == 200
@@ -313,7 +315,9 @@ def test_delete_redirects_to_the_start_and_another_users_is_a_404(signed_in, use
     theirs = ConversationFactory(owner=other_user)
 
     assert signed_in.post(reverse("conversation-delete", args=[theirs.pk]), **HTMX).status_code == 404
-    assert signed_in.post(reverse("conversation-rename", args=[theirs.pk]), {"title": "mine"}, **HTMX).status_code == 404
+    assert (
+        signed_in.post(reverse("conversation-rename", args=[theirs.pk]), {"title": "mine"}, **HTMX).status_code == 404
+    )
     response = signed_in.post(reverse("conversation-delete", args=[mine.pk]), **HTMX)
 
     assert response.headers["HX-Redirect"] == reverse("chat")
@@ -383,7 +387,9 @@ def _conversations(user, count: int, *, step: timedelta = timedelta(seconds=1)) 
 
 
 _ITEM = re.compile(r'<li><a href="/c/([0-9a-f-]+)/"')
-_MORE = re.compile(r'<li class="more"><a href="([^"]+)" hx-get="([^"]+)" hx-target="closest li" hx-swap="outerHTML">Load more</a></li>')
+_MORE = re.compile(
+    r'<li class="more"><a href="([^"]+)" hx-get="([^"]+)" hx-target="closest li" hx-swap="outerHTML">Load more</a></li>'
+)
 
 
 def _items(html: str) -> list[str]:
@@ -501,7 +507,10 @@ def test_search_results_keep_their_snippets_under_date_headings(signed_in, user)
     headings = [heading for _, heading, _ in _groups(page)]
     assert headings == ["Today", "Previous 7 days", expected_label(now - timedelta(days=45), timezone.localdate())]
     # Postgres's headline ends with the space that joins question and answer.
-    assert len(re.findall(r"<small>How <mark>loud</mark> is a heat pump\? ?</small>", page)) == 3 and "Batteries" not in page
+    assert (
+        len(re.findall(r"<small>How <mark>loud</mark> is a heat pump\? ?</small>", page)) == 3
+        and "Batteries" not in page
+    )
 
 
 def test_without_javascript_load_more_is_a_link_to_the_page_with_the_next_list_page(signed_in, user):
@@ -560,9 +569,7 @@ def test_with_redis_down_one_signs_in_and_sees_a_running_turn(disposable_redis, 
     run = message.runs.get()
     Run.objects.filter(pk=run.pk).update(status=Run.Status.RUNNING)
     branch = branch_at(session=conversation.artifact_session, message_id=message.pk)
-    ArtifactManager(branch=branch, run_id=run.pk).create(
-        artifact_id="draft", content="work in progress"
-    )
+    ArtifactManager(branch=branch, run_id=run.pk).create(artifact_id="draft", content="work in progress")
     theirs = ConversationFactory(owner=other_user)
     idle = ConversationFactory(owner=user)
     disposable_redis.kill()

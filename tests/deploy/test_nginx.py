@@ -60,11 +60,23 @@ def _replaced(text: str, pattern: str, new: str, *, flags=0) -> str:
     return result
 
 
-def site_render(*, web: list[str], ws: list[str], http_port: int, https_port: int, cert: Path, key: Path, static: Path, root: Path) -> str:
+def site_render(
+    *, web: list[str], ws: list[str], http_port: int, https_port: int, cert: Path, key: Path, static: Path, root: Path
+) -> str:
     """The shipped site with this machine's ports, certificate and paths."""
     text = SITE.read_text()
-    text = _replaced(text, r"upstream artifactflow_web \{.*?\}", "upstream artifactflow_web {\n" + "".join(f"    server {s};\n" for s in web) + "}", flags=re.S)
-    text = _replaced(text, r"upstream artifactflow_ws \{.*?\}", "upstream artifactflow_ws {\n" + "".join(f"    server {s};\n" for s in ws) + "}", flags=re.S)
+    text = _replaced(
+        text,
+        r"upstream artifactflow_web \{.*?\}",
+        "upstream artifactflow_web {\n" + "".join(f"    server {s};\n" for s in web) + "}",
+        flags=re.S,
+    )
+    text = _replaced(
+        text,
+        r"upstream artifactflow_ws \{.*?\}",
+        "upstream artifactflow_ws {\n" + "".join(f"    server {s};\n" for s in ws) + "}",
+        flags=re.S,
+    )
     # No IPv6 in every CI container.
     text = _replaced(text, r"\n\s*listen \[::\]:\d+[^;]*;", "")
     text = _replaced(text, r"listen 80;", f"listen 127.0.0.1:{http_port};")
@@ -79,7 +91,9 @@ def site_render(*, web: list[str], ws: list[str], http_port: int, https_port: in
 def _nginx_conf(*, prefix: Path, site: Path) -> str:
     # The wrapper a distribution's nginx.conf would be, in a directory of the test's own.
     user = "user root;\n" if os.geteuid() == 0 else ""
-    temp = "".join(f"    {kind}_temp_path {prefix / kind};\n" for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+    temp = "".join(
+        f"    {kind}_temp_path {prefix / kind};\n" for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+    )
     return (
         f"{user}worker_processes 1;\ndaemon off;\npid {prefix / 'nginx.pid'};\nerror_log {prefix / 'error.log'} info;\n"
         "events { worker_connections 256; }\n"
@@ -126,10 +140,21 @@ def test_the_shipped_nginx_site_is_valid_and_limits_uploads_as_the_app_does(tmp_
     cert, key = _certificate(tmp_path)
     site = tmp_path / "site.conf"
     site.write_text(
-        site_render(web=["127.0.0.1:9"], ws=["127.0.0.1:9"], http_port=8080, https_port=8443, cert=cert, key=key, static=tmp_path, root=tmp_path)
+        site_render(
+            web=["127.0.0.1:9"],
+            ws=["127.0.0.1:9"],
+            http_port=8080,
+            https_port=8443,
+            cert=cert,
+            key=key,
+            static=tmp_path,
+            root=tmp_path,
+        )
     )
     (tmp_path / "nginx.conf").write_text(_nginx_conf(prefix=tmp_path, site=site))
-    checked = subprocess.run([NGINX, "-t", "-p", str(tmp_path), "-c", str(tmp_path / "nginx.conf")], capture_output=True, text=True)
+    checked = subprocess.run(
+        [NGINX, "-t", "-p", str(tmp_path), "-c", str(tmp_path / "nginx.conf")], capture_output=True, text=True
+    )
     assert checked.returncode == 0, checked.stderr
     limit = re.search(r"client_max_body_size (\d+)m;", SITE.read_text())
     allowed = int(limit[1]) * 1024 * 1024
@@ -140,9 +165,26 @@ def test_the_shipped_nginx_site_is_valid_and_limits_uploads_as_the_app_does(tmp_
 def _certificate(directory: Path) -> tuple[Path, Path]:
     cert, key = directory / "cert.pem", directory / "key.pem"
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
-         "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True,
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
     )
     return cert, key
 
@@ -174,14 +216,30 @@ def test_two_daphnes_and_two_workers_behind_nginx_survive_losing_one_of_each_mid
     }
     logs = {n: tmp_path / f"{n}.log" for n in ("setup", "daphne-a", "daphne-b", "worker-1", "worker-2", "nginx")}
     user = User("deploy-user", secrets.token_urlsafe(12))
-    portal = Portal(base_url=base_url, users=[user], model_server=server, logs={**logs, "nginx-error": tmp_path / "error.log"}, env=env)
+    portal = Portal(
+        base_url=base_url,
+        users=[user],
+        model_server=server,
+        logs={**logs, "nginx-error": tmp_path / "error.log"},
+        env=env,
+    )
     processes: dict[str, subprocess.Popen] = {}
     try:
         _manage("migrate", "--noinput", "--verbosity", "0", env=env, log=logs["setup"])
         _manage("collectstatic", "--noinput", "--verbosity", "0", env=env, log=logs["setup"])
-        portal.shell(f"from django.contrib.auth import get_user_model; get_user_model().objects.create_user(username={user.username!r}, password={user.password!r})")
+        portal.shell(
+            f"from django.contrib.auth import get_user_model; get_user_model().objects.create_user(username={user.username!r}, password={user.password!r})"
+        )
         for label, port in (("daphne-a", port_a), ("daphne-b", port_b)):
-            command = [str(VENV_BIN / "daphne"), "--proxy-headers", "-b", "127.0.0.1", "-p", str(port), "artifactflow.asgi:application"]
+            command = [
+                str(VENV_BIN / "daphne"),
+                "--proxy-headers",
+                "-b",
+                "127.0.0.1",
+                "-p",
+                str(port),
+                "artifactflow.asgi:application",
+            ]
             processes[label] = _start(command=command, env=env, log=logs[label])
         for label in ("worker-1", "worker-2"):
             processes[label] = _start(command=[sys.executable, "manage.py", "qcluster"], env=env, log=logs[label])
@@ -193,12 +251,18 @@ def test_two_daphnes_and_two_workers_behind_nginx_survive_losing_one_of_each_mid
             site_render(
                 web=[f"127.0.0.1:{port_b}", f"127.0.0.1:{port_a} backup"],
                 ws=[f"127.0.0.1:{port_a}", f"127.0.0.1:{port_b} backup"],
-                http_port=http_port, https_port=https_port, cert=cert, key=key,
-                static=tmp_path / "data" / "static", root=tmp_path,
+                http_port=http_port,
+                https_port=https_port,
+                cert=cert,
+                key=key,
+                static=tmp_path / "data" / "static",
+                root=tmp_path,
             )
         )
         (tmp_path / "nginx.conf").write_text(_nginx_conf(prefix=tmp_path, site=site))
-        processes["nginx"] = _start(command=[NGINX, "-p", str(tmp_path), "-c", str(tmp_path / "nginx.conf")], env=env, log=logs["nginx"])
+        processes["nginx"] = _start(
+            command=[NGINX, "-p", str(tmp_path), "-c", str(tmp_path / "nginx.conf")], env=env, log=logs["nginx"]
+        )
         for port in (port_a, port_b):
             _wait_for_listener(port=port, processes=processes, portal=portal)
 
@@ -233,7 +297,9 @@ def test_two_daphnes_and_two_workers_behind_nginx_survive_losing_one_of_each_mid
 
             holder = portal.shell("from agents.models import Run; print(Run.objects.get().worker)").strip()
             holder_pid = int(holder.rsplit(":", 1)[1])
-            [dead_worker] = [label for label in ("worker-1", "worker-2") if _session_of(holder_pid) == processes[label].pid]
+            [dead_worker] = [
+                label for label in ("worker-1", "worker-2") if _session_of(holder_pid) == processes[label].pid
+            ]
             for label in ("daphne-a", dead_worker):
                 os.killpg(processes[label].pid, signal.SIGKILL)
                 processes.pop(label).wait()

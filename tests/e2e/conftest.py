@@ -61,7 +61,11 @@ class Portal:
     def shell(self, code: str) -> str:
         """Runs Python in `manage.py shell` on the portal's database; returns what it printed."""
         result = subprocess.run(
-            [sys.executable, "manage.py", "shell", "--no-imports", "-c", code], cwd=REPO, env=self.env, capture_output=True, text=True
+            [sys.executable, "manage.py", "shell", "--no-imports", "-c", code],
+            cwd=REPO,
+            env=self.env,
+            capture_output=True,
+            text=True,
         )
         if result.returncode:
             raise RuntimeError(f"manage.py shell failed:\n{result.stderr[-3000:]}")

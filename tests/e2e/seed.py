@@ -36,6 +36,10 @@ def long_conversation(*, username: str, turns: int, answer: str = "") -> str:
         artifact = Artifact.objects.create(session=session, artifact_id=artifact_id, title=title, current_version=0)
         for version, text in ((1, "First draft."), (2, PARAGRAPH)):
             artifact_version_save(
-                artifact=artifact, content=f"# {title}\n\n{text}", version=version, update_type="update", message_id=parent.pk
+                artifact=artifact,
+                content=f"# {title}\n\n{text}",
+                version=version,
+                update_type="update",
+                message_id=parent.pk,
             )
     return str(conversation.pk)

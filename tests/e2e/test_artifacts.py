@@ -22,7 +22,12 @@ def test_the_pane_follows_a_running_turn(portal, model_server, page, screenshot)
     model_server.add(
         Text(call("create_artifact", id="task_plan", content=PLAN, title="Plan")),
         # Slow, so the page is seen while the turn still holds the plan unsaved.
-        Text("Searching now.\n" + call("update_artifact", id="task_plan", old_str="- [ ] search", new_str="- [x] search"), chunk_size=3, delay=0.06),
+        Text(
+            "Searching now.\n"
+            + call("update_artifact", id="task_plan", old_str="- [ ] search", new_str="- [x] search"),
+            chunk_size=3,
+            delay=0.06,
+        ),
         Text("The plan is done.", chunk_size=3, delay=0.05),
     )
     sign_in(page, base_url=portal.base_url, user=portal.users[0])
@@ -51,7 +56,9 @@ def test_upload_edit_compare_and_export(portal, model_server, page, screenshot, 
     expect(page.locator("article.turn")).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
     pane = page.locator("#artifact-pane")
 
-    page.set_input_files("#artifact-file", files=[{"name": "../../field notes.md", "mimeType": "text/markdown", "buffer": NOTES}])
+    page.set_input_files(
+        "#artifact-file", files=[{"name": "../../field notes.md", "mimeType": "text/markdown", "buffer": NOTES}]
+    )
     page.get_by_role("button", name="Upload", exact=True).click()
 
     expect(pane.locator(".artifact-list")).to_contain_text("uploaded")
@@ -128,7 +135,9 @@ def test_a_refresh_that_brings_nothing_new_leaves_the_pane_alone(portal, model_s
     expect(page.locator("#artifact-pane .artifact-content h1")).to_have_text("Field notes")
     # A signal that surely comes after the upload's answer: the refresh it
     # causes shows the same pane, so the pane is not swapped again.
-    with page.expect_response(lambda r: r.request.method == "GET" and r.url.endswith("/artifacts/notes.md/")) as refresh:
+    with page.expect_response(
+        lambda r: r.request.method == "GET" and r.url.endswith("/artifacts/notes.md/")
+    ) as refresh:
         page.evaluate(SIGNAL_ARTIFACTS_CHANGED_JS)
     refresh.value.finished()
     page.wait_for_timeout(300)
@@ -163,10 +172,14 @@ def test_an_old_version_is_compared_word_by_word_and_restored(portal, model_serv
     expect(page.locator("article.turn")).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
     pane = page.locator("#artifact-pane")
     first = NOTES.decode() + "\n" + LONG_LINE + "\n"
-    page.set_input_files("#artifact-file", files=[{"name": "pumps.md", "mimeType": "text/markdown", "buffer": first.encode()}])
+    page.set_input_files(
+        "#artifact-file", files=[{"name": "pumps.md", "mimeType": "text/markdown", "buffer": first.encode()}]
+    )
     page.get_by_role("button", name="Upload", exact=True).click()
     expect(pane.locator(".artifact-content h1")).to_have_text("Field notes")
-    second = first.replace("- first", "- first, checked twice").replace("cold climates, H", "cold and damp climates, H", 1)
+    second = first.replace("- first", "- first, checked twice").replace(
+        "cold climates, H", "cold and damp climates, H", 1
+    )
     _save_edit(pane, text=second, version=2)
     _save_edit(pane, text=second.replace("| north | 3 |", "| north | 4 |"), version=3)
 
@@ -216,7 +229,9 @@ def test_a_link_opens_the_artifact_it_names_and_back_goes_back_to_it(portal, mod
     expect(page.locator("article.turn")).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
     conversation_url = page.url
     for name, title in (("alpha.md", "Alpha"), ("beta.md", "Beta")):
-        page.set_input_files("#artifact-file", files=[{"name": name, "mimeType": "text/markdown", "buffer": f"# {title}\n".encode()}])
+        page.set_input_files(
+            "#artifact-file", files=[{"name": name, "mimeType": "text/markdown", "buffer": f"# {title}\n".encode()}]
+        )
         page.get_by_role("button", name="Upload", exact=True).click()
         expect(page.locator("#artifact-pane .artifact-content h1")).to_have_text(title)
 
@@ -252,7 +267,9 @@ def test_a_link_opens_the_artifact_it_names_and_back_goes_back_to_it(portal, mod
         page.evaluate(SIGNAL_ARTIFACTS_CHANGED_JS)
     refresh.value.finished()
     page.wait_for_timeout(300)
-    expect(pane.locator(".notice")).to_have_text("The artifact this link names is not on this branch of the conversation; showing the newest.")
+    expect(pane.locator(".notice")).to_have_text(
+        "The artifact this link names is not on this branch of the conversation; showing the newest."
+    )
 
 
 def test_each_branch_has_its_own_artifacts_and_a_diff_compares_across_them(portal, model_server, page, screenshot):

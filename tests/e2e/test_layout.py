@@ -21,7 +21,13 @@ def long_thread(portal):
 def _inside_viewport(page, locator) -> bool:
     box = locator.bounding_box()
     viewport = page.viewport_size
-    return box is not None and box["y"] >= 0 and box["y"] + box["height"] <= viewport["height"] + 0.5 and box["x"] >= 0 and box["x"] + box["width"] <= viewport["width"] + 0.5
+    return (
+        box is not None
+        and box["y"] >= 0
+        and box["y"] + box["height"] <= viewport["height"] + 0.5
+        and box["x"] >= 0
+        and box["x"] + box["width"] <= viewport["width"] + 0.5
+    )
 
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])

@@ -29,7 +29,9 @@ def _watched(page):
     page.on("request", lambda request: page.requests.append(request))
     page.on(
         "console",
-        lambda message: page.console_violations.append(message.text) if "Content Security Policy" in message.text else None,
+        lambda message: (
+            page.console_violations.append(message.text) if "Content Security Policy" in message.text else None
+        ),
     )
     page.add_init_script(VIOLATIONS_JS)
     return page
@@ -74,7 +76,9 @@ def test_a_file_over_the_limit_is_refused_before_it_is_sent(portal, model_server
     ask(page, question="Take a large file")
     expect(page.locator("article.turn")).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
 
-    page.set_input_files("#artifact-file", files=[{"name": "big.log", "mimeType": "text/plain", "buffer": b"x" * (UPLOAD_LIMIT + 1)}])
+    page.set_input_files(
+        "#artifact-file", files=[{"name": "big.log", "mimeType": "text/plain", "buffer": b"x" * (UPLOAD_LIMIT + 1)}]
+    )
     page.get_by_role("button", name="Upload", exact=True).click()
 
     expect(page.locator("#upload-error")).to_have_text("This file is larger than the upload limit of 20.0\xa0MB.")

@@ -11,8 +11,8 @@ from tests.model_server import Text
 pytestmark = pytest.mark.e2e
 
 HOSTILE = (
-    "Look: <script>window.pwned = 1</script> <img src=x onerror=\"window.pwned = 2\"> "
-    "[click me](javascript:window.pwned=3) <a href=\"javascript:window.pwned=4\">raw link</a>"
+    'Look: <script>window.pwned = 1</script> <img src=x onerror="window.pwned = 2"> '
+    '[click me](javascript:window.pwned=3) <a href="javascript:window.pwned=4">raw link</a>'
 )
 
 
@@ -33,7 +33,9 @@ def _send(page, question):
 def _wait_for_more_text(page, answer):
     """Until the streaming answer has grown, so its turn was re-rendered."""
     seen = len(answer.inner_text())
-    page.wait_for_function("([el, seen]) => el.innerText.length > seen", arg=[answer.element_handle(), seen], timeout=TURN_TIMEOUT)
+    page.wait_for_function(
+        "([el, seen]) => el.innerText.length > seen", arg=[answer.element_handle(), seen], timeout=TURN_TIMEOUT
+    )
 
 
 def test_approve_deny_and_cancel(portal, model_server, page, screenshot):

@@ -13,7 +13,6 @@ from conversations import selectors, services
 from conversations.management.commands.demo_user import DEMO_USERNAME
 from conversations.models import Message
 
-
 ANSWERS = {"y": APPROVE, "yes": APPROVE, "a": ALWAYS, "always": ALWAYS, "n": DENY, "no": DENY, "": DENY}
 
 
@@ -49,9 +48,7 @@ class Command(BaseCommand):
                     branch_from = Message.objects.filter(conversation=found, pk=parent).first()
                     if branch_from is None:
                         raise CommandError(f"Conversation {conversation} has no message {parent}.")
-                message = services.message_post(
-                    conversation=found, content=question, parent=branch_from, enqueue=False
-                )
+                message = services.message_post(conversation=found, content=question, parent=branch_from, enqueue=False)
             else:
                 if parent is not None:
                     raise CommandError("--parent needs --conversation.")
@@ -99,7 +96,9 @@ class Command(BaseCommand):
                 raise CommandError(f"No user named {username!r}.") from None
         first_two = list(users.order_by("pk")[:2])
         if not first_two:
-            raise CommandError("There is no user yet: `make run` creates the demo login, or run manage.py createsuperuser.")
+            raise CommandError(
+                "There is no user yet: `make run` creates the demo login, or run manage.py createsuperuser."
+            )
         if len(first_two) == 1:
             chosen, why = first_two[0], "the only user"
         else:

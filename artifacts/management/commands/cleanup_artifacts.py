@@ -17,9 +17,15 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument(
-            "--conversation", action="append", dest="conversations", metavar="ID", help="Only this conversation (repeatable)."
+            "--conversation",
+            action="append",
+            dest="conversations",
+            metavar="ID",
+            help="Only this conversation (repeatable).",
         )
-        parser.add_argument("--older-than", type=int, metavar="DAYS", help="Only artifacts last changed more than DAYS days ago.")
+        parser.add_argument(
+            "--older-than", type=int, metavar="DAYS", help="Only artifacts last changed more than DAYS days ago."
+        )
         parser.add_argument("--max-bytes", type=int, metavar="N", help="Free at most N bytes, oldest artifacts first.")
         parser.add_argument(
             "--include-all", action="store_true", help="The agents' and users' artifacts too (reports, plans, uploads)."
