@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PORT ?= 8000
 
-.PHONY: run test install install-test bench clean
+.PHONY: run test lint install install-test bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,9 +33,13 @@ run: install
 	$(BIN)/python manage.py demo_user --port $(PORT)
 	$(BIN)/honcho start --port $(PORT)
 
-# The whole suite; with DATABASE_URL and REDIS_URL set it runs against them.
-test: install-test
+# The linters, then the whole suite; with DATABASE_URL and REDIS_URL set it runs against them.
+test: install-test lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: install-test
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 bench: install-test
 	$(BIN)/pip install --quiet -e '.[test,bench]'

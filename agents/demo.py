@@ -119,7 +119,7 @@ class DemoChatModel:
             reply = self._crawl(messages, tools)
         else:
             reply = "This is the offline demo model; it has nothing to add."
-        prose, call = (reply.split("\n<tool_call>", 1) + [""])[:2]
+        prose, _, call = reply.partition("\n<tool_call>")
         words = prose.split(" ")
         for i, word in enumerate(words):
             time.sleep(self.word_delay)

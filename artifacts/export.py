@@ -252,8 +252,8 @@ class _DocxWriter:
         tbl.tblStyle_val = self._style_id("Table Grid")
         self._section_properties.addprevious(tbl)
         table = Table(tbl, self._document)
-        for tr, row in zip(tbl.tr_lst, rows):
-            for tc, cell in zip(tr.tc_lst, row):
+        for tr, row in zip(tbl.tr_lst, rows, strict=True):
+            for tc, cell in zip(tr.tc_lst, row, strict=True):
                 paragraph = Paragraph(tc.p_lst[0], table)
                 if cell.alignment is not None:
                     paragraph.alignment = cell.alignment

@@ -538,9 +538,9 @@ def _row_minimum(*, plus: int, minus: int, n: int, first: int, deadline: float) 
     width = (n + 63) // 64
     plus_words = struct.unpack(f"<{width}Q", plus.to_bytes(8 * width, "little"))
     minus_words = struct.unpack(f"<{width}Q", minus.to_bytes(8 * width, "little"))
-    steps = (up.bit_count() - down.bit_count() for up, down in zip(plus_words, minus_words))
+    steps = (up.bit_count() - down.bit_count() for up, down in zip(plus_words, minus_words, strict=True))
     starts = list(accumulate(steps, initial=first))
-    bounds = [start - down.bit_count() for start, down in zip(starts, minus_words)]
+    bounds = [start - down.bit_count() for start, down in zip(starts, minus_words, strict=False)]
     best, ends = first, []
     for block in sorted(range(width), key=bounds.__getitem__):
         if bounds[block] > best:

@@ -98,7 +98,7 @@ def test_auto_approve_runs_the_demo_research_and_lists_the_artifacts(user, demo_
 
 
 def test_without_a_terminal_a_permission_request_is_denied_and_said(user, demo_model):
-    out, err = _ask("How does SQLite WAL mode work?", user=user.username, stdin=StringIO("y\n"))
+    _, err = _ask("How does SQLite WAL mode work?", user=user.username, stdin=StringIO("y\n"))
 
     assert "crawl_agent wants to call web_fetch(url='library://" in err
     assert "denied, there is no terminal to ask on" in err
@@ -109,7 +109,7 @@ def test_on_a_terminal_the_user_is_asked(user, demo_model):
     controller, terminal_fd = os.openpty()
     os.write(controller, b"maybe\ny\ny\ny\n")
     with open(terminal_fd, encoding="utf-8") as terminal:
-        out, err = _ask("How does SQLite WAL mode work?", user=user.username, stdin=terminal)
+        _, err = _ask("How does SQLite WAL mode work?", user=user.username, stdin=terminal)
     os.close(controller)
 
     assert err.count("Allow? [y]es / [n]o / [a]lways in this branch:") >= 2

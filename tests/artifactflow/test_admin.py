@@ -26,7 +26,7 @@ def test_every_changelist_and_change_page_loads_with_search(staff_client):
     ArtifactVersion.objects.create(artifact=artifact, version=1, update_type="create")
     LibraryDocumentFactory(title="Findable")
 
-    for model, model_admin in admin.site._registry.items():
+    for model in admin.site._registry:
         if model._meta.app_label not in OUR_APPS:
             continue
         opts = model._meta

@@ -255,7 +255,7 @@ def test_a_running_turn_on_another_branch_is_not_shown(user, signed_in):
 
 
 def test_the_history_lists_every_branchs_versions_and_diffs_across_them(two_branches, signed_in):
-    conversation, heat, solar = two_branches
+    conversation, _, _ = two_branches
     detail = reverse("artifact-detail", args=[conversation.pk, "report"])
 
     html = signed_in.get(detail, **HTMX).content.decode()

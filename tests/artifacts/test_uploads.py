@@ -104,8 +104,8 @@ def test_docx_becomes_markdown():
     document.add_paragraph("detail", style="List Bullet 2")
     document.add_paragraph("step one", style="List Number")
     table = document.add_table(rows=2, cols=2)
-    for row, texts in zip(table.rows, [["Group", "Size"], ["control", "12\nadults"]]):
-        for cell, text in zip(row.cells, texts):
+    for row, texts in zip(table.rows, [["Group", "Size"], ["control", "12\nadults"]], strict=True):
+        for cell, text in zip(row.cells, texts, strict=True):
             cell.text = text
     document.add_paragraph("")
 

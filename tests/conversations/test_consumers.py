@@ -303,7 +303,7 @@ async def test_lost_wake_ups_are_healed_by_the_next(user):
 
 
 async def test_the_composer_offers_stop_while_a_turn_runs_and_send_once_it_has_ended(user):
-    conversation, message, run, communicator, page = await _watching_a_run(user)
+    conversation, _, run, communicator, page = await _watching_a_run(user)
     write, push = _event_writer(run), _announcer(conversation, run, communicator, page)
 
     # The snapshot on connect brings the composer as it is now: Stop for this turn.

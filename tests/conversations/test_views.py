@@ -295,7 +295,7 @@ def test_another_users_conversation_is_the_404_page_with_the_top_bar_and_a_way_b
     missing = signed_in.get(reverse("conversation-detail", args=[uuid.uuid4()]))
 
     page = response.content.decode()
-    assert response.status_code == 404 and [t.name for t in response.templates][0] == "404.html"
+    assert response.status_code == 404 and response.templates[0].name == "404.html"
     assert '<header class="topbar">' in page and "does not exist, or it is not yours" in page
     assert f'<a href="{reverse("chat")}">Back to your conversations</a>' in page
     assert "Their secret plans" not in page

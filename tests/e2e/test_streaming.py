@@ -1,6 +1,7 @@
 """A long answer watched from a tab that sat idle first: it streams as appended
 text over the one websocket the page opened, and ends rendered whole."""
 
+import itertools
 import re
 
 import pytest
@@ -60,7 +61,7 @@ def test_an_idle_tab_watches_a_long_answer_stream_on_one_websocket(portal, model
     streaming = [s["sections"] for s in samples[:-1] if s["status"] == "running"]
     # Sections arrive in order while the turn runs, each once, never taken back.
     assert len({len(s) for s in streaming}) > 5
-    for earlier, later in zip(streaming, streaming[1:]):
+    for earlier, later in itertools.pairwise(streaming):
         assert later[: len(earlier)] == earlier
     for sections in streaming:
         assert sections == expected[: len(sections)]
