@@ -253,7 +253,7 @@ class _DocxWriter:
         self._section_properties.addprevious(tbl)
         table = Table(tbl, self._document)
         for tr, row in zip(tbl.tr_lst, rows, strict=True):
-            for tc, cell in zip(tr.tc_lst, row, strict=True):
+            for tc, cell in zip(tr.tc_lst, row, strict=False):  # a short row leaves its last cells empty
                 paragraph = Paragraph(tc.p_lst[0], table)
                 if cell.alignment is not None:
                     paragraph.alignment = cell.alignment
