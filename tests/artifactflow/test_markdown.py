@@ -1,4 +1,4 @@
-from conversations.markdown import markdown_render
+from artifactflow.markdown import markdown_render
 
 
 def test_fenced_code_in_a_known_language_is_highlighted_and_escaped():
