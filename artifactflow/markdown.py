@@ -18,7 +18,7 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import get_lexer_by_name, get_lexer_for_mimetype
 from pygments.util import ClassNotFound
 
-_formatter = HtmlFormatter(nowrap=True)
+_fence_formatter = HtmlFormatter(nowrap=True)
 _file_formatter = HtmlFormatter(cssclass="highlight", nowrap=False)
 
 
@@ -33,7 +33,7 @@ def _code_highlight(code: str, language: str, attrs) -> str:
         return ""
     # Pygments escapes the source text it formats. Starting with <pre> tells
     # markdown-it to use the block as it is.
-    return f'<pre class="highlight"><code>{highlight(code, lexer, _formatter)}</code></pre>\n'
+    return f'<pre class="highlight"><code>{highlight(code, lexer, _fence_formatter)}</code></pre>\n'
 
 
 def _image_as_link(renderer, tokens, idx, options, env) -> str:
