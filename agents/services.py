@@ -12,9 +12,9 @@ from django.utils import timezone
 from django_q.tasks import async_task
 
 from artifactflow.db import TRANSIENT_ERRORS, transient_retry
+from artifactflow.markdown import markdown_render
 from artifacts.branches import Branch, branch_at
 from artifacts.manager import ArtifactManager, FlushReport
-from conversations.markdown import markdown_render
 from conversations.models import Conversation
 from conversations.selectors import message_path
 

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from html import unescape
 
 from artifactflow.ids import ArtifactIdConverter
-from conversations.markdown import markdown_render
+from artifactflow.markdown import markdown_render
 
 from .config import CALL_SUBAGENT, LEAD_AGENT
 from .models import RunEvent

@@ -13,7 +13,6 @@ deadline, so a huge or dripping response cannot hold the worker.
 `library://` URLs name documents of the team library and never go over HTTP.
 """
 
-import io
 import ipaddress
 import socket
 import time
@@ -21,9 +20,10 @@ from xml.sax.saxutils import escape, quoteattr
 
 import httpcore
 import httpx
-import pypdf
 import trafilatura
 from django.conf import settings
+
+from artifactflow.documents import DocumentUnreadableError, PdfLockedError, pdf_first_pages
 
 from .library import library_document_fetch
 from .models import LIBRARY_URL_PREFIX
@@ -218,23 +218,13 @@ def _html_text(html: str, *, url: str) -> tuple[str, str]:
 
 def _pdf_text(body: bytes, *, cut: bool) -> tuple[str, str]:
     try:
-        reader = pypdf.PdfReader(io.BytesIO(body))
-        if reader.is_encrypted and not reader.decrypt(""):
-            raise FetchError("this PDF is protected by a password")
-        title = (reader.metadata.title if reader.metadata else None) or ""
-        pages, size = [], 0
-        for page in reader.pages[:PDF_MAX_PAGES]:
-            pages.append(page.extract_text().strip())
-            size += len(pages[-1])
-            if size > MAX_CHARS:
-                break
-    except FetchError:
-        raise
-    # pypdf meets broken files with many kinds of error; all mean the same here.
-    except Exception as error:
+        pdf = pdf_first_pages(body, max_pages=PDF_MAX_PAGES, max_chars=MAX_CHARS)
+    except PdfLockedError:
+        raise FetchError("this PDF is protected by a password") from None
+    except DocumentUnreadableError as error:
         hint = " (the file was cut at FETCH_MAX_BYTES)" if cut else ""
-        raise FetchError(f"could not read this PDF{hint}: {error}") from None
-    return str(title), "\n\n".join(page for page in pages if page)
+        raise FetchError(f"could not read this PDF{hint}: {error.reason}") from None
+    return pdf.title, pdf.text
 
 
 WEB_FETCH_TOOL = Tool(

@@ -21,13 +21,17 @@ env = environ.Env()
 
 DEBUG = env.bool("DEBUG", default=False)
 
+# Made here only for the embedded database, whose file and local secret key
+# must exist before anything runs; whatever else writes under it (uploads,
+# collectstatic, the file cache, demo_user) makes the directories it writes to.
 DATA_DIR = Path(env.str("ARTIFACTFLOW_DATA_DIR", default=str(BASE_DIR / "data")))
-DATA_DIR.mkdir(parents=True, exist_ok=True)
 
 # --- Database -----------------------------------------------------------------
 
 DATABASES = {"default": env.db_url("DATABASE_URL", default=f"sqlite:///{DATA_DIR / 'artifactflow.sqlite3'}")}
 USING_SQLITE = DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3"
+if USING_SQLITE:
+    DATA_DIR.mkdir(parents=True, exist_ok=True)
 
 
 def _local_secret_key() -> str:

@@ -18,8 +18,9 @@ from docx.oxml.table import CT_Tbl
 from docx.shared import Inches
 from docx.table import Table
 from docx.text.paragraph import Paragraph
-from markdown_it import MarkdownIt
 from markdown_it.token import Token
+
+from artifactflow.markdown import markdown_tokens
 
 MONOSPACE_FONT = "Courier New"  # on every Word and LibreOffice install
 
@@ -27,8 +28,6 @@ MONOSPACE_FONT = "Courier New"  # on every Word and LibreOffice install
 # and 'List Continue'…'List Continue 3'; deeper lists reuse the third level.
 _LIST_DEPTH_MAX = 3
 _QUOTE_INDENT = Inches(0.4)
-
-_md = MarkdownIt("commonmark").enable("table").enable("strikethrough")
 
 # lxml refuses these in text; markdown-it passes them through.
 _XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
@@ -54,7 +53,7 @@ def docx_from_markdown(*, markdown: str, title: str = "") -> bytes:
     title = _XML_INVALID.sub("", title).strip()
     if title:
         writer.title_add(title)
-    writer.tokens_add(_md.parse(_XML_INVALID.sub("", markdown)))
+    writer.tokens_add(markdown_tokens(_XML_INVALID.sub("", markdown)))
     return writer.to_bytes()
 
 

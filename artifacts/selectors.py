@@ -13,10 +13,9 @@ from django.conf import settings
 from django.db.models import Count
 from django.db.models.functions import Left
 from django.urls import reverse
-from markdown_it import MarkdownIt
-from mdit_py_plugins.tasklists import tasklists_plugin
 
 from artifactflow.ids import ArtifactIdConverter, id_from_text
+from artifactflow.markdown import markdown_tokens
 from conversations.selectors import conversation_get
 
 from . import live
@@ -32,9 +31,6 @@ _PREVIEW_SOURCE = 3 * PREVIEW_LENGTH
 MARKDOWN_TYPES = ("text/markdown", "text/x-markdown")
 # A markdown checklist item: "- [ ] open" or "- [x] done".
 _CHECKBOX = re.compile(r"^\s*[-*+]\s+\[([ xX])\]", re.MULTILINE)
-# Parses the preview's markdown for its words; raw HTML becomes tokens to
-# leave out rather than text, and the task list plugin takes the "[ ]" away.
-_preview_md = MarkdownIt("commonmark").enable("table").enable("strikethrough").use(tasklists_plugin)
 _PREVIEW_INLINE = {"text", "code_inline"}
 _PREVIEW_BREAKS = {"softbreak", "hardbreak"}
 
@@ -42,7 +38,8 @@ _PREVIEW_BREAKS = {"softbreak", "hardbreak"}
 def _markdown_words(text: str) -> str:
     """The words a reader sees in rendered markdown, without its marks."""
     blocks = []
-    for token in _preview_md.parse(text):
+    # Raw HTML and task lists' boxes are html tokens, left out with the marks.
+    for token in markdown_tokens(text, task_lists=True):
         if token.type in ("fence", "code_block"):
             blocks.append(token.content)
         elif token.type == "inline":

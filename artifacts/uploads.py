@@ -4,30 +4,20 @@ Pure functions: the caller checks the upload's size and stores the result.
 """
 
 import codecs
-import io
 import mimetypes
 import re
 import unicodedata
-import zipfile
 from collections.abc import Container
 from dataclasses import dataclass
 from typing import Literal
 
-import docx
-import pypdf
 from django.conf import settings
 from django.template.defaultfilters import filesizeformat
-from docx.table import Table
-from docx.text.paragraph import Paragraph
+
+from artifactflow.documents import DocumentError, docx_markdown, pdf_text
 
 ID_MAX_LENGTH = 100
 TITLE_MAX_LENGTH = 300  # Artifact.title's max_length
-# Text pulled out of a Word file or PDF; far more than any real document,
-# small enough that a crafted file cannot fill memory or the database.
-EXTRACTED_MAX_CHARS = 5_000_000
-# A .docx is a zip; python-docx inflates every part, so a tiny upload could
-# otherwise expand to gigabytes.
-DOCX_UNZIPPED_MAX_BYTES = 100_000_000
 
 # What counts as text, by extension, and the type it is stored as.
 TEXT_TYPES = {
@@ -79,12 +69,12 @@ TEXT_TYPES = {
     ".diff": "text/x-diff",
     ".patch": "text/x-diff",
 }
+# Documents read into text, and the type the text is stored as.
+_DOCUMENT_READERS = {".docx": (docx_markdown, "text/markdown"), ".pdf": (pdf_text, "text/plain")}
 _UNKNOWN_TYPE = "application/octet-stream"
 
 # Bidirectional overrides count too: they make "gpj.exe" read as "exe.jpg".
 _CONTROL_CHARACTERS = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-# Extracted text keeps tabs and line breaks; the rest cannot be stored or shown.
-_EXTRACTED_JUNK = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _ID_UNSAFE = re.compile(r"[^\w\-.]")
 _UNDERSCORES = re.compile(r"_{2,}")
 _EXTENSION_MAX_LENGTH = 16
@@ -96,8 +86,6 @@ _BOMS = (
     (codecs.BOM_UTF16_LE, "utf-16"),
     (codecs.BOM_UTF16_BE, "utf-16"),
 )
-_HEADING_STYLE = re.compile(r"Heading (\d)")
-_LIST_STYLE = re.compile(r"List (Bullet|Number|Paragraph)(?: (\d))?")
 
 
 class UploadError(Exception):
@@ -150,10 +138,12 @@ def convert_upload(*, filename: str, data: bytes, content_type: str = "") -> Con
 
     if extension in TEXT_TYPES:
         content, stored_type = _text_decoded(data, title=title), TEXT_TYPES[extension]
-    elif extension == ".docx":
-        content, stored_type = _docx_markdown(data), "text/markdown"
-    elif extension == ".pdf":
-        content, stored_type = _pdf_text(data), "text/plain"
+    elif extension in _DOCUMENT_READERS:
+        read, stored_type = _DOCUMENT_READERS[extension]
+        try:
+            content = read(data)
+        except DocumentError as error:
+            raise UploadError(str(error)) from None
     else:
         stored_type = mimetypes.guess_type(title)[0] or _declared_type(content_type) or _UNKNOWN_TYPE
         return ConvertedUpload(kind="file", content="", content_type=stored_type, title=title, size=len(data))
@@ -199,100 +189,3 @@ def _text_decoded(data: bytes, *, title: str) -> str:
         raise UploadError(f"{title} looks like a binary file, not text.")
     # One line ending, so agents' exact-match edits work on uploads too.
     return text.replace("\r\n", "\n").replace("\r", "\n")
-
-
-def _docx_markdown(data: bytes) -> str:
-    """The Word document's text as markdown: headings, lists and tables kept."""
-    try:
-        with zipfile.ZipFile(io.BytesIO(data)) as archive:
-            unzipped = sum(member.file_size for member in archive.infolist())
-    except zipfile.BadZipFile as error:
-        raise UploadError(f"Could not read this Word document: {error}") from None
-    if unzipped > DOCX_UNZIPPED_MAX_BYTES:
-        raise UploadError("This Word document unpacks to too much data to read.")
-    try:
-        document = docx.Document(io.BytesIO(data))
-        parts = []
-        after_list_item = False
-        for block in document.iter_inner_content():
-            markdown, list_item = _docx_block_markdown(block)
-            if markdown:
-                # Items of one list stay on consecutive lines, so the list stays tight.
-                separator = "\n" if list_item and after_list_item else "\n\n"
-                parts.append(separator + markdown if parts else markdown)
-                after_list_item = list_item
-    # python-docx fails on malformed files with whatever its parser met
-    # (KeyError, ValueError, lxml errors…); all of them mean the same to the user.
-    except Exception as error:
-        raise UploadError(f"Could not read this Word document: {error}") from None
-    return _text_cleaned("".join(parts))
-
-
-def _docx_block_markdown(block: Paragraph | Table) -> tuple[str, bool]:
-    """One paragraph or table as markdown, and whether it is a list item."""
-    if isinstance(block, Table):
-        return _docx_table_markdown(block), False
-    text = block.text.strip()
-    style = block.style.name if block.style is not None else ""
-    if not text:
-        return "", False
-    if style == "Title":
-        return f"# {text}", False
-    if heading := _HEADING_STYLE.fullmatch(style):
-        return f"{'#' * min(int(heading[1]), 6)} {text}", False
-    # Lists made in Word number 'List Paragraph's directly, nesting by level;
-    # python-docx's and older ones use 'List Bullet 2' and the like.
-    numbering = block._p.pPr.numPr if block._p.pPr is not None else None
-    listed = _LIST_STYLE.fullmatch(style)
-    if numbering is None and listed is None:
-        return text, False
-    if numbering is not None and numbering.ilvl is not None:
-        level = numbering.ilvl.val
-    else:
-        level = int(listed[2] or 1) - 1 if listed else 0
-    marker = "1." if listed and listed[1] == "Number" else "-"
-    # Four spaces nest under both "- " and "1. " items.
-    return f"{'    ' * level}{marker} {text}", True
-
-
-def _docx_table_markdown(table: Table) -> str:
-    """A markdown table whose first row is the header, as Word tables usually have."""
-    rows = [[_table_cell_markdown(cell.text) for cell in row.cells] for row in table.rows]
-    columns = max((len(row) for row in rows), default=0)
-    if not columns:
-        return ""
-    lines = ["| " + " | ".join(row + [""] * (columns - len(row))) + " |" for row in rows]
-    lines.insert(1, "|" + " --- |" * columns)
-    return "\n".join(lines)
-
-
-def _table_cell_markdown(text: str) -> str:
-    return " ".join(text.split()).replace("|", "\\|")
-
-
-def _pdf_text(data: bytes) -> str:
-    try:
-        reader = pypdf.PdfReader(io.BytesIO(data))
-        if reader.is_encrypted and not reader.decrypt(""):
-            raise UploadError("This PDF is protected by a password.")
-        pages = []
-        extracted = 0
-        for page in reader.pages:
-            text = page.extract_text().strip()
-            extracted += len(text)
-            if extracted > EXTRACTED_MAX_CHARS:
-                raise UploadError("This PDF holds too much text to read.")
-            pages.append(text)
-    except UploadError:
-        raise
-    # pypdf meets broken files with many kinds of error; all mean the same to the user.
-    except Exception as error:
-        raise UploadError(f"Could not read this PDF: {error}") from None
-    return _text_cleaned("\n\n".join(page for page in pages if page))
-
-
-def _text_cleaned(text: str) -> str:
-    text = _EXTRACTED_JUNK.sub("", text)
-    if len(text) > EXTRACTED_MAX_CHARS:
-        raise UploadError("This document holds too much text to read.")
-    return text

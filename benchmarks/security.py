@@ -11,8 +11,9 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.test import Client, override_settings
 
+from artifactflow import markdown
 from artifactflow.asgi import application, django_asgi_app
-from conversations import markdown, services
+from conversations import services
 from tests.asgi import http_scope
 
 UPLOAD_BYTES = 50 * 1024 * 1024

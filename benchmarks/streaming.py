@@ -27,8 +27,8 @@ from django.test import Client
 from agents.models import Run, RunEvent
 from agents.services import run_execute
 from artifactflow.asgi import application
+from artifactflow.markdown import markdown_render
 from conversations import services
-from conversations.markdown import markdown_render
 from conversations.streaming import stream_advance, stream_open
 from tests.answers import long_answer
 from tests.model_server import ScriptedModelServer, Text

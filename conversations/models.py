@@ -40,7 +40,7 @@ class Message(models.Model):
     parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE, related_name="children")
     content = models.TextField()
     response = models.TextField(blank=True)
-    # The response rendered once, when it is stored (conversations.markdown),
+    # The response rendered once, when it is stored (artifactflow.markdown),
     # so a page view never renders a finished answer again.
     response_html = models.TextField(blank=True, editable=False)
     metadata = models.JSONField(default=dict, blank=True)

@@ -13,9 +13,9 @@ from django.utils.formats import date_format
 from agents.models import Run
 from agents.selectors import RunView, run_views
 from artifactflow.ids import id_from_text
+from artifactflow.markdown import live_answer, markdown_render
 
 from . import search
-from .markdown import live_answer, markdown_render
 from .models import Conversation, Message
 from .tree import message_path
 

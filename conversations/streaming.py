@@ -23,9 +23,9 @@ from django.template.loader import render_to_string
 
 from agents.models import Run, RunEvent
 from agents.selectors import RunView, run_view_apply
+from artifactflow.markdown import BlockSplitter, LiveAnswer, live_answer, markdown_render
 
 from . import selectors
-from .markdown import BlockSplitter, LiveAnswer, live_answer, markdown_render
 from .models import Conversation
 
 

@@ -1,17 +1,11 @@
 from django import template
-from django.utils.html import escape, format_html
+from django.utils.html import escape
 from django.utils.safestring import mark_safe
-from pygments import highlight
-from pygments.formatters import HtmlFormatter
-from pygments.lexers import get_lexer_for_mimetype
-from pygments.util import ClassNotFound
 
+from artifactflow.markdown import code_render, markdown_render
 from artifacts.selectors import MARKDOWN_TYPES
-from conversations.markdown import markdown_render
 
 register = template.Library()
-
-_formatter = HtmlFormatter(cssclass="highlight", nowrap=False)
 
 
 @register.filter
@@ -19,12 +13,7 @@ def render_artifact(content: str, content_type: str) -> str:
     """Markdown as sanitised HTML, code highlighted on the server, other text as is."""
     if content_type in MARKDOWN_TYPES:
         return mark_safe(markdown_render(content))
-    try:
-        lexer = get_lexer_for_mimetype(content_type)
-    except ClassNotFound:
-        return format_html('<pre class="plain">{}</pre>', content)
-    # Pygments escapes the source text it formats.
-    return mark_safe(highlight(content, lexer, _formatter))
+    return mark_safe(code_render(content, content_type=content_type))
 
 
 _WORD_TAGS = {"del": "del", "add": "ins"}

@@ -2,7 +2,7 @@ from django.db import migrations, models
 
 
 def render_stored_responses(apps, schema_editor):
-    from conversations.markdown import markdown_render
+    from artifactflow.markdown import markdown_render
 
     Message = apps.get_model("conversations", "Message")
     batch = []

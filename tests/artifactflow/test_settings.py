@@ -1,4 +1,5 @@
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -19,7 +20,7 @@ PRODUCTION = {
 
 def _run(tmp_path, *args, **env):
     clean = {k: v for k, v in os.environ.items() if k not in {"SECRET_KEY", "DEBUG", "DATABASE_URL", "REDIS_URL"}}
-    clean.update(ARTIFACTFLOW_DATA_DIR=str(tmp_path), DJANGO_SETTINGS_MODULE="artifactflow.settings", **env)
+    clean.update({"ARTIFACTFLOW_DATA_DIR": str(tmp_path), "DJANGO_SETTINGS_MODULE": "artifactflow.settings", **env})
     return subprocess.run([sys.executable, *args], cwd=ROOT, env=clean, capture_output=True, text=True)
 
 
@@ -52,6 +53,17 @@ def test_the_embedded_database_generates_one_local_key_only_its_owner_can_read(t
     assert len(first.stdout.strip()) > 40
     assert first.stdout == second.stdout
     assert stat.S_IMODE((tmp_path / "secret_key").stat().st_mode) == 0o600
+
+
+def test_a_server_database_starts_without_making_a_directory_or_writing_a_file(tmp_path):
+    data = tmp_path / "data"
+    probe = "import django; django.setup(); import artifactflow.urls; print('loaded')"
+    server = {"DATABASE_URL": "postgres://u@127.0.0.1:5432/db", "REDIS_URL": "redis://x"}
+
+    result = _run(tmp_path, "-c", probe, ARTIFACTFLOW_DATA_DIR=str(data), SECRET_KEY=STRONG_KEY, **server)
+
+    assert result.stdout.strip() == "loaded", result.stderr
+    assert not data.exists()
 
 
 def test_a_server_database_without_redis_is_refused(tmp_path):
@@ -108,3 +120,23 @@ def test_a_malformed_tool_rounds_setting_is_refused_saying_what_is_wrong(tmp_pat
     result = _load_settings(tmp_path, SECRET_KEY=STRONG_KEY, ARTIFACTFLOW_MAX_TOOL_ROUNDS=f"search_agent=3,{item}")
     assert result.returncode != 0
     assert f"ARTIFACTFLOW_MAX_TOOL_ROUNDS: {item!r} is not agent=count with a count of at least 1" in result.stderr
+
+
+# env.str("NAME", …), os.environ["NAME"], os.environ.get("NAME"), os.getenv("NAME")
+_ENVIRONMENT_READ = re.compile(r"""(?:\benv\.\w+\(|os\.environ(?:\.get\(|\[)|getenv\()\s*["']([A-Z][A-Z0-9_]*)["']""")
+_NOT_SOURCE = {"tests", "data", "node_modules", "static", "templates"}
+
+
+def test_the_readme_names_every_environment_variable_the_code_reads():
+    read = set()
+    for directory, subdirectories, files in os.walk(ROOT):
+        subdirectories[:] = [d for d in subdirectories if not d.startswith(".") and d not in _NOT_SOURCE]
+        for name in files:
+            if name.endswith(".py"):
+                read |= set(_ENVIRONMENT_READ.findall((Path(directory) / name).read_text()))
+    readme = (ROOT / "README.md").read_text()
+    configuration = readme.split("\n## Configuration\n", 1)[1].split("\n## ", 1)[0]
+    table = "\n".join(line for line in configuration.splitlines() if line.startswith("| `"))
+
+    assert {"SECRET_KEY", "DATABASE_URL", "ARTIFACTFLOW_DATA_DIR"} <= read
+    assert sorted(name for name in read if f"`{name}`" not in table) == []

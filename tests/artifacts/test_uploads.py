@@ -4,6 +4,7 @@ import zipfile
 import docx
 import pytest
 
+from artifactflow import documents
 from artifacts import uploads
 from artifacts.uploads import ConvertedUpload, UploadError, artifact_id_from_filename, convert_upload
 from tests.factories import pdf_bytes
@@ -174,14 +175,14 @@ def test_zip_that_is_not_a_word_document_is_refused():
 
 
 def test_docx_that_unpacks_too_far_is_refused(monkeypatch):
-    monkeypatch.setattr(uploads, "DOCX_UNZIPPED_MAX_BYTES", 1000)
+    monkeypatch.setattr(documents, "DOCX_UNZIPPED_MAX_BYTES", 1000)
 
     with pytest.raises(UploadError, match="too much data"):
         convert_upload(filename="bomb.docx", data=_docx_bytes(docx.Document()))
 
 
 def test_pdf_with_too_much_text_is_refused(monkeypatch):
-    monkeypatch.setattr(uploads, "EXTRACTED_MAX_CHARS", 25)
+    monkeypatch.setattr(documents, "EXTRACTED_MAX_CHARS", 25)
 
     with pytest.raises(UploadError, match="too much text"):
         convert_upload(filename="long.pdf", data=pdf_bytes(["Hello from page one", "And page two"]))

@@ -16,8 +16,8 @@ from agents import services as agent_services
 from agents.models import Run, RunEvent
 from artifactflow import realtime
 from artifactflow.asgi import application
+from artifactflow.markdown import BlockSplitter, markdown_render
 from conversations import consumers, services
-from conversations.markdown import BlockSplitter, markdown_render
 from tests.answers import long_answer
 from tests.factories import ConversationFactory, MessageFactory, RunFactory
 from tests.model_server import Text

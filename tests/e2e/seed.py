@@ -4,9 +4,9 @@ the portal's process environment through `Portal.shell`."""
 from django.contrib.auth import get_user_model
 
 from agents.models import Run
+from artifactflow.markdown import markdown_render
 from artifacts.models import Artifact, ArtifactSession
 from artifacts.services import artifact_version_save
-from conversations.markdown import markdown_render
 from conversations.models import Conversation, Message
 
 PARAGRAPH = " ".join(["Air-source heat pumps keep a useful coefficient of performance well below freezing."] * 5)

@@ -75,7 +75,9 @@ def _demo_login(*, username: str) -> tuple[str, str]:
 
 def _store(*, path, password: str) -> None:
     # Only its owner may read it, as the local SECRET_KEY file; made anew (an
-    # empty file is read as none) so the mode is the one given here.
+    # empty file is read as none) so the mode is the one given here. With a
+    # server database nothing else has made the data directory.
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.unlink(missing_ok=True)
     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(descriptor, "w") as f:

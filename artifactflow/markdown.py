@@ -1,19 +1,25 @@
-"""Markdown from users and models, rendered to HTML that is safe to show."""
+"""Markdown from users and models, rendered to HTML that is safe to show
+(whole, or block by block as an answer streams); other text highlighted by
+its type; and markdown parsed into tokens for whoever reads its structure.
+"""
 
 import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import nh3
+from django.utils.html import format_html
 from markdown_it import MarkdownIt
 from markdown_it.common.utils import escapeHtml
+from markdown_it.token import Token
 from mdit_py_plugins.tasklists import tasklists_plugin
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
-from pygments.lexers import get_lexer_by_name
+from pygments.lexers import get_lexer_by_name, get_lexer_for_mimetype
 from pygments.util import ClassNotFound
 
-_formatter = HtmlFormatter(nowrap=True)
+_fence_formatter = HtmlFormatter(nowrap=True)
+_file_formatter = HtmlFormatter(cssclass="highlight", nowrap=False)
 
 
 def _code_highlight(code: str, language: str, attrs) -> str:
@@ -27,7 +33,7 @@ def _code_highlight(code: str, language: str, attrs) -> str:
         return ""
     # Pygments escapes the source text it formats. Starting with <pre> tells
     # markdown-it to use the block as it is.
-    return f'<pre class="highlight"><code>{highlight(code, lexer, _formatter)}</code></pre>\n'
+    return f'<pre class="highlight"><code>{highlight(code, lexer, _fence_formatter)}</code></pre>\n'
 
 
 def _image_as_link(renderer, tokens, idx, options, env) -> str:
@@ -92,6 +98,28 @@ def markdown_render(text: str) -> str:
         set_tag_attribute_values=_forced,
         link_rel="noopener noreferrer nofollow",
     )
+
+
+def code_render(code: str, *, content_type: str) -> str:
+    """A whole text file as HTML: highlighted when Pygments knows its type, else plain."""
+    try:
+        lexer = get_lexer_for_mimetype(content_type)
+    except ClassNotFound:
+        return format_html('<pre class="plain">{}</pre>', code)
+    # Pygments escapes the source text it formats.
+    return highlight(code, lexer, _file_formatter)
+
+
+# Parsers for markdown's structure rather than its look (the Word export, the
+# artifact list's previews): raw HTML stays in html tokens, for the reader to
+# leave out or write as text. With the task list plugin a "- [ ]" item's box is
+# an html_inline token; without it, the "[ ]" is the item's text.
+_structure_md = MarkdownIt("commonmark").enable("table").enable("strikethrough")
+_structure_task_md = MarkdownIt("commonmark").enable("table").enable("strikethrough").use(tasklists_plugin)
+
+
+def markdown_tokens(text: str, *, task_lists: bool = False) -> list[Token]:
+    return (_structure_task_md if task_lists else _structure_md).parse(text)
 
 
 # An opening or closing code fence: up to three spaces, then ``` or ~~~ or longer.

@@ -1,4 +1,4 @@
-from conversations.markdown import markdown_render
+from artifactflow.markdown import code_render, markdown_render, markdown_tokens
 
 
 def test_fenced_code_in_a_known_language_is_highlighted_and_escaped():
@@ -58,3 +58,20 @@ def test_images_are_links_so_no_page_loads_an_address_a_model_chose():
     assert (
         '<a href="https://project.example" rel="noopener noreferrer nofollow">Image: badge (badges.example)</a>' in html
     )
+
+
+def test_a_text_file_of_a_known_type_is_highlighted_and_any_other_is_escaped_as_is():
+    python = code_render('print("<b>")', content_type="text/x-python")
+    unknown = code_render("<b>bold?</b>", content_type="application/x-nothing")
+
+    assert python.startswith('<div class="highlight"><pre>') and "&lt;b&gt;" in python
+    assert unknown == '<pre class="plain">&lt;b&gt;bold?&lt;/b&gt;</pre>'
+
+
+def test_structure_tokens_keep_raw_html_apart_and_task_boxes_only_on_request():
+    def inline(tokens):
+        return [child.type for token in tokens if token.type == "inline" for child in token.children]
+
+    assert "html_inline" in inline(markdown_tokens("a <b>b</b>"))
+    assert inline(markdown_tokens("- [ ] open")) == ["text"]
+    assert inline(markdown_tokens("- [ ] open", task_lists=True)) == ["html_inline", "text"]
