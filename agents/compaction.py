@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from .context import prompt_text
-from .llm import ModelError
+from .llm.base import ChatModel, ModelError
 
 # The newest tool call and its result stay verbatim: the agent is acting on them.
 KEEP_INTERACTIONS = 2
@@ -38,15 +38,15 @@ def tokens_estimate(messages: list[dict]) -> int:
     return chars // 4
 
 
-def _limit(model) -> float:
+def _limit(model: ChatModel) -> float:
     return settings.COMPACTION_THRESHOLD * model.context_window
 
 
-def needed(*, messages: list[dict], model) -> bool:
+def needed(*, messages: list[dict], model: ChatModel) -> bool:
     return tokens_estimate(messages) > _limit(model)
 
 
-def keep_count(*, interactions: list[dict], model) -> int:
+def keep_count(*, interactions: list[dict], model: ChatModel) -> int:
     """How many of the newest interactions stay verbatim: the last call and its
     result, unless they alone would fill half the room again."""
     if len(interactions) <= KEEP_INTERACTIONS:
@@ -55,7 +55,7 @@ def keep_count(*, interactions: list[dict], model) -> int:
     return KEEP_INTERACTIONS if tokens_estimate(newest) < _limit(model) / 2 else 0
 
 
-def compact(*, model, messages: list[dict], keep: int) -> Compacted:
+def compact(*, model: ChatModel, messages: list[dict], keep: int) -> Compacted:
     """Summarise `messages` but the system prompt and the newest `keep` ones."""
     older = messages[1 : len(messages) - keep]
     if not older:

@@ -12,7 +12,7 @@ from artifacts.selectors import TASK_PLAN
 from conversations.selectors import message_path
 
 from .config import LEAD_AGENT, subagents_describe
-from .llm import NATIVE
+from .llm.base import NATIVE
 from .models import Run, RunEvent
 from .toolcalls import toolcalls_describe
 

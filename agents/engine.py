@@ -36,7 +36,8 @@ from .config import (
     max_tool_rounds,
 )
 from .events import RunEventLog
-from .llm import NATIVE, AgentModels, ModelError
+from .llm.base import NATIVE, ChatModel, ModelError
+from .llm.config import AgentModels
 from .models import RunEvent
 from .toolcalls import (
     OPEN_TAG,
@@ -297,7 +298,7 @@ class Turn:
             ],
         }
 
-    def _messages(self, frame: Frame, config: AgentConfig, model) -> list[dict]:
+    def _messages(self, frame: Frame, config: AgentConfig, model: ChatModel) -> list[dict]:
         system = context.system_prompt(config=config, artifacts=self.artifacts, tool_mode=model.tool_mode)
         return context.agent_messages(
             system=system,
@@ -362,7 +363,7 @@ class Turn:
         _agent_metrics_add(state, agent=frame.agent, model=model.name, reply=reply)
         return reply
 
-    def _compact(self, frame: Frame, config: AgentConfig, model, messages: list[dict]) -> list[dict]:
+    def _compact(self, frame: Frame, config: AgentConfig, model: ChatModel, messages: list[dict]) -> list[dict]:
         """Summarise the agent's older context; returns the messages that replace `messages`."""
         result = compaction.compact(
             model=model, messages=messages, keep=compaction.keep_count(interactions=frame.interactions, model=model)

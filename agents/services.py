@@ -21,7 +21,8 @@ from conversations.selectors import message_path
 from . import engine
 from .events import RunEventLog
 from .lease import HOST, Heartbeat, Lease, LeaseLost, worker_gone, worker_name
-from .llm import ModelError, models_from_settings
+from .llm.base import ModelError
+from .llm.config import models_from_settings
 from .models import Run, RunEvent
 from .selectors import RunView, run_view_apply
 

@@ -347,7 +347,7 @@ ARTIFACTFLOW_LLM = {
 }
 # Seconds between the demo model's words, so its answer streams like a model's.
 DEMO_WORD_DELAY = env.float("ARTIFACTFLOW_DEMO_WORD_DELAY", default=0.02)
-# Optional TOML file giving agents models of their own (see agents/llm.py).
+# Optional TOML file giving agents models of their own (see agents/llm/config.py).
 MODELS_FILE = env.str("ARTIFACTFLOW_MODELS_FILE", default="")
 
 # --- Agents -----------------------------------------------------------------------

@@ -5,7 +5,7 @@ from django.utils import timezone
 
 from agents.config import LEAD, LEAD_AGENT
 from agents.context import agent_messages, system_prompt
-from agents.llm import XML
+from agents.llm.base import XML
 from agents.models import Run, RunEvent
 from artifacts import services as artifact_services
 from artifacts.branches import branch_at

@@ -3,10 +3,12 @@
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from agents import llm, services
+from agents import services
+from agents.llm.config import models_file_read
+from agents.llm.openai_model import ModelSettings
 from agents.models import Run
 from conversations import services as conversation_services
-from tests.model_server import ScriptedModelServer, Text, Truncated
+from tests.model_server import ScriptedModelServer, Text
 
 MODELS = """
 [models.small]
@@ -26,8 +28,8 @@ def test_a_models_file_gives_an_agent_its_own_model_with_the_key_from_the_enviro
     path = tmp_path / "models.toml"
     path.write_text(MODELS.format(url="http://127.0.0.1:9/v1"))
 
-    models, agents = llm.models_file_read(
-        path, default=llm.ModelSettings(model="big", api_key="k"), environ={"SMALL_MODEL_KEY": "secret"}
+    models, agents = models_file_read(
+        path, default=ModelSettings(model="big", api_key="k"), environ={"SMALL_MODEL_KEY": "secret"}
     )
 
     small = models["small"]
@@ -60,7 +62,7 @@ def test_a_wrong_models_file_is_refused_with_the_reason(tmp_path, text, environ,
     path.write_text(text.format(url="http://x/v1") if "{url}" in text else text)
 
     with pytest.raises(ImproperlyConfigured, match=problem):
-        llm.models_file_read(path, default=llm.ModelSettings(model="big", api_key="k"), environ=environ)
+        models_file_read(path, default=ModelSettings(model="big", api_key="k"), environ=environ)
 
 
 @pytest.mark.django_db
@@ -105,27 +107,3 @@ def test_a_broken_models_file_fails_the_turn_with_the_reason(user, scripted_mode
 
     run.refresh_from_db()
     assert run.status == Run.Status.FAILED and "Cannot read the models file" in run.error
-
-
-def _model(server, **settings):
-    return llm.OpenAIChatModel(llm.ModelSettings(model=server.model, api_key="k", base_url=server.url, **settings))
-
-
-@pytest.mark.parametrize("cut", ["", "Half an ans"])
-def test_a_stream_that_ends_cleanly_without_a_finish_reason_is_asked_again(model_server, cut):
-    model_server.add(Truncated(cut), Text("A whole answer."))
-
-    deltas = list(_model(model_server).stream([{"role": "user", "content": "Hi"}]))
-
-    assert [d.restart for d in deltas if d.restart] == ["the stream ended before the answer was finished"]
-    restart = next(i for i, d in enumerate(deltas) if d.restart)
-    assert "".join(d.content for d in deltas[restart + 1 :]) == "A whole answer."
-    assert len(model_server.requests) == 2
-
-
-def test_a_stream_that_keeps_ending_early_is_a_model_error(model_server):
-    model_server.add(Truncated("Half"), Truncated("Half"))
-
-    with pytest.raises(llm.ModelError, match="the stream ended before the answer was finished"):
-        list(_model(model_server, max_retries=1).stream([{"role": "user", "content": "Hi"}]))
-    assert len(model_server.requests) == 2

@@ -4,7 +4,7 @@ engine, library, permission prompts and artifacts, with no network."""
 import pytest
 
 from agents import services
-from agents.demo import REPORT_ID
+from agents.llm.demo import REPORT_ID
 from agents.models import Run, RunEvent
 from artifacts import services as artifact_services
 from artifacts.branches import branch_shown

@@ -22,8 +22,9 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from .llm import XML, Delta
-from .toolcalls import toolcalls_parse
+from ..toolcalls import toolcalls_parse
+from ..tooling import Tool
+from .base import XML, Delta
 
 PLAN_ID = "task_plan"
 REPORT_ID = "research_report"
@@ -108,7 +109,7 @@ class DemoChatModel:
     def __init__(self, *, word_delay: float):
         self.word_delay = word_delay
 
-    def stream(self, messages: list[dict], *, tools: Iterable = ()) -> Iterator[Delta]:
+    def stream(self, messages: list[dict], *, tools: Iterable[Tool] = ()) -> Iterator[Delta]:
         tools = list(tools)
         names = {tool.name for tool in tools}
         if "call_subagent" in names:
@@ -240,7 +241,8 @@ def _report_write(question: str, *, crawl: _Exchange, existing: dict) -> str:
     read = _subagent_text(crawl) or "No source could be read, so there is nothing to report."
     report = (
         f"# {question[:200]}\n\n"
-        "*Written by the offline demo model from the team library; it quotes its sources rather than analysing them.*\n\n"
+        "*Written by the offline demo model from the team library; "
+        "it quotes its sources rather than analysing them.*\n\n"
         f"## What the sources say\n\n{read}\n"
     )
     if REPORT_ID in existing:

@@ -1,0 +1,39 @@
+"""What the engine and compaction ask of a model, and what a model streams
+back: the `ChatModel` protocol, its `Delta`s and the `ModelError` it raises."""
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from ..tooling import Tool
+
+# How the model calls tools: written in its text (seed 003), or the API's function calling.
+NATIVE, XML = "native", "xml"
+TOOL_MODES = (NATIVE, XML)
+
+
+class ModelError(Exception):
+    """The model could not be reached or broke off; the message is shown to the user."""
+
+
+@dataclass
+class Delta:
+    content: str = ""
+    reasoning: str = ""
+    usage: dict | None = None
+    # Native function calls, complete, sent once after the stream: id, name, arguments (JSON text).
+    tool_calls: list[dict] = field(default_factory=list)
+    # The stream broke and is being asked again: what was received so far is void.
+    restart: str = ""
+
+
+class ChatModel(Protocol):
+    name: str
+    # The offline demo model: the page says its answers are not a real model's.
+    demo: bool
+    tool_mode: str
+    # Estimated tokens the model accepts; compaction starts well before it.
+    context_window: int
+
+    def stream(self, messages: list[dict], *, tools: Iterable[Tool] = ()) -> Iterator[Delta]:
+        """The answer to `messages` as it arrives; raises ModelError when it cannot be had."""
