@@ -8,10 +8,15 @@ shows too.
 
 from dataclasses import dataclass, field
 
+from conversations.tree import message_path
+
 from .config import LEAD_AGENT
 from .models import LibraryDocument, Run, RunEvent
 from .steps import Step, StepFold, quoted, shortened, status_line, step_fold_apply
 from .toolcalls import text_before_calls
+
+# Message metadata key: tools the user always allows on the branch through it.
+ALLOWED_TOOLS = "allowed_tools"
 
 
 @dataclass
@@ -175,3 +180,13 @@ def conversation_active_run(*, conversation_id) -> Run | None:
 def library_titles(*, limit: int = 6) -> list[str]:
     """Titles of the team library's documents, oldest first, for a new conversation's examples."""
     return list(LibraryDocument.objects.order_by("pk").values_list("title", flat=True)[:limit])
+
+
+def tools_allowed(*, messages) -> list[str]:
+    """Tools the user chose to always allow on the branch these messages make up."""
+    return sorted({tool for step in messages for tool in step.metadata.get(ALLOWED_TOOLS, [])})
+
+
+def branch_allowed_tools(*, message) -> list[str]:
+    """Tools the user chose to always allow on this branch (root to `message`)."""
+    return tools_allowed(messages=message_path(message_id=message.pk))

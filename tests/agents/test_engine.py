@@ -4,9 +4,11 @@ from datetime import datetime
 
 import pytest
 
-from agents import config, services
+from agents import config
 from agents.engine import EVENT_PARAM_CHARS, ROUNDS_LEFT_WARNING, _ProseFilter
 from agents.models import Run, RunEvent
+from agents.services.permissions import permission_answer, permissions_expire
+from agents.services.runs import RunStateError, run_execute
 from artifacts.models import Artifact, ArtifactVersion
 from conversations import services as conversation_services
 from tests.factories import LibraryDocumentFactory
@@ -25,7 +27,7 @@ def call(name, **params):
 def _run(user, content="Research WAL"):
     conversation = conversation_services.conversation_start(user=user, content=content, enqueue=False)
     run = conversation.active_branch.runs.get()
-    services.run_execute(run_id=run.pk)
+    run_execute(run_id=run.pk)
     run.refresh_from_db()
     return run
 
@@ -238,7 +240,7 @@ def test_a_reply_without_a_call_streams_whole():
 
 
 def _run_again(run):
-    services.run_execute(run_id=run.pk)
+    run_execute(run_id=run.pk)
     run.refresh_from_db()
     return run
 
@@ -300,7 +302,7 @@ def test_an_approved_call_runs_when_the_turn_resumes(user, scripted_model, confi
     run = _run(user)
     request_id = run.checkpoint["turn"]["pending"]["id"]
 
-    services.permission_answer(run_id=run.pk, user=user, request_id=request_id, decision="approve")
+    permission_answer(run_id=run.pk, user=user, request_id=request_id, decision="approve")
     run = _run_again(run)
 
     assert run.status == Run.Status.COMPLETED and run.message.response == "Created it."
@@ -310,8 +312,8 @@ def test_an_approved_call_runs_when_the_turn_resumes(user, scripted_model, confi
     assert result.data == {"id": request_id, "tool": "create_artifact", "decision": "approve", "by": user.username}
     assert result.created_at >= datetime.fromisoformat(answered_at)
     assert _events(run, RunEvent.Type.TOOL_COMPLETE)[0].data["success"]
-    with pytest.raises(services.RunStateError, match="no longer open"):
-        services.permission_answer(run_id=run.pk, user=user, request_id=request_id, decision="deny")
+    with pytest.raises(RunStateError, match="no longer open"):
+        permission_answer(run_id=run.pk, user=user, request_id=request_id, decision="deny")
 
 
 @pytest.mark.parametrize(
@@ -324,9 +326,7 @@ def test_an_approved_call_runs_when_the_turn_resumes(user, scripted_model, confi
 def test_a_call_that_needs_approval_starts_only_once_approved(user, scripted_model, confirm_create, decision, order):
     scripted_model.add(Text(call("create_artifact", id="draft", content="text")), Text("Done."))
     run = _run(user)
-    services.permission_answer(
-        run_id=run.pk, user=user, request_id=run.checkpoint["turn"]["pending"]["id"], decision=decision
-    )
+    permission_answer(run_id=run.pk, user=user, request_id=run.checkpoint["turn"]["pending"]["id"], decision=decision)
 
     run = _run_again(run)
 
@@ -339,11 +339,9 @@ def test_a_denied_call_is_reported_to_the_model(user, scripted_model, confirm_cr
     scripted_model.add(Text(call("create_artifact", id="draft", content="text")), Text("Understood."))
     run = _run(user)
 
-    with pytest.raises(services.RunStateError):
-        services.permission_answer(run_id=run.pk, user=user, request_id="stale", decision="deny")
-    services.permission_answer(
-        run_id=run.pk, user=user, request_id=run.checkpoint["turn"]["pending"]["id"], decision="deny"
-    )
+    with pytest.raises(RunStateError):
+        permission_answer(run_id=run.pk, user=user, request_id="stale", decision="deny")
+    permission_answer(run_id=run.pk, user=user, request_id=run.checkpoint["turn"]["pending"]["id"], decision="deny")
     run = _run_again(run)
 
     assert run.status == Run.Status.COMPLETED
@@ -360,18 +358,16 @@ def test_always_allow_holds_for_the_rest_of_the_branch_only(user, scripted_model
         Text(call("create_artifact", id="c", content="3")),
     )
     run = _run(user)
-    services.permission_answer(
-        run_id=run.pk, user=user, request_id=run.checkpoint["turn"]["pending"]["id"], decision="always"
-    )
+    permission_answer(run_id=run.pk, user=user, request_id=run.checkpoint["turn"]["pending"]["id"], decision="always")
     _run_again(run)
     conversation = run.message.conversation
 
     follow_up = conversation_services.message_post(conversation=conversation, content="More", enqueue=False)
-    services.run_execute(run_id=follow_up.runs.get().pk)
+    run_execute(run_id=follow_up.runs.get().pk)
     new_root = conversation_services.message_post(
         conversation=conversation, content="Fresh", parent=None, enqueue=False
     )
-    services.run_execute(run_id=new_root.runs.get().pk)
+    run_execute(run_id=new_root.runs.get().pk)
 
     assert follow_up.runs.get().status == Run.Status.COMPLETED
     assert new_root.runs.get().status == Run.Status.WAITING_PERMISSION
@@ -425,7 +421,7 @@ def test_an_unanswered_request_expires_as_denied(user, scripted_model, confirm_c
     scripted_model.add(Text(call("create_artifact", id="draft", content="text")), Text("No approval, no draft."))
     run = _run(user)
 
-    assert services.permissions_expire() == 1
+    assert permissions_expire() == 1
     run = _run_again(run)
 
     assert run.status == Run.Status.COMPLETED
@@ -557,7 +553,7 @@ def test_the_next_turn_continues_from_the_compaction_boundary(user, small_window
         conversation=first.message.conversation, content="And rollback journals?", enqueue=False
     )
 
-    services.run_execute(run_id=second.runs.get().pk)
+    run_execute(run_id=second.runs.get().pk)
 
     messages = small_window.requests[3]["messages"]
     assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
@@ -592,9 +588,7 @@ def test_a_turn_past_its_time_limit_fails_with_the_reason_and_keeps_its_artifact
 
 
 def _approve(run, user):
-    services.permission_answer(
-        run_id=run.pk, user=user, request_id=run.checkpoint["turn"]["pending"]["id"], decision="approve"
-    )
+    permission_answer(run_id=run.pk, user=user, request_id=run.checkpoint["turn"]["pending"]["id"], decision="approve")
     return _run_again(run)
 
 

@@ -9,8 +9,8 @@ from channels.testing import WebsocketCommunicator
 from django.test import Client
 from django.urls import reverse
 
-from agents import services
 from agents.models import Run, RunEvent
+from agents.services.runs import run_execute
 from artifactflow.asgi import application
 from conversations import services as conversation_services
 from tests.agents.test_engine import call
@@ -28,7 +28,7 @@ def waiting_run(user, scripted_model, settings):
     scripted_model.add(Text(call("create_artifact", id="draft", content="text")))
     conversation = conversation_services.conversation_start(user=user, content="Draft it", enqueue=False)
     run = conversation.active_branch.runs.get()
-    services.run_execute(run_id=run.pk)
+    run_execute(run_id=run.pk)
     run.refresh_from_db()
     return run
 
@@ -93,7 +93,7 @@ def test_the_activity_of_a_turn_with_its_metrics_for_its_owner_only(client, user
         Text("Done."),
     )
     conversation = conversation_services.conversation_start(user=user, content="Take notes", enqueue=False)
-    run = services.run_execute(run_id=conversation.active_branch.runs.get().pk)
+    run = run_execute(run_id=conversation.active_branch.runs.get().pk)
     url = reverse("run-activity", args=[run.pk])
 
     client.force_login(other_user)

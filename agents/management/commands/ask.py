@@ -7,7 +7,8 @@ from django.core.management.base import BaseCommand, CommandError
 from agents.engine import ALWAYS, APPROVE, DENY
 from agents.models import Run, RunEvent
 from agents.selectors import LEAD_AGENT
-from agents.services import permission_answer, run_execute
+from agents.services.permissions import permission_answer
+from agents.services.runs import run_execute
 from artifacts.models import Artifact
 from conversations import selectors, services
 from conversations.management.commands.demo_user import DEMO_USERNAME
