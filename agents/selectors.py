@@ -12,6 +12,7 @@ from conversations.tree import message_path
 
 from .config import LEAD_AGENT
 from .models import LibraryDocument, Run, RunEvent
+from .state import ALLOWING
 from .steps import Step, StepFold, quoted, shortened, status_line, step_fold_apply
 from .toolcalls import text_before_calls
 
@@ -116,7 +117,7 @@ def run_view_apply(view: RunView, event: RunEvent) -> None:
             why = group.detail.strip().splitlines()[0] if group is not None and group.detail.strip() else ""
             view.pending = {**data, "agent": agent, "subject": step.subject if step else "", "why": shortened(why, 300)}
             view.activity = "Waiting for your approval"
-        case RunEvent.Type.PERMISSION_RESULT if data.get("decision") in ("approve", "always"):
+        case RunEvent.Type.PERMISSION_RESULT if data.get("decision") in ALLOWING:
             view.pending = None
             view.activity = status_line(view.fold.running.get(agent), view.fold, agent)
         case RunEvent.Type.PERMISSION_RESULT:

@@ -6,9 +6,9 @@ from django.views.decorators.http import require_GET, require_POST
 from conversations import selectors as conversation_selectors
 
 from . import selectors
-from .engine import ALWAYS
 from .models import Run
 from .services import permissions, runs
+from .state import PermissionDecision
 
 
 def _run_or_404(request, run_id) -> Run:
@@ -53,7 +53,7 @@ def run_permission(request, run_id):
         # turn as it is now, with the reason, rather than an error response.
         return _message_response(request, run, error=str(exc))
     response = _message_response(request, run)
-    if request.htmx and decision == ALWAYS:
+    if request.htmx and decision == PermissionDecision.ALWAYS:
         # The list of always-allowed tools under the thread gains this one.
         allowed = selectors.branch_allowed_tools(message=run.message)
         context = {"allowed_tools": allowed, "conversation_id": run.message.conversation_id, "oob": True}

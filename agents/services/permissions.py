@@ -8,9 +8,9 @@ from django.utils import timezone
 
 from conversations.tree import message_path
 
-from .. import engine
 from ..models import Run
 from ..selectors import ALLOWED_TOOLS, tools_allowed
+from ..state import USER_DECISIONS, PermissionDecision, pending_answered, pending_request
 from .runs import RunStateError, run_enqueue, run_owned_locked
 
 
@@ -20,26 +20,27 @@ def permission_answer(*, run_id: int, user, request_id: str, decision: str, enqu
     repeated answer is refused."""
     with transaction.atomic():
         run = run_owned_locked(run_id=run_id, user=user)
-        if decision not in (engine.APPROVE, engine.ALWAYS, engine.DENY):
+        if decision not in USER_DECISIONS:
             raise RunStateError("Answer approve, always or deny.")
+        decision = PermissionDecision(decision)
         _pending_decide(run=run, request_id=request_id, decision=decision, by=user.get_username(), enqueue=enqueue)
-        if decision == engine.ALWAYS:
+        if decision == PermissionDecision.ALWAYS:
             message = run.message
-            tools = set(message.metadata.get(ALLOWED_TOOLS, [])) | {run.checkpoint["turn"]["pending"]["tool"]}
+            tools = set(message.metadata.get(ALLOWED_TOOLS, [])) | {pending_request(run.checkpoint).tool}
             message.metadata = {**message.metadata, ALLOWED_TOOLS: sorted(tools)}
             message.save(update_fields=["metadata"])
     return run
 
 
-def _pending_decide(*, run: Run, request_id: str, decision: str, by: str = "", enqueue: bool = True) -> None:
+def _pending_decide(
+    *, run: Run, request_id: str, decision: PermissionDecision, by: str = "", enqueue: bool = True
+) -> None:
     """`by`: who answered; nobody when the request expired."""
-    turn = (run.checkpoint or {}).get("turn", {})
-    pending = turn.get("pending")
-    if run.status != Run.Status.WAITING_PERMISSION or not pending or pending["id"] != request_id:
+    pending = pending_request(run.checkpoint)
+    if run.status != Run.Status.WAITING_PERMISSION or pending is None or pending.id != request_id:
         raise RunStateError("This request is no longer open: it was answered already or the turn moved on.")
     # Logged with the decision when the run resumes, which may be later than the answer.
-    answer = {"decision": decision, "decided_by": by, "decided_at": timezone.now().isoformat()}
-    run.checkpoint = {**run.checkpoint, "turn": {**turn, "pending": {**pending, **answer}}}
+    run.checkpoint = pending_answered(run.checkpoint, decision=decision, by=by)
     run.status = Run.Status.QUEUED
     run.save(update_fields=["checkpoint", "status"])
     if enqueue:
@@ -53,12 +54,12 @@ def permissions_expire() -> int:
     for run_id in Run.objects.filter(status=Run.Status.WAITING_PERMISSION).values_list("pk", flat=True):
         with transaction.atomic():
             run = Run.objects.select_for_update().get(pk=run_id)
-            pending = (run.checkpoint or {}).get("turn", {}).get("pending") or {}
-            if run.status != Run.Status.WAITING_PERMISSION or not pending.get("expires_at"):
+            pending = pending_request(run.checkpoint)
+            if run.status != Run.Status.WAITING_PERMISSION or pending is None or not pending.expires_at:
                 continue
-            if datetime.fromisoformat(pending["expires_at"]) > now:
+            if datetime.fromisoformat(pending.expires_at) > now:
                 continue
-            _pending_decide(run=run, request_id=pending["id"], decision=engine.EXPIRED)
+            _pending_decide(run=run, request_id=pending.id, decision=PermissionDecision.EXPIRED)
             expired += 1
     return expired
 

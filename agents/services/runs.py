@@ -23,6 +23,7 @@ from ..lease import Heartbeat, Lease, LeaseLost, worker_name
 from ..llm import ModelError, models_from_settings
 from ..models import Run, RunEvent
 from ..selectors import RunView, branch_allowed_tools, run_view_apply
+from ..state import OutcomeStatus
 
 logger = logging.getLogger(__name__)
 
@@ -128,7 +129,7 @@ def _run_drive(*, run: Run, lease: Lease, log: RunEventLog, artifacts: ArtifactM
     try:
         models = models_from_settings()
         if run.checkpoint:
-            state = engine.TurnState.from_checkpoint(run.checkpoint["turn"])
+            state = engine.checkpoint_state(run.checkpoint)
             artifacts.restore(run.checkpoint.get("artifacts", []))
         else:
             state = _run_start(run=run, model=models.default, log=log)
@@ -153,7 +154,7 @@ def _run_drive(*, run: Run, lease: Lease, log: RunEventLog, artifacts: ArtifactM
         # checkpoint then no longer carries them. A turn paused for the user's
         # permission keeps them in the checkpoint instead: one version per
         # artifact per turn, paused or not (seed 000).
-        flush = FlushReport() if outcome.status == "waiting_permission" else artifacts.flush_all()
+        flush = FlushReport() if outcome.status == OutcomeStatus.WAITING_PERMISSION else artifacts.flush_all()
         _run_checkpoint(run=run, lease=lease, state=state, artifacts=artifacts)
         _run_finish(run=run, lease=lease, log=log, outcome=outcome, flush=flush)
 
@@ -193,7 +194,7 @@ def _run_start(*, run: Run, model, log: RunEventLog) -> engine.TurnState:
 
 
 def _run_checkpoint(*, run: Run, lease: Lease, state: engine.TurnState, artifacts: ArtifactManager) -> None:
-    run.checkpoint = {"turn": state.to_checkpoint(), "artifacts": artifacts.working_state()}
+    run.checkpoint = engine.checkpoint_new(state=state, artifacts=artifacts.working_state())
 
     def write():
         with transaction.atomic():
@@ -214,20 +215,20 @@ def _run_finish(*, run: Run, lease: Lease, log: RunEventLog, outcome: engine.Tur
         with transaction.atomic():
             lease.hold()
             run.metrics = outcome.metrics
-            if outcome.status == "waiting_permission":
+            if outcome.status == OutcomeStatus.WAITING_PERMISSION:
                 # No worker waits for a human: the task ends here and an answer
                 # enqueues the run again (permission_answer). The question and
                 # the status a page shows it by commit together.
                 log.emit(
                     RunEvent.Type.PERMISSION_REQUEST,
-                    agent=outcome.pending["agent"],
+                    agent=outcome.pending.agent,
                     data=engine.permission_request_data(outcome.pending),
                 )
                 run.status = Run.Status.WAITING_PERMISSION
                 run.save(update_fields=["status", "metrics"])
                 return
             _answer_keep(message=run.message, text=outcome.response)
-            if outcome.status == "cancelled":
+            if outcome.status == OutcomeStatus.CANCELLED:
                 _error_emit(log=log, flush=flush, message=CANCELLED, cancelled=True)
                 run.status = Run.Status.CANCELLED
             elif flush.failed:

@@ -8,6 +8,7 @@ from django.utils import timezone
 from agents.models import Run, RunEvent
 from agents.services.permissions import permission_answer
 from agents.services.runs import run_execute
+from agents.state import pending_request
 from conversations import services as conversation_services
 from conversations.models import Message
 from tests.agents.test_engine import call
@@ -40,8 +41,8 @@ def _researched_run(user, scripted_model):
     conversation = conversation_services.conversation_start(user=user, content="How do heat pumps work?", enqueue=False)
     run = conversation.active_branch.runs.get()
     run_execute(run_id=run.pk)
-    pending = Run.objects.get(pk=run.pk).checkpoint["turn"]["pending"]
-    permission_answer(run_id=run.pk, user=user, request_id=pending["id"], decision="approve", enqueue=False)
+    pending = pending_request(Run.objects.get(pk=run.pk).checkpoint)
+    permission_answer(run_id=run.pk, user=user, request_id=pending.id, decision="approve", enqueue=False)
     run_execute(run_id=run.pk)
     run.refresh_from_db()
     assert run.status == Run.Status.COMPLETED

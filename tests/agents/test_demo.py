@@ -7,6 +7,7 @@ from agents.demo import REPORT_ID
 from agents.models import Run, RunEvent
 from agents.services.permissions import permission_answer
 from agents.services.runs import run_execute
+from agents.state import pending_request
 from artifacts import services as artifact_services
 from artifacts.branches import branch_shown
 from artifacts.models import Artifact, ArtifactVersion
@@ -36,9 +37,9 @@ def _follow_up(conversation, question):
 def _answer_until_done(run, user, decision):
     asked = []
     while run.status == Run.Status.WAITING_PERMISSION:
-        pending = run.checkpoint["turn"]["pending"]
-        asked.append(pending["params"]["url"])
-        permission_answer(run_id=run.pk, user=user, request_id=pending["id"], decision=decision)
+        pending = pending_request(run.checkpoint)
+        asked.append(pending.params["url"])
+        permission_answer(run_id=run.pk, user=user, request_id=pending.id, decision=decision)
         run = _execute(run)
     return run, asked
 

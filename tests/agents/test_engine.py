@@ -9,6 +9,7 @@ from agents.engine import EVENT_PARAM_CHARS, ROUNDS_LEFT_WARNING, _ProseFilter
 from agents.models import Run, RunEvent
 from agents.services.permissions import permission_answer, permissions_expire
 from agents.services.runs import RunStateError, run_execute
+from agents.state import pending_request
 from artifacts.models import Artifact, ArtifactVersion
 from conversations import services as conversation_services
 from tests.factories import LibraryDocumentFactory
@@ -292,7 +293,7 @@ def test_a_confirm_tool_pauses_the_run_without_holding_a_worker(user, scripted_m
     assert run.status == Run.Status.WAITING_PERMISSION
     [request] = _events(run, RunEvent.Type.PERMISSION_REQUEST)
     assert request.data["tool"] == "create_artifact" and request.data["params"]["id"] == "draft"
-    assert run.checkpoint["turn"]["pending"]["id"] == request.data["id"]
+    assert pending_request(run.checkpoint).id == request.data["id"]
     assert not Artifact.objects.exists()
     assert not run.events.filter(type__in=RunEvent.TERMINAL_TYPES).exists()
 
@@ -300,7 +301,7 @@ def test_a_confirm_tool_pauses_the_run_without_holding_a_worker(user, scripted_m
 def test_an_approved_call_runs_when_the_turn_resumes(user, scripted_model, confirm_create):
     scripted_model.add(Text(call("create_artifact", id="draft", content="text")), Text("Created it."))
     run = _run(user)
-    request_id = run.checkpoint["turn"]["pending"]["id"]
+    request_id = pending_request(run.checkpoint).id
 
     permission_answer(run_id=run.pk, user=user, request_id=request_id, decision="approve")
     run = _run_again(run)
@@ -326,7 +327,7 @@ def test_an_approved_call_runs_when_the_turn_resumes(user, scripted_model, confi
 def test_a_call_that_needs_approval_starts_only_once_approved(user, scripted_model, confirm_create, decision, order):
     scripted_model.add(Text(call("create_artifact", id="draft", content="text")), Text("Done."))
     run = _run(user)
-    permission_answer(run_id=run.pk, user=user, request_id=run.checkpoint["turn"]["pending"]["id"], decision=decision)
+    permission_answer(run_id=run.pk, user=user, request_id=pending_request(run.checkpoint).id, decision=decision)
 
     run = _run_again(run)
 
@@ -341,7 +342,7 @@ def test_a_denied_call_is_reported_to_the_model(user, scripted_model, confirm_cr
 
     with pytest.raises(RunStateError):
         permission_answer(run_id=run.pk, user=user, request_id="stale", decision="deny")
-    permission_answer(run_id=run.pk, user=user, request_id=run.checkpoint["turn"]["pending"]["id"], decision="deny")
+    permission_answer(run_id=run.pk, user=user, request_id=pending_request(run.checkpoint).id, decision="deny")
     run = _run_again(run)
 
     assert run.status == Run.Status.COMPLETED
@@ -358,7 +359,7 @@ def test_always_allow_holds_for_the_rest_of_the_branch_only(user, scripted_model
         Text(call("create_artifact", id="c", content="3")),
     )
     run = _run(user)
-    permission_answer(run_id=run.pk, user=user, request_id=run.checkpoint["turn"]["pending"]["id"], decision="always")
+    permission_answer(run_id=run.pk, user=user, request_id=pending_request(run.checkpoint).id, decision="always")
     _run_again(run)
     conversation = run.message.conversation
 
@@ -588,7 +589,7 @@ def test_a_turn_past_its_time_limit_fails_with_the_reason_and_keeps_its_artifact
 
 
 def _approve(run, user):
-    permission_answer(run_id=run.pk, user=user, request_id=run.checkpoint["turn"]["pending"]["id"], decision="approve")
+    permission_answer(run_id=run.pk, user=user, request_id=pending_request(run.checkpoint).id, decision="approve")
     return _run_again(run)
 
 
@@ -609,7 +610,7 @@ def test_a_research_turn_plans_searches_reads_and_reports(user, scripted_model):
 
     run = _run(user)
     assert run.status == Run.Status.WAITING_PERMISSION
-    assert run.checkpoint["turn"]["pending"]["tool"] == "web_fetch"
+    assert pending_request(run.checkpoint).tool == "web_fetch"
     assert run.checkpoint["turn"]["phase"] == "waiting_permission"
     run = _approve(run, user)
     assert run.checkpoint["turn"]["phase"] == "completed"

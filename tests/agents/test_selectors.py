@@ -9,6 +9,7 @@ from agents.search import web_search
 from agents.selectors import RunView, run_activity, run_view_apply
 from agents.services.permissions import permission_answer
 from agents.services.runs import run_execute
+from agents.state import pending_request
 from agents.tooling import tool_error
 from conversations import services as conversation_services
 from tests.factories import LibraryDocumentFactory, RunFactory
@@ -504,7 +505,7 @@ def test_a_real_turn_folds_each_agents_steps(user, demo_model):
     run.refresh_from_db()
     asking = _live(run).steps[-1].children[-1]
     permission_answer(
-        run_id=run.pk, user=user, request_id=run.checkpoint["turn"]["pending"]["id"], decision="always", enqueue=False
+        run_id=run.pk, user=user, request_id=pending_request(run.checkpoint).id, decision="always", enqueue=False
     )
     run = run_execute(run_id=run.pk)
 

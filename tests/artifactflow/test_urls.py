@@ -31,6 +31,7 @@ from django.views.defaults import server_error
 
 from agents.models import Run, RunEvent
 from agents.services.runs import run_execute
+from agents.state import pending_request
 from artifacts import services as artifact_services
 from artifacts.branches import branch_shown
 from artifacts.manager import ArtifactManager
@@ -138,7 +139,7 @@ def world(user, other_user, scripted_model, settings):
         attacker=attacker,
         conversation=conversation,
         own_conversation=own_conversation,
-        pending_id=waiting.checkpoint["turn"]["pending"]["id"],
+        pending_id=pending_request(waiting.checkpoint).id,
         message_id=waiting_message.pk,
         base_version=report.current_version,
         values={

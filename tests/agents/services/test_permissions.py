@@ -3,6 +3,7 @@ import pytest
 from agents.models import Run, RunEvent
 from agents.services.permissions import permission_answer
 from agents.services.runs import run_cancel, run_execute
+from agents.state import pending_request
 from artifacts import selectors as artifact_selectors
 from artifacts.branches import branch_shown
 from artifacts.models import Artifact
@@ -32,8 +33,8 @@ def test_a_turn_paused_for_permission_saves_one_version_per_artifact(user, scrip
     )
     assert (shown.live, shown.content) == (True, "- [x] read")
 
-    pending = run.checkpoint["turn"]["pending"]
-    permission_answer(run_id=run.pk, user=user, request_id=pending["id"], decision="approve", enqueue=False)
+    pending = pending_request(run.checkpoint)
+    permission_answer(run_id=run.pk, user=user, request_id=pending.id, decision="approve", enqueue=False)
     run_execute(run_id=run.pk)
 
     plan = Artifact.objects.get(artifact_id="task_plan")
@@ -64,7 +65,7 @@ def test_the_question_of_a_paused_turn_is_logged_with_the_pause(user, scripted_m
         "rewrite_artifact",
         {"id": "notes", "content": "final"},
     )
-    assert request.data["id"] == Run.objects.get(pk=run.pk).checkpoint["turn"]["pending"]["id"]
+    assert request.data["id"] == pending_request(Run.objects.get(pk=run.pk).checkpoint).id
 
 
 def test_cancelling_a_paused_turn_saves_its_work_once(user, scripted_model, settings):

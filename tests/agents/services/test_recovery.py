@@ -9,6 +9,7 @@ from agents.models import Run, RunEvent
 from agents.services.permissions import permission_answer
 from agents.services.recovery import WORKER_DIED, runs_sweep
 from agents.services.runs import run_cancel, run_execute
+from agents.state import pending_request
 from agents.tasks import run_turn
 from artifacts import selectors as artifact_selectors
 from artifacts.branches import branch_shown
@@ -128,8 +129,8 @@ def test_a_permission_answer_does_not_use_up_the_resume_after_a_worker_death(use
     )
     _, run = _turn(user)
     run_execute(run_id=run.pk)
-    pending = Run.objects.get(pk=run.pk).checkpoint["turn"]["pending"]
-    permission_answer(run_id=run.pk, user=user, request_id=pending["id"], decision="approve", enqueue=False)
+    pending = pending_request(Run.objects.get(pk=run.pk).checkpoint)
+    permission_answer(run_id=run.pk, user=user, request_id=pending.id, decision="approve", enqueue=False)
     with pytest.raises(_WorkerKilled):
         run_execute(run_id=run.pk, on_event=_killed_in_step(1))
     _stale(run, settings)
