@@ -582,6 +582,7 @@ class Turn:
     def _outcome(self, status: OutcomeStatus, state: TurnState, *, response: str = "") -> TurnOutcome:
         completed_at = timezone.now()
         started_at = datetime.fromisoformat(state.started_at)
+        waiting = status == OutcomeStatus.WAITING_PERMISSION
         return TurnOutcome(
             status=status,
             response=response,
@@ -592,9 +593,7 @@ class Turn:
                 "agent_executions": list(state.agent_metrics.values()),
                 "tool_calls": state.tool_metrics,
             },
-            pending=PendingRequest.from_checkpoint(state.pending)
-            if status == OutcomeStatus.WAITING_PERMISSION
-            else None,
+            pending=PendingRequest.from_checkpoint(state.pending) if waiting else None,
         )
 
 

@@ -4,6 +4,9 @@ The page and the websocket consumer render runs from the same fold, so a view
 rebuilt after a reload or a dropped message is the view that streamed. Its
 steps are agents.steps's fold, which the activity under a finished answer
 shows too.
+
+Also the reads about runs that the pages and a run's start share: a user's
+run, a conversation's active one, the tools always allowed on a branch.
 """
 
 from dataclasses import dataclass, field

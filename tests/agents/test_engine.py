@@ -5,7 +5,7 @@ from datetime import datetime
 import pytest
 
 from agents import config
-from agents.engine import EVENT_PARAM_CHARS, ROUNDS_LEFT_WARNING, _ProseFilter
+from agents.engine import EVENT_PARAM_CHARS, ROUNDS_LEFT_WARNING, _ProseFilter, checkpoint_state
 from agents.models import Run, RunEvent
 from agents.services.permissions import permission_answer, permissions_expire
 from agents.services.runs import RunStateError, run_execute
@@ -611,9 +611,9 @@ def test_a_research_turn_plans_searches_reads_and_reports(user, scripted_model):
     run = _run(user)
     assert run.status == Run.Status.WAITING_PERMISSION
     assert pending_request(run.checkpoint).tool == "web_fetch"
-    assert run.checkpoint["turn"]["phase"] == "waiting_permission"
+    assert checkpoint_state(run.checkpoint).phase == "waiting_permission"
     run = _approve(run, user)
-    assert run.checkpoint["turn"]["phase"] == "completed"
+    assert checkpoint_state(run.checkpoint).phase == "completed"
 
     assert run.status == Run.Status.COMPLETED and run.message.response == "See the report."
     search_reply = scripted_model.requests[3]["messages"][-1]["content"]
