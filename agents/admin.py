@@ -10,9 +10,9 @@ from django.utils.text import Truncator
 
 from artifacts.uploads import UploadError
 
-from . import services
 from .library import library_file_read
 from .models import LibraryDocument, Run, RunEvent
+from .services.runs import run_chunks_purge, runs_cancel_by_staff
 from .trace import run_trace
 
 # A JSON value longer than this is shown folded.
@@ -130,7 +130,7 @@ class RunAdmin(ReadOnlyAdmin):
 
     @admin.action(description="Cancel selected runs")
     def runs_cancel(self, request, queryset):
-        cancelled, ended = services.runs_cancel_by_staff(run_ids=list(queryset.values_list("pk", flat=True)))
+        cancelled, ended = runs_cancel_by_staff(run_ids=list(queryset.values_list("pk", flat=True)))
         if cancelled:
             self.message_user(request, f"Cancelled {len(cancelled)} run(s): {_ids(cancelled)}.", messages.SUCCESS)
         if ended:
@@ -149,12 +149,12 @@ class RunAdmin(ReadOnlyAdmin):
         if request.method == "POST" and form.is_valid():
             days = form.cleaned_data["older_than_days"]
             if "apply" in request.POST:
-                done = services.run_chunks_purge(older_than_days=days, apply=True)
+                done = run_chunks_purge(older_than_days=days, apply=True)
                 self.message_user(
                     request, f"Deleted {done.events} streamed-text events of {done.runs} runs.", messages.SUCCESS
                 )
                 return redirect("admin:agents_run_changelist")
-            report = services.run_chunks_purge(older_than_days=days)
+            report = run_chunks_purge(older_than_days=days)
         context = {
             **self.admin_site.each_context(request),
             "title": "Purge streamed text of finished runs",

@@ -23,7 +23,7 @@ def _sweep_schedule(sender, **kwargs):
 def _sweep_on_worker_start(sender, **kwargs):
     # A worker process starting after a crash or a restart heals at once the
     # runs its host's dead processes held, rather than after the stale limit.
-    from .services import runs_sweep
+    from .services.recovery import runs_sweep
 
     try:
         swept = runs_sweep()

@@ -39,6 +39,7 @@ from .events import RunEventLog
 from .llm.base import NATIVE, ChatModel, ModelError
 from .llm.config import AgentModels
 from .models import RunEvent
+from .state import ALLOWING, TURN, OutcomeStatus, PendingRequest, PermissionDecision
 from .toolcalls import (
     OPEN_TAG,
     ToolCall,
@@ -58,9 +59,6 @@ CANCEL_CHECK_SECONDS = 0.3
 # From this many tool calls left, the lead is told how many, so it can plan
 # its answer rather than be cut off (seed 003); a subagent has only a few.
 ROUNDS_LEFT_WARNING = 5
-
-APPROVE, ALWAYS, DENY, EXPIRED = "approve", "always", "deny", "expired"
-DECISIONS = (APPROVE, ALWAYS, DENY, EXPIRED)
 
 
 class Cancelled(Exception):
@@ -122,21 +120,32 @@ class TurnState:
         return cls(**{**data, "frames": [Frame(**frame) for frame in data["frames"]]})
 
 
+def checkpoint_new(*, state: TurnState, artifacts: list[dict]) -> dict:
+    """A run's checkpoint: the turn's state and the working copies of its
+    artifacts (ArtifactManager.working_state)."""
+    return {TURN: state.to_checkpoint(), "artifacts": artifacts}
+
+
+def checkpoint_state(checkpoint: dict) -> TurnState:
+    """The turn state a run's checkpoint continues from."""
+    return TurnState.from_checkpoint(checkpoint[TURN])
+
+
 @dataclass
 class TurnOutcome:
-    status: str  # "completed", "waiting_permission" or "cancelled"
+    status: OutcomeStatus
     response: str
     metrics: dict
     # The open permission request of a turn that waits for it.
-    pending: dict | None = None
+    pending: PendingRequest | None = None
 
 
-def permission_request_data(pending: dict) -> dict:
+def permission_request_data(pending: PendingRequest) -> dict:
     """The permission_request event of a turn's open question. The service
     logs it in the transaction that marks the run as waiting: a page that
     takes a run's status from its row never sees the question before the
     row says the run waits, nor misses it after."""
-    return {**{k: pending[k] for k in ("id", "tool", "expires_at")}, **_event_params(pending["params"])}
+    return {"id": pending.id, "tool": pending.tool, "expires_at": pending.expires_at, **_event_params(pending.params)}
 
 
 @dataclass
@@ -200,7 +209,7 @@ class Turn:
 
     def execute(self, state: TurnState) -> TurnOutcome:
         if state.phase == Phase.COMPLETED:
-            return self._outcome("completed", state, response=state.response)
+            return self._outcome(OutcomeStatus.COMPLETED, state, response=state.response)
         try:
             if state.steps == 0 and state.pending is None:
                 self.log.emit(
@@ -208,7 +217,7 @@ class Turn:
                 )
             if state.pending is not None:
                 if "decision" not in state.pending:
-                    return self._outcome("waiting_permission", state)
+                    return self._outcome(OutcomeStatus.WAITING_PERMISSION, state)
                 self._pending_resolve(state)
                 self.checkpoint(state)
             while True:
@@ -219,7 +228,7 @@ class Turn:
                 if finished is not None:
                     return finished
         except Cancelled:
-            return self._outcome("cancelled", state, response=self.shown.strip())
+            return self._outcome(OutcomeStatus.CANCELLED, state, response=self.shown.strip())
 
     # --- one step ---------------------------------------------------------------
 
@@ -407,7 +416,7 @@ class Turn:
             if not response:
                 raise ModelError("The model returned an empty answer.")
             state.phase, state.response = Phase.COMPLETED, response
-            return self._outcome("completed", state, response=response)
+            return self._outcome(OutcomeStatus.COMPLETED, state, response=response)
         state.frames.pop()
         lead = state.frames[-1]
         if response:
@@ -537,33 +546,33 @@ class Turn:
         }
         state.phase = Phase.WAITING_PERMISSION
         # The service logs the question with the run's pause (permission_request_data).
-        return self._outcome("waiting_permission", state)
+        return self._outcome(OutcomeStatus.WAITING_PERMISSION, state)
 
     def _pending_resolve(self, state: TurnState) -> None:
         pending, state.pending = state.pending, None
         frame = state.frames[-1]
-        decision = pending["decision"]
+        decision = PermissionDecision(pending["decision"])
         self.log.emit(
             RunEvent.Type.PERMISSION_RESULT,
             agent=pending["agent"],
             data={
                 "id": pending["id"],
                 "tool": pending["tool"],
-                "decision": decision,
+                "decision": decision.value,
                 "by": pending.get("decided_by", ""),
                 "decided_at": pending.get("decided_at", ""),
             },
         )
         call = ToolCall(name=pending["tool"], params=pending["params"], id=pending.get("call_id", ""))
-        if decision in (APPROVE, ALWAYS):
-            if decision == ALWAYS:
+        if decision in ALLOWING:
+            if decision == PermissionDecision.ALWAYS:
                 state.allowed.append(call.name)
             tool = {tool.name: tool for tool in AGENTS[frame.agent].tools}[call.name]
             self._tool_execute(state, frame, tool, call)
             return
         why = (
             "The user denied this call."
-            if decision == DENY
+            if decision == PermissionDecision.DENY
             else "Nobody answered the request in time, so it counts as denied."
         )
         message = f"{why} Do not retry it; continue without it or explain what you could not do."
@@ -571,9 +580,10 @@ class Turn:
 
     # --- the end ------------------------------------------------------------------
 
-    def _outcome(self, status: str, state: TurnState, *, response: str = "") -> TurnOutcome:
+    def _outcome(self, status: OutcomeStatus, state: TurnState, *, response: str = "") -> TurnOutcome:
         completed_at = timezone.now()
         started_at = datetime.fromisoformat(state.started_at)
+        waiting = status == OutcomeStatus.WAITING_PERMISSION
         return TurnOutcome(
             status=status,
             response=response,
@@ -584,7 +594,7 @@ class Turn:
                 "agent_executions": list(state.agent_metrics.values()),
                 "tool_calls": state.tool_metrics,
             },
-            pending=state.pending if status == "waiting_permission" else None,
+            pending=PendingRequest.from_checkpoint(state.pending) if waiting else None,
         )
 
 

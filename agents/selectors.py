@@ -4,14 +4,23 @@ The page and the websocket consumer render runs from the same fold, so a view
 rebuilt after a reload or a dropped message is the view that streamed. Its
 steps are agents.steps's fold, which the activity under a finished answer
 shows too.
+
+Also the reads about runs that the pages and a run's start share: a user's
+run, a conversation's active one, the tools always allowed on a branch.
 """
 
 from dataclasses import dataclass, field
 
+from conversations.tree import message_path
+
 from .config import LEAD_AGENT
 from .models import LibraryDocument, Run, RunEvent
+from .state import ALLOWING
 from .steps import Step, StepFold, quoted, shortened, status_line, step_fold_apply
 from .toolcalls import text_before_calls
+
+# Message metadata key: tools the user always allows on the branch through it.
+ALLOWED_TOOLS = "allowed_tools"
 
 
 @dataclass
@@ -111,7 +120,7 @@ def run_view_apply(view: RunView, event: RunEvent) -> None:
             why = group.detail.strip().splitlines()[0] if group is not None and group.detail.strip() else ""
             view.pending = {**data, "agent": agent, "subject": step.subject if step else "", "why": shortened(why, 300)}
             view.activity = "Waiting for your approval"
-        case RunEvent.Type.PERMISSION_RESULT if data.get("decision") in ("approve", "always"):
+        case RunEvent.Type.PERMISSION_RESULT if data.get("decision") in ALLOWING:
             view.pending = None
             view.activity = status_line(view.fold.running.get(agent), view.fold, agent)
         case RunEvent.Type.PERMISSION_RESULT:
@@ -175,3 +184,13 @@ def conversation_active_run(*, conversation_id) -> Run | None:
 def library_titles(*, limit: int = 6) -> list[str]:
     """Titles of the team library's documents, oldest first, for a new conversation's examples."""
     return list(LibraryDocument.objects.order_by("pk").values_list("title", flat=True)[:limit])
+
+
+def tools_allowed(*, messages) -> list[str]:
+    """Tools the user chose to always allow on the branch these messages make up."""
+    return sorted({tool for step in messages for tool in step.metadata.get(ALLOWED_TOOLS, [])})
+
+
+def branch_allowed_tools(*, message) -> list[str]:
+    """Tools the user chose to always allow on this branch (root to `message`)."""
+    return tools_allowed(messages=message_path(message_id=message.pk))

@@ -18,6 +18,7 @@ from artifactflow.markdown import markdown_render
 from .config import CALL_SUBAGENT, LEAD_AGENT
 from .models import RunEvent
 from .search import WEB_SEARCH, search_provider
+from .state import ALLOWING, PermissionDecision
 from .web import WEB_FETCH
 
 # What a step is: a subagent's delegated work (its own steps nested under it), a
@@ -30,10 +31,10 @@ RUNNING, OK, FAILED, DENIED, STOPPED = "running", "ok", "failed", "denied", "sto
 STATUS_WORDS = {RUNNING: "working", OK: "ok", FAILED: "failed", DENIED: "not run", STOPPED: "stopped"}
 PERMISSION_WORDS = {
     "asked": "waiting for your approval",
-    "approve": "you approved it",
-    "always": "you allowed it from now on",
-    "deny": "you denied it",
-    "expired": "nobody answered in time",
+    PermissionDecision.APPROVE: "you approved it",
+    PermissionDecision.ALWAYS: "you allowed it from now on",
+    PermissionDecision.DENY: "you denied it",
+    PermissionDecision.EXPIRED: "nobody answered in time",
     "unanswered": "the run ended before an answer",
 }
 # The status line's verb for each artifact tool.
@@ -240,7 +241,7 @@ def step_fold_apply(fold: StepFold, event: RunEvent) -> None:
             step = fold.running.get(agent)
             # A call that needed approval has had its step since it asked;
             # its tool_start follows the approval.
-            if step is None or step.tool != data.get("tool") or step.permission not in ("approve", "always"):
+            if step is None or step.tool != data.get("tool") or step.permission not in ALLOWING:
                 _call_start(fold, agent, data)
         case RunEvent.Type.TOOL_COMPLETE:
             step = fold.running.pop(agent, None)
@@ -250,7 +251,7 @@ def step_fold_apply(fold: StepFold, event: RunEvent) -> None:
                 fold.tool_calls += 1
                 _place(fold, agent).append(step)
             _result_read(fold, step, data)
-            if step.permission in ("deny", "expired"):
+            if step.permission in (PermissionDecision.DENY, PermissionDecision.EXPIRED):
                 _finish(fold, step, DENIED)
             else:
                 _finish(fold, step, OK if data.get("success") else FAILED, outcome=_outcome(step, data))

@@ -1,11 +1,11 @@
 """django-q2 entry points. They run in the worker processes, never in the web process."""
 
-from . import services
+from .services import recovery
 
 
 def run_turn(run_id: int) -> None:
-    services.run_execute(run_id=run_id)
+    recovery.run_deliver(run_id=run_id)
 
 
 def runs_sweep() -> dict:
-    return services.runs_sweep()
+    return recovery.runs_sweep()

@@ -5,9 +5,10 @@ from django.views.decorators.http import require_GET, require_POST
 
 from conversations import selectors as conversation_selectors
 
-from . import selectors, services
-from .engine import ALWAYS
+from . import selectors
 from .models import Run
+from .services import permissions, runs
+from .state import PermissionDecision
 
 
 def _run_or_404(request, run_id) -> Run:
@@ -34,7 +35,7 @@ def _acting(request, run_id, action):
         run = action()
     except Run.DoesNotExist:
         raise Http404("No such turn.") from None
-    except services.RunStateError as exc:
+    except runs.RunStateError as exc:
         return _message_response(request, run, error=str(exc), status=409)
     return _message_response(request, run)
 
@@ -44,17 +45,17 @@ def run_permission(request, run_id):
     run = _run_or_404(request, run_id)
     decision = request.POST.get("decision", "")
     try:
-        run = services.permission_answer(
+        run = permissions.permission_answer(
             run_id=run_id, user=request.user, request_id=request.POST.get("request_id", ""), decision=decision
         )
-    except services.RunStateError as exc:
+    except runs.RunStateError as exc:
         # Answered meanwhile (another tab, a double click) or expired: the
         # turn as it is now, with the reason, rather than an error response.
         return _message_response(request, run, error=str(exc))
     response = _message_response(request, run)
-    if request.htmx and decision == ALWAYS:
+    if request.htmx and decision == PermissionDecision.ALWAYS:
         # The list of always-allowed tools under the thread gains this one.
-        allowed = services.branch_allowed_tools(message=run.message)
+        allowed = selectors.branch_allowed_tools(message=run.message)
         context = {"allowed_tools": allowed, "conversation_id": run.message.conversation_id, "oob": True}
         response.content += render_to_string("conversations/chat.html#allowed_tools", context, request=request).encode()
     return response
@@ -62,12 +63,12 @@ def run_permission(request, run_id):
 
 @require_POST
 def run_cancel(request, run_id):
-    return _acting(request, run_id, lambda: services.run_cancel(run_id=run_id, user=request.user))
+    return _acting(request, run_id, lambda: runs.run_cancel(run_id=run_id, user=request.user))
 
 
 @require_POST
 def run_retry(request, run_id):
-    return _acting(request, run_id, lambda: services.run_retry(run_id=run_id, user=request.user))
+    return _acting(request, run_id, lambda: runs.run_retry(run_id=run_id, user=request.user))
 
 
 @require_GET

@@ -21,8 +21,8 @@ from django.test import Client, override_settings
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from agents import services as run_services
 from agents.models import RunEvent
+from agents.services.runs import run_execute
 from artifacts import selectors
 from artifacts.branches import branch_shown
 from artifacts.manager import ArtifactManager
@@ -103,7 +103,7 @@ def _edit_turn(user) -> tuple[list[dict], list[RunEvent], object]:
             connection.execute_wrapper(capture),
             contextlib.redirect_stderr(io.StringIO()),
         ):
-            run_services.run_execute(run_id=run.pk)
+            run_execute(run_id=run.pk)
     finally:
         server.stop()
         logging.disable(logging.NOTSET)

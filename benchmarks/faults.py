@@ -32,8 +32,8 @@ from django.db import connection
 from django_q.conf import Conf
 from django_q.status import Stat
 
-from agents import services as run_services
 from agents.models import Run
+from agents.services.recovery import runs_sweep
 from artifacts.models import ArtifactVersion
 from conversations import services
 from tests.model_server import ScriptedModelServer, Text
@@ -219,7 +219,7 @@ def model_silent():
 
         def sweeping():  # the sweep, over and over while the turn runs
             nonlocal recovered
-            recovered += run_services.runs_sweep()["recovered"]
+            recovered += runs_sweep()["recovered"]
             return turn.status() in DONE
 
         try:

@@ -25,7 +25,7 @@ from django.db import connections
 from django.test import Client
 
 from agents.models import Run, RunEvent
-from agents.services import run_execute
+from agents.services.runs import run_execute
 from artifactflow.asgi import application
 from artifactflow.markdown import markdown_render
 from conversations import services

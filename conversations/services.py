@@ -5,7 +5,7 @@ from django.core.validators import ProhibitNullCharactersValidator
 from django.db import transaction
 
 from agents.models import Run
-from agents.services import TurnInProgress, run_create
+from agents.services.runs import TurnInProgress, run_create
 from artifacts.models import ArtifactSession
 
 from .models import Conversation, Message

@@ -9,7 +9,7 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect, push_url, reswap, retarget
 
 from agents import selectors as agent_selectors
-from agents import services as agent_services
+from agents.services import permissions as agent_permissions
 from artifacts import selectors as artifact_selectors
 from artifacts.branches import branch_shown
 
@@ -229,7 +229,7 @@ def allowed_tool_revoke(request, conversation_id):
     tool = request.POST.get("tool", "")
     if conversation.active_branch is None:
         raise Http404("This conversation has no messages.")
-    allowed = agent_services.branch_tool_revoke(message=conversation.active_branch, tool=tool)
+    allowed = agent_permissions.branch_tool_revoke(message=conversation.active_branch, tool=tool)
     if not request.htmx:
         return redirect(conversation.get_absolute_url())
     context = {"allowed_tools": allowed, "conversation_id": conversation.pk, "revoked": tool}

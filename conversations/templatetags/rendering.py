@@ -1,7 +1,7 @@
 from django import template
 from django.utils.safestring import mark_safe
 
-from agents.services import tools_allowed
+from agents.selectors import tools_allowed
 from artifactflow.markdown import markdown_render
 
 register = template.Library()

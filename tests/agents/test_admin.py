@@ -5,8 +5,10 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from agents import services
 from agents.models import Run, RunEvent
+from agents.services.permissions import permission_answer
+from agents.services.runs import run_execute
+from agents.state import pending_request
 from conversations import services as conversation_services
 from conversations.models import Message
 from tests.agents.test_engine import call
@@ -38,10 +40,10 @@ def _researched_run(user, scripted_model):
     )
     conversation = conversation_services.conversation_start(user=user, content="How do heat pumps work?", enqueue=False)
     run = conversation.active_branch.runs.get()
-    services.run_execute(run_id=run.pk)
-    pending = Run.objects.get(pk=run.pk).checkpoint["turn"]["pending"]
-    services.permission_answer(run_id=run.pk, user=user, request_id=pending["id"], decision="approve", enqueue=False)
-    services.run_execute(run_id=run.pk)
+    run_execute(run_id=run.pk)
+    pending = pending_request(Run.objects.get(pk=run.pk).checkpoint)
+    permission_answer(run_id=run.pk, user=user, request_id=pending.id, decision="approve", enqueue=False)
+    run_execute(run_id=run.pk)
     run.refresh_from_db()
     assert run.status == Run.Status.COMPLETED
     return run, document

@@ -4,9 +4,12 @@ from datetime import datetime
 
 import pytest
 
-from agents import config, services
-from agents.engine import EVENT_PARAM_CHARS, ROUNDS_LEFT_WARNING, _ProseFilter
+from agents import config
+from agents.engine import EVENT_PARAM_CHARS, ROUNDS_LEFT_WARNING, _ProseFilter, checkpoint_state
 from agents.models import Run, RunEvent
+from agents.services.permissions import permission_answer, permissions_expire
+from agents.services.runs import RunStateError, run_execute
+from agents.state import pending_request
 from artifacts.models import Artifact, ArtifactVersion
 from conversations import services as conversation_services
 from tests.factories import LibraryDocumentFactory
@@ -25,7 +28,7 @@ def call(name, **params):
 def _run(user, content="Research WAL"):
     conversation = conversation_services.conversation_start(user=user, content=content, enqueue=False)
     run = conversation.active_branch.runs.get()
-    services.run_execute(run_id=run.pk)
+    run_execute(run_id=run.pk)
     run.refresh_from_db()
     return run
 
@@ -238,7 +241,7 @@ def test_a_reply_without_a_call_streams_whole():
 
 
 def _run_again(run):
-    services.run_execute(run_id=run.pk)
+    run_execute(run_id=run.pk)
     run.refresh_from_db()
     return run
 
@@ -290,7 +293,7 @@ def test_a_confirm_tool_pauses_the_run_without_holding_a_worker(user, scripted_m
     assert run.status == Run.Status.WAITING_PERMISSION
     [request] = _events(run, RunEvent.Type.PERMISSION_REQUEST)
     assert request.data["tool"] == "create_artifact" and request.data["params"]["id"] == "draft"
-    assert run.checkpoint["turn"]["pending"]["id"] == request.data["id"]
+    assert pending_request(run.checkpoint).id == request.data["id"]
     assert not Artifact.objects.exists()
     assert not run.events.filter(type__in=RunEvent.TERMINAL_TYPES).exists()
 
@@ -298,9 +301,9 @@ def test_a_confirm_tool_pauses_the_run_without_holding_a_worker(user, scripted_m
 def test_an_approved_call_runs_when_the_turn_resumes(user, scripted_model, confirm_create):
     scripted_model.add(Text(call("create_artifact", id="draft", content="text")), Text("Created it."))
     run = _run(user)
-    request_id = run.checkpoint["turn"]["pending"]["id"]
+    request_id = pending_request(run.checkpoint).id
 
-    services.permission_answer(run_id=run.pk, user=user, request_id=request_id, decision="approve")
+    permission_answer(run_id=run.pk, user=user, request_id=request_id, decision="approve")
     run = _run_again(run)
 
     assert run.status == Run.Status.COMPLETED and run.message.response == "Created it."
@@ -310,8 +313,8 @@ def test_an_approved_call_runs_when_the_turn_resumes(user, scripted_model, confi
     assert result.data == {"id": request_id, "tool": "create_artifact", "decision": "approve", "by": user.username}
     assert result.created_at >= datetime.fromisoformat(answered_at)
     assert _events(run, RunEvent.Type.TOOL_COMPLETE)[0].data["success"]
-    with pytest.raises(services.RunStateError, match="no longer open"):
-        services.permission_answer(run_id=run.pk, user=user, request_id=request_id, decision="deny")
+    with pytest.raises(RunStateError, match="no longer open"):
+        permission_answer(run_id=run.pk, user=user, request_id=request_id, decision="deny")
 
 
 @pytest.mark.parametrize(
@@ -324,9 +327,7 @@ def test_an_approved_call_runs_when_the_turn_resumes(user, scripted_model, confi
 def test_a_call_that_needs_approval_starts_only_once_approved(user, scripted_model, confirm_create, decision, order):
     scripted_model.add(Text(call("create_artifact", id="draft", content="text")), Text("Done."))
     run = _run(user)
-    services.permission_answer(
-        run_id=run.pk, user=user, request_id=run.checkpoint["turn"]["pending"]["id"], decision=decision
-    )
+    permission_answer(run_id=run.pk, user=user, request_id=pending_request(run.checkpoint).id, decision=decision)
 
     run = _run_again(run)
 
@@ -339,11 +340,9 @@ def test_a_denied_call_is_reported_to_the_model(user, scripted_model, confirm_cr
     scripted_model.add(Text(call("create_artifact", id="draft", content="text")), Text("Understood."))
     run = _run(user)
 
-    with pytest.raises(services.RunStateError):
-        services.permission_answer(run_id=run.pk, user=user, request_id="stale", decision="deny")
-    services.permission_answer(
-        run_id=run.pk, user=user, request_id=run.checkpoint["turn"]["pending"]["id"], decision="deny"
-    )
+    with pytest.raises(RunStateError):
+        permission_answer(run_id=run.pk, user=user, request_id="stale", decision="deny")
+    permission_answer(run_id=run.pk, user=user, request_id=pending_request(run.checkpoint).id, decision="deny")
     run = _run_again(run)
 
     assert run.status == Run.Status.COMPLETED
@@ -360,18 +359,16 @@ def test_always_allow_holds_for_the_rest_of_the_branch_only(user, scripted_model
         Text(call("create_artifact", id="c", content="3")),
     )
     run = _run(user)
-    services.permission_answer(
-        run_id=run.pk, user=user, request_id=run.checkpoint["turn"]["pending"]["id"], decision="always"
-    )
+    permission_answer(run_id=run.pk, user=user, request_id=pending_request(run.checkpoint).id, decision="always")
     _run_again(run)
     conversation = run.message.conversation
 
     follow_up = conversation_services.message_post(conversation=conversation, content="More", enqueue=False)
-    services.run_execute(run_id=follow_up.runs.get().pk)
+    run_execute(run_id=follow_up.runs.get().pk)
     new_root = conversation_services.message_post(
         conversation=conversation, content="Fresh", parent=None, enqueue=False
     )
-    services.run_execute(run_id=new_root.runs.get().pk)
+    run_execute(run_id=new_root.runs.get().pk)
 
     assert follow_up.runs.get().status == Run.Status.COMPLETED
     assert new_root.runs.get().status == Run.Status.WAITING_PERMISSION
@@ -425,7 +422,7 @@ def test_an_unanswered_request_expires_as_denied(user, scripted_model, confirm_c
     scripted_model.add(Text(call("create_artifact", id="draft", content="text")), Text("No approval, no draft."))
     run = _run(user)
 
-    assert services.permissions_expire() == 1
+    assert permissions_expire() == 1
     run = _run_again(run)
 
     assert run.status == Run.Status.COMPLETED
@@ -557,7 +554,7 @@ def test_the_next_turn_continues_from_the_compaction_boundary(user, small_window
         conversation=first.message.conversation, content="And rollback journals?", enqueue=False
     )
 
-    services.run_execute(run_id=second.runs.get().pk)
+    run_execute(run_id=second.runs.get().pk)
 
     messages = small_window.requests[3]["messages"]
     assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
@@ -592,9 +589,7 @@ def test_a_turn_past_its_time_limit_fails_with_the_reason_and_keeps_its_artifact
 
 
 def _approve(run, user):
-    services.permission_answer(
-        run_id=run.pk, user=user, request_id=run.checkpoint["turn"]["pending"]["id"], decision="approve"
-    )
+    permission_answer(run_id=run.pk, user=user, request_id=pending_request(run.checkpoint).id, decision="approve")
     return _run_again(run)
 
 
@@ -615,10 +610,10 @@ def test_a_research_turn_plans_searches_reads_and_reports(user, scripted_model):
 
     run = _run(user)
     assert run.status == Run.Status.WAITING_PERMISSION
-    assert run.checkpoint["turn"]["pending"]["tool"] == "web_fetch"
-    assert run.checkpoint["turn"]["phase"] == "waiting_permission"
+    assert pending_request(run.checkpoint).tool == "web_fetch"
+    assert checkpoint_state(run.checkpoint).phase == "waiting_permission"
     run = _approve(run, user)
-    assert run.checkpoint["turn"]["phase"] == "completed"
+    assert checkpoint_state(run.checkpoint).phase == "completed"
 
     assert run.status == Run.Status.COMPLETED and run.message.response == "See the report."
     search_reply = scripted_model.requests[3]["messages"][-1]["content"]

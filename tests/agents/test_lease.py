@@ -10,9 +10,10 @@ import pytest
 from django.db import connections
 from django.utils import timezone
 
-from agents import services
 from agents.lease import HOST, Heartbeat, Lease, LeaseLost, worker_gone, worker_name
 from agents.models import Run, RunEvent
+from agents.services.recovery import runs_sweep
+from agents.services.runs import run_execute
 from artifacts.models import Artifact, ArtifactVersion
 from conversations import services as conversation_services
 from tests.agents.test_engine import call
@@ -29,7 +30,7 @@ def _turn(user, content="What is WAL?"):
 def _in_thread(run_id, results):
     def execute():
         try:
-            results.append(services.run_execute(run_id=run_id))
+            results.append(run_execute(run_id=run_id))
         finally:
             connections.close_all()
 
@@ -54,7 +55,7 @@ def test_a_model_silent_for_longer_than_the_stale_limit_keeps_its_worker_alive(u
     thread = _in_thread(run.pk, results)
     recovered = 0
     while thread.is_alive():
-        recovered += services.runs_sweep()["recovered"]
+        recovered += runs_sweep()["recovered"]
         time.sleep(0.1)
     thread.join()
 
@@ -79,8 +80,8 @@ def test_a_worker_taken_for_dead_stops_at_its_next_write_and_its_successor_alone
     _until(lambda: run.events.filter(type=RunEvent.Type.LLM_CHUNK).exists())
     Run.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now() - timedelta(minutes=2))
 
-    assert services.runs_sweep()["recovered"] == 1
-    second = services.run_execute(run_id=run.pk)
+    assert runs_sweep()["recovered"] == 1
+    second = run_execute(run_id=run.pk)
     first.join(timeout=20)
 
     assert results == [None] and second is not None

@@ -3,11 +3,13 @@ from xml.sax.saxutils import escape, quoteattr
 
 import pytest
 
-from agents import services
 from agents.library import library_document_fetch
 from agents.models import Run, RunEvent
 from agents.search import web_search
 from agents.selectors import RunView, run_activity, run_view_apply
+from agents.services.permissions import permission_answer
+from agents.services.runs import run_execute
+from agents.state import pending_request
 from agents.tooling import tool_error
 from conversations import services as conversation_services
 from tests.factories import LibraryDocumentFactory, RunFactory
@@ -499,13 +501,13 @@ def test_a_real_turn_folds_each_agents_steps(user, demo_model):
         user=user, content="How efficient are heat pumps?", enqueue=False
     )
     run = conversation.active_branch.runs.get()
-    services.run_execute(run_id=run.pk)
+    run_execute(run_id=run.pk)
     run.refresh_from_db()
     asking = _live(run).steps[-1].children[-1]
-    services.permission_answer(
-        run_id=run.pk, user=user, request_id=run.checkpoint["turn"]["pending"]["id"], decision="always", enqueue=False
+    permission_answer(
+        run_id=run.pk, user=user, request_id=pending_request(run.checkpoint).id, decision="always", enqueue=False
     )
-    run = services.run_execute(run_id=run.pk)
+    run = run_execute(run_id=run.pk)
 
     fold = run_activity(run=run)
 

@@ -9,8 +9,9 @@ from channels.testing import WebsocketCommunicator
 from django.test import Client
 from django.urls import reverse
 
-from agents import services
 from agents.models import Run, RunEvent
+from agents.services.runs import run_execute
+from agents.state import pending_request
 from artifactflow.asgi import application
 from conversations import services as conversation_services
 from tests.agents.test_engine import call
@@ -28,7 +29,7 @@ def waiting_run(user, scripted_model, settings):
     scripted_model.add(Text(call("create_artifact", id="draft", content="text")))
     conversation = conversation_services.conversation_start(user=user, content="Draft it", enqueue=False)
     run = conversation.active_branch.runs.get()
-    services.run_execute(run_id=run.pk)
+    run_execute(run_id=run.pk)
     run.refresh_from_db()
     return run
 
@@ -40,13 +41,13 @@ def test_the_page_shows_the_permission_prompt(client, user, waiting_run):
     assert '<span class="subject">draft</span>' in html
     # Sent once: the buttons are disabled while the answer is on its way.
     assert 'hx-disabled-elt="form.permission button"' in html
-    assert f'value="{waiting_run.checkpoint["turn"]["pending"]["id"]}"' in html
+    assert f'value="{pending_request(waiting_run.checkpoint).id}"' in html
     assert 'name="decision" value="always"' in html
 
 
 def test_approving_from_the_page_queues_the_run_and_shows_the_message(client, user, waiting_run):
     client.force_login(user)
-    data = {"request_id": waiting_run.checkpoint["turn"]["pending"]["id"], "decision": "approve"}
+    data = {"request_id": pending_request(waiting_run.checkpoint).id, "decision": "approve"}
 
     response = client.post(reverse("run-permission", args=[waiting_run.pk]), data, **HTMX)
     repeated = client.post(reverse("run-permission", args=[waiting_run.pk]), data, **HTMX)
@@ -54,7 +55,7 @@ def test_approving_from_the_page_queues_the_run_and_shows_the_message(client, us
     waiting_run.refresh_from_db()
     assert response.status_code == 200 and f'id="message-{waiting_run.message_id}"' in response.content.decode()
     assert waiting_run.status == Run.Status.QUEUED
-    assert waiting_run.checkpoint["turn"]["pending"]["decision"] == "approve"
+    assert pending_request(waiting_run.checkpoint).decision == "approve"
     # A repeated answer (a double click, another tab) shows the turn as it is, saying why.
     assert repeated.status_code == 200 and "no longer open" in repeated.content.decode()
     assert 'form class="permission"' not in repeated.content.decode()
@@ -62,7 +63,7 @@ def test_approving_from_the_page_queues_the_run_and_shows_the_message(client, us
 
 def test_another_user_gets_a_404_for_both_controls(client, other_user, waiting_run):
     client.force_login(other_user)
-    data = {"request_id": waiting_run.checkpoint["turn"]["pending"]["id"], "decision": "approve"}
+    data = {"request_id": pending_request(waiting_run.checkpoint).id, "decision": "approve"}
     assert client.post(reverse("run-permission", args=[waiting_run.pk]), data).status_code == 404
     assert client.post(reverse("run-cancel", args=[waiting_run.pk])).status_code == 404
     waiting_run.refresh_from_db()
@@ -93,7 +94,7 @@ def test_the_activity_of_a_turn_with_its_metrics_for_its_owner_only(client, user
         Text("Done."),
     )
     conversation = conversation_services.conversation_start(user=user, content="Take notes", enqueue=False)
-    run = services.run_execute(run_id=conversation.active_branch.runs.get().pk)
+    run = run_execute(run_id=conversation.active_branch.runs.get().pk)
     url = reverse("run-activity", args=[run.pk])
 
     client.force_login(other_user)

@@ -29,8 +29,9 @@ from django.urls import URLResolver, get_resolver, resolve, reverse
 from django.urls.exceptions import Resolver404
 from django.views.defaults import server_error
 
-from agents import services as agent_services
 from agents.models import Run, RunEvent
+from agents.services.runs import run_execute
+from agents.state import pending_request
 from artifacts import services as artifact_services
 from artifacts.branches import branch_shown
 from artifacts.manager import ArtifactManager
@@ -97,14 +98,14 @@ def world(user, other_user, scripted_model, settings):
     question = f"How do {SEARCHED} work in winter? {MARKER}"
     scripted_model.add(Text(f"An answer only the owner may read: {MARKER}. " * 20))
     conversation = conversation_services.conversation_start(user=owner, content=question, enqueue=False)
-    completed = agent_services.run_execute(run_id=conversation.active_branch.runs.get().pk)
+    completed = run_execute(run_id=conversation.active_branch.runs.get().pk)
 
     settings.TOOL_PERMISSIONS = {"create_artifact": "confirm"}
     scripted_model.add(Text(call("create_artifact", id="draft", content=f"Pending parameters {MARKER}")))
     waiting_message = conversation_services.message_post(
         conversation=conversation, content=f"Draft it {MARKER}", enqueue=False
     )
-    waiting = agent_services.run_execute(run_id=waiting_message.runs.get().pk)
+    waiting = run_execute(run_id=waiting_message.runs.get().pk)
     waiting.refresh_from_db()
     assert waiting.status == Run.Status.WAITING_PERMISSION
 
@@ -138,7 +139,7 @@ def world(user, other_user, scripted_model, settings):
         attacker=attacker,
         conversation=conversation,
         own_conversation=own_conversation,
-        pending_id=waiting.checkpoint["turn"]["pending"]["id"],
+        pending_id=pending_request(waiting.checkpoint).id,
         message_id=waiting_message.pk,
         base_version=report.current_version,
         values={

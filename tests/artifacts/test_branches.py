@@ -6,8 +6,8 @@ import re
 import pytest
 from django.urls import reverse
 
-from agents import services as agent_services
 from agents.models import Run, RunEvent
+from agents.services.runs import run_execute
 from artifacts import selectors, services
 from artifacts.branches import branch_at, branch_shown
 from artifacts.manager import ArtifactError, ArtifactManager
@@ -28,7 +28,7 @@ def _turn(conversation, *, content, parent=conversation_services.ACTIVE_BRANCH):
     message = conversation_services.message_post(
         conversation=conversation, content=content, parent=parent, enqueue=False
     )
-    agent_services.run_execute(run_id=message.runs.get().pk)
+    run_execute(run_id=message.runs.get().pk)
     return message
 
 
@@ -53,7 +53,7 @@ def two_branches(user, scripted_model):
     scripted_model.add(*_writes(PLAN_HEAT, "Heat pumps\n\nHeat pumps win."))
     conversation = conversation_services.conversation_start(user=user, content="Heat pumps or gas?", enqueue=False)
     heat = conversation.active_branch
-    agent_services.run_execute(run_id=heat.runs.get().pk)
+    run_execute(run_id=heat.runs.get().pk)
     scripted_model.add(*_writes(PLAN_SOLAR, "Solar\n\nSolar wins."))
     solar = _turn(conversation, content="Solar or gas?", parent=None)
     return conversation, heat, solar
@@ -130,7 +130,7 @@ def test_versions_record_who_wrote_them_on_which_branch(user, signed_in, scripte
     conversation = conversation_services.conversation_start(user=user, content="Write a report", enqueue=False)
     message = conversation.active_branch
     run = message.runs.get()
-    agent_services.run_execute(run_id=run.pk)
+    run_execute(run_id=run.pk)
     branch = branch_shown(conversation=conversation)
 
     services.artifact_upload(branch=branch, filename="data.csv", data=b"a,b\n1,2\n")

@@ -10,8 +10,8 @@ from django.apps import apps
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
-from agents import services as run_services
 from agents.models import Run
+from agents.services.runs import run_execute
 from artifacts import services
 from artifacts.branches import branch_shown
 from artifacts.cleanup import (
@@ -69,7 +69,7 @@ def test_a_result_a_turn_stores_for_being_too_long_is_a_run_artifact_and_the_onl
         Text("See search_agent_report_1."),
     )
     conversation = conversation_services.conversation_start(user=user, content="Research WAL", enqueue=False)
-    run_services.run_execute(run_id=conversation.active_branch.runs.get().pk)
+    run_execute(run_id=conversation.active_branch.runs.get().pk)
 
     stored = Artifact.objects.get(artifact_id="search_agent_report_1")
     assert stored.source == Artifact.Source.RUN

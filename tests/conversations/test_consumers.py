@@ -12,8 +12,8 @@ from django.conf import settings
 from django.db import connections
 from django.test import Client
 
-from agents import services as agent_services
 from agents.models import Run, RunEvent
+from agents.services.runs import run_execute
 from artifactflow import realtime
 from artifactflow.asgi import application
 from artifactflow.markdown import BlockSplitter, markdown_render
@@ -39,7 +39,7 @@ def _conversation(user, content="Question?"):
 
 def _execute_in_thread(run_id):
     try:
-        agent_services.run_execute(run_id=run_id)
+        run_execute(run_id=run_id)
     finally:
         connections.close_all()
 

@@ -4,16 +4,25 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
-from agents.engine import ALWAYS, APPROVE, DENY
 from agents.models import Run, RunEvent
 from agents.selectors import LEAD_AGENT
-from agents.services import permission_answer, run_execute
+from agents.services.permissions import permission_answer
+from agents.services.runs import run_execute
+from agents.state import PendingRequest, PermissionDecision, pending_request
 from artifacts.models import Artifact
 from conversations import selectors, services
 from conversations.management.commands.demo_user import DEMO_USERNAME
 from conversations.models import Message
 
-ANSWERS = {"y": APPROVE, "yes": APPROVE, "a": ALWAYS, "always": ALWAYS, "n": DENY, "no": DENY, "": DENY}
+ANSWERS = {
+    "y": PermissionDecision.APPROVE,
+    "yes": PermissionDecision.APPROVE,
+    "a": PermissionDecision.ALWAYS,
+    "always": PermissionDecision.ALWAYS,
+    "n": PermissionDecision.DENY,
+    "no": PermissionDecision.DENY,
+    "": PermissionDecision.DENY,
+}
 
 
 class Command(BaseCommand):
@@ -58,10 +67,10 @@ class Command(BaseCommand):
 
         run = run_execute(run_id=message.runs.get().pk, on_event=self._print_chunk)
         while run.status == Run.Status.WAITING_PERMISSION:
-            pending = run.checkpoint["turn"]["pending"]
-            decision = APPROVE if auto_approve else self._permission_ask(pending)
+            pending = pending_request(run.checkpoint)
+            decision = PermissionDecision.APPROVE if auto_approve else self._permission_ask(pending)
             # This process resumes the run itself, so no worker is asked to.
-            permission_answer(run_id=run.pk, user=owner, request_id=pending["id"], decision=decision, enqueue=False)
+            permission_answer(run_id=run.pk, user=owner, request_id=pending.id, decision=decision, enqueue=False)
             run = run_execute(run_id=run.pk, on_event=self._print_chunk)
         self.stdout.write("")
         if run.status != Run.Status.COMPLETED:
@@ -71,18 +80,18 @@ class Command(BaseCommand):
             self.stdout.write(f"artifact {artifact.artifact_id} (version {artifact.current_version}): {artifact.title}")
         self.stderr.write(f"conversation {message.conversation_id}, message {message.pk}")
 
-    def _permission_ask(self, pending: dict) -> str:
-        params = ", ".join(f"{key}={value!r}" for key, value in pending["params"].items())
-        request = f"{pending['agent']} wants to call {pending['tool']}({params})"
+    def _permission_ask(self, pending: PendingRequest) -> PermissionDecision:
+        params = ", ".join(f"{key}={value!r}" for key, value in pending.params.items())
+        request = f"{pending.agent} wants to call {pending.tool}({params})"
         if not self.stdin.isatty():
             self.stderr.write(f"\n{request}: denied, there is no terminal to ask on (pass --auto-approve to allow).")
-            return DENY
+            return PermissionDecision.DENY
         while True:
             self.stderr.write(f"\n{request}. Allow? [y]es / [n]o / [a]lways in this branch: ", ending="")
             self.stderr.flush()
             line = self.stdin.readline()
             if not line:
-                return DENY
+                return PermissionDecision.DENY
             answer = ANSWERS.get(line.strip().lower())
             if answer is not None:
                 return answer

@@ -3,10 +3,10 @@
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from agents import services
 from agents.llm.config import models_file_read
 from agents.llm.openai_model import ModelSettings
 from agents.models import Run
+from agents.services.runs import run_execute
 from conversations import services as conversation_services
 from tests.model_server import ScriptedModelServer, Text
 
@@ -84,7 +84,7 @@ def test_each_agent_talks_to_its_own_model(user, scripted_model, settings, tmp_p
         conversation = conversation_services.conversation_start(user=user, content="Find it", enqueue=False)
         run = conversation.active_branch.runs.get()
 
-        services.run_execute(run_id=run.pk)
+        run_execute(run_id=run.pk)
 
         run.refresh_from_db()
         assert run.status == Run.Status.COMPLETED
@@ -103,7 +103,7 @@ def test_a_broken_models_file_fails_the_turn_with_the_reason(user, scripted_mode
     conversation = conversation_services.conversation_start(user=user, content="Hi", enqueue=False)
     run = conversation.active_branch.runs.get()
 
-    services.run_execute(run_id=run.pk)
+    run_execute(run_id=run.pk)
 
     run.refresh_from_db()
     assert run.status == Run.Status.FAILED and "Cannot read the models file" in run.error

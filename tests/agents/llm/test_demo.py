@@ -3,9 +3,11 @@ engine, library, permission prompts and artifacts, with no network."""
 
 import pytest
 
-from agents import services
 from agents.llm.demo import REPORT_ID
 from agents.models import Run, RunEvent
+from agents.services.permissions import permission_answer
+from agents.services.runs import run_execute
+from agents.state import pending_request
 from artifacts import services as artifact_services
 from artifacts.branches import branch_shown
 from artifacts.models import Artifact, ArtifactVersion
@@ -17,7 +19,7 @@ WAL_QUESTION = "How does SQLite WAL mode let readers and a writer work at once?"
 
 
 def _execute(run):
-    services.run_execute(run_id=run.pk)
+    run_execute(run_id=run.pk)
     run.refresh_from_db()
     return run
 
@@ -35,9 +37,9 @@ def _follow_up(conversation, question):
 def _answer_until_done(run, user, decision):
     asked = []
     while run.status == Run.Status.WAITING_PERMISSION:
-        pending = run.checkpoint["turn"]["pending"]
-        asked.append(pending["params"]["url"])
-        services.permission_answer(run_id=run.pk, user=user, request_id=pending["id"], decision=decision)
+        pending = pending_request(run.checkpoint)
+        asked.append(pending.params["url"])
+        permission_answer(run_id=run.pk, user=user, request_id=pending.id, decision=decision)
         run = _execute(run)
     return run, asked
 

@@ -1,10 +1,10 @@
-"""Run lifecycle: create and enqueue, claim, execute, finish."""
+"""Run lifecycle: create and enqueue, claim, execute, finish; the owner's
+cancel and retry, and an administrator's cancel and purge."""
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 
-from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection, transaction
 from django.db.models import F
@@ -16,29 +16,38 @@ from artifactflow.markdown import markdown_render
 from artifacts.branches import Branch, branch_at
 from artifacts.manager import ArtifactManager, FlushReport
 from conversations.models import Conversation
-from conversations.selectors import message_path
 
-from . import engine
-from .events import RunEventLog
-from .lease import HOST, Heartbeat, Lease, LeaseLost, worker_gone, worker_name
-from .llm.base import ModelError
-from .llm.config import models_from_settings
-from .models import Run, RunEvent
-from .selectors import RunView, run_view_apply
+from .. import engine
+from ..events import RunEventLog
+from ..lease import Heartbeat, Lease, LeaseLost, worker_name
+from ..llm.base import ModelError
+from ..llm.config import models_from_settings
+from ..models import Run, RunEvent
+from ..selectors import RunView, branch_allowed_tools, run_view_apply
+from ..state import OutcomeStatus
 
 logger = logging.getLogger(__name__)
 
 TASK = "agents.tasks.run_turn"
-WORKER_DIED = "The worker running this turn stopped twice. Ask again to retry."
-# A run whose worker dies is resumed once from its checkpoint; a second death
-# fails it. Claims after a permission answer are not deaths.
-WORKER_DEATHS_RESUMED = 1
 CANCELLED = "Cancelled."
 ARTIFACTS_NOT_SAVED = "The answer is complete, but not all its artifacts were saved. Ask again to have them written."
 INTERNAL_ERROR = "An internal error stopped this turn. It has been logged."
-# Message metadata key: tools the user always allows on the branch through it.
-ALLOWED_TOOLS = "allowed_tools"
 TURN_IN_PROGRESS = "A turn is still running in this conversation. Stop it, or wait for it to finish, then send."
+
+
+class RunStateError(Exception):
+    """The run is not in a state that allows this; the message says why."""
+
+
+class TurnInProgress(RunStateError):
+    """Another turn of the conversation is still queued, running or waiting."""
+
+
+def run_enqueue(*, run: Run, reason: str = "") -> None:
+    """Hand the run to a worker once the caller's transaction commits.
+    `reason` (recover, resume) tells its task from the run's first one."""
+    task_name = f"run-{run.pk}-{reason}" if reason else f"run-{run.pk}"
+    transaction.on_commit(lambda: async_task(TASK, run.pk, task_name=task_name))
 
 
 def run_create(*, message, enqueue: bool = True) -> Run:
@@ -56,7 +65,7 @@ def run_create(*, message, enqueue: bool = True) -> Run:
             raise TurnInProgress(TURN_IN_PROGRESS)
         run = Run.objects.create(message=message)
     if enqueue:
-        transaction.on_commit(lambda: async_task(TASK, run.pk, task_name=f"run-{run.pk}"))
+        run_enqueue(run=run)
     return run
 
 
@@ -77,68 +86,21 @@ def run_claim(*, run_id: int) -> Run | None:
     return Run.objects.select_related("message__conversation").get(pk=run_id)
 
 
-def _worker_dead(run: Run) -> bool:
-    cutoff = timezone.now() - timedelta(seconds=settings.RUN_HEARTBEAT_STALE)
-    return run.heartbeat_at is None or run.heartbeat_at < cutoff or worker_gone(run.worker)
-
-
-def _run_recover_dead(*, run_id: int) -> Run | None:
-    """A running run whose worker died is queued again to continue from its
-    last checkpoint — once; the second death fails it, its artifacts saved and
-    the answer the page showed kept. Returns the run when it was recovered
-    either way."""
-    with transaction.atomic():
-        run = (
-            Run.objects.select_for_update()
-            .select_related("message__conversation")
-            .filter(pk=run_id, status=Run.Status.RUNNING)
-            .first()
-        )
-        if run is None or not _worker_dead(run):
-            return None
-        run.worker_deaths += 1
-        log = RunEventLog(run=run)
-        if run.worker_deaths > WORKER_DEATHS_RESUMED:
-            _run_end_unheld(run=run, log=log, status=Run.Status.FAILED, error=WORKER_DIED)
-            return run
-        run.status, run.worker = Run.Status.QUEUED, ""
-        run.save(update_fields=["status", "worker", "worker_deaths"])
-        # The step the dead worker was in is done again; the page says so now.
-        log.emit(RunEvent.Type.METADATA, data={"run_id": run.pk, "model": run.model, "resumed": True})
-        transaction.on_commit(lambda: async_task(TASK, run.pk, task_name=f"run-{run.pk}-recover"))
-    return run
-
-
-def runs_recover() -> int:
-    """Recover every running run whose worker died: its heartbeat is stale, or
-    it was a process of this host that is gone (known at once, which is what a
-    worker starting after a crash or a restart checks)."""
-    cutoff = timezone.now() - timedelta(seconds=settings.RUN_HEARTBEAT_STALE)
-    running = Run.objects.filter(status=Run.Status.RUNNING)
-    dead = set(running.filter(heartbeat_at__lt=cutoff).values_list("pk", flat=True))
-    local = running.filter(worker__startswith=f"{HOST}:").values_list("pk", "worker")
-    dead.update(pk for pk, worker in local if worker_gone(worker))
-    return sum(1 for run_id in sorted(dead) if _run_recover_dead(run_id=run_id) is not None)
-
-
-def runs_sweep() -> dict:
-    """The periodic check (a django-q2 schedule, and each worker as it starts):
-    recover runs whose worker died and expire unanswered permission requests."""
-    return {"recovered": runs_recover(), "expired": permissions_expire()}
-
-
 def run_execute(*, run_id: int, on_event=None) -> Run | None:
-    """Execute a run's turn from where it stands until it completes, waits for
-    the user's permission, is cancelled or fails with an `error` event that says
-    why. Returns the run, or None when there was nothing to do or this worker
-    lost the run to another."""
+    """Claim the run and execute its turn (run_claimed_execute). Returns None
+    when it was not queued: a worker's task delivered again is
+    agents.services.recovery.run_deliver's."""
     run = run_claim(run_id=run_id)
     if run is None:
-        # A redelivered task: its run is done, or its worker died (then it is
-        # queued again, with a task of its own).
-        _run_recover_dead(run_id=run_id)
         return None
+    return run_claimed_execute(run=run, on_event=on_event)
 
+
+def run_claimed_execute(*, run: Run, on_event=None) -> Run | None:
+    """Execute a claimed run's turn from where it stands until it completes,
+    waits for the user's permission, is cancelled or fails with an `error`
+    event that says why. Returns the run, or None when this worker lost the
+    run to another."""
     lease = Lease(run_id=run.pk, attempt=run.attempts)
     log = RunEventLog(run=run, lease=lease, on_event=on_event)
     artifacts = ArtifactManager(
@@ -168,7 +130,7 @@ def _run_drive(*, run: Run, lease: Lease, log: RunEventLog, artifacts: ArtifactM
     try:
         models = models_from_settings()
         if run.checkpoint:
-            state = engine.TurnState.from_checkpoint(run.checkpoint["turn"])
+            state = engine.checkpoint_state(run.checkpoint)
             artifacts.restore(run.checkpoint.get("artifacts", []))
         else:
             state = _run_start(run=run, model=models.default, log=log)
@@ -193,7 +155,7 @@ def _run_drive(*, run: Run, lease: Lease, log: RunEventLog, artifacts: ArtifactM
         # checkpoint then no longer carries them. A turn paused for the user's
         # permission keeps them in the checkpoint instead: one version per
         # artifact per turn, paused or not (seed 000).
-        flush = FlushReport() if outcome.status == "waiting_permission" else artifacts.flush_all()
+        flush = FlushReport() if outcome.status == OutcomeStatus.WAITING_PERMISSION else artifacts.flush_all()
         _run_checkpoint(run=run, lease=lease, state=state, artifacts=artifacts)
         _run_finish(run=run, lease=lease, log=log, outcome=outcome, flush=flush)
 
@@ -233,7 +195,7 @@ def _run_start(*, run: Run, model, log: RunEventLog) -> engine.TurnState:
 
 
 def _run_checkpoint(*, run: Run, lease: Lease, state: engine.TurnState, artifacts: ArtifactManager) -> None:
-    run.checkpoint = {"turn": state.to_checkpoint(), "artifacts": artifacts.working_state()}
+    run.checkpoint = engine.checkpoint_new(state=state, artifacts=artifacts.working_state())
 
     def write():
         with transaction.atomic():
@@ -242,30 +204,6 @@ def _run_checkpoint(*, run: Run, lease: Lease, state: engine.TurnState, artifact
     transient_retry(write, what=f"the checkpoint of run {run.pk}")
     # Working copies the live cache missed while it was down reach the pane now.
     artifacts.live_republish()
-
-
-def tools_allowed(*, messages) -> list[str]:
-    """Tools the user chose to always allow on the branch these messages make up."""
-    return sorted({tool for step in messages for tool in step.metadata.get(ALLOWED_TOOLS, [])})
-
-
-def branch_allowed_tools(*, message) -> list[str]:
-    """Tools the user chose to always allow on this branch (root to `message`)."""
-    return tools_allowed(messages=message_path(message_id=message.pk))
-
-
-def branch_tool_revoke(*, message, tool: str) -> list[str]:
-    """Ask again before `tool` on the branch through `message`; returns the
-    tools still allowed there. A turn already running keeps the permissions it
-    started with: the next turn asks."""
-    path = message_path(message_id=message.pk)
-    with transaction.atomic():
-        for step in path:
-            allowed = step.metadata.get(ALLOWED_TOOLS, [])
-            if tool in allowed:
-                step.metadata = {**step.metadata, ALLOWED_TOOLS: [name for name in allowed if name != tool]}
-                step.save(update_fields=["metadata"])
-    return tools_allowed(messages=path)
 
 
 def _flush_data(flush: FlushReport) -> dict:
@@ -278,20 +216,20 @@ def _run_finish(*, run: Run, lease: Lease, log: RunEventLog, outcome: engine.Tur
         with transaction.atomic():
             lease.hold()
             run.metrics = outcome.metrics
-            if outcome.status == "waiting_permission":
+            if outcome.status == OutcomeStatus.WAITING_PERMISSION:
                 # No worker waits for a human: the task ends here and an answer
                 # enqueues the run again (permission_answer). The question and
                 # the status a page shows it by commit together.
                 log.emit(
                     RunEvent.Type.PERMISSION_REQUEST,
-                    agent=outcome.pending["agent"],
+                    agent=outcome.pending.agent,
                     data=engine.permission_request_data(outcome.pending),
                 )
                 run.status = Run.Status.WAITING_PERMISSION
                 run.save(update_fields=["status", "metrics"])
                 return
             _answer_keep(message=run.message, text=outcome.response)
-            if outcome.status == "cancelled":
+            if outcome.status == OutcomeStatus.CANCELLED:
                 _error_emit(log=log, flush=flush, message=CANCELLED, cancelled=True)
                 run.status = Run.Status.CANCELLED
             elif flush.failed:
@@ -335,7 +273,7 @@ def _run_fail(*, run: Run, lease: Lease, log: RunEventLog, error: str, flush: Fl
     transient_retry(write, what=f"the failure of run {run.pk}")
 
 
-def _run_end_unheld(*, run: Run, log: RunEventLog, status: str, error: str = "") -> None:
+def run_end_unheld(*, run: Run, log: RunEventLog, status: str, error: str = "") -> None:
     """End a run no worker holds (queued, waiting for permission, or its worker
     dead), inside the caller's transaction: the artifacts its checkpoint
     carries are saved first."""
@@ -377,68 +315,13 @@ def _answer_keep(*, message, text: str) -> None:
 # --- what the user does to a run ----------------------------------------------------
 
 
-class RunStateError(Exception):
-    """The run is not in a state that allows this; the message says why."""
-
-
-class TurnInProgress(RunStateError):
-    """Another turn of the conversation is still queued, running or waiting."""
-
-
-def _run_owned_locked(*, run_id: int, user) -> Run:
+def run_owned_locked(*, run_id: int, user) -> Run:
+    """The user's run, locked for the caller's transaction; Run.DoesNotExist
+    when it is not theirs."""
     run = Run.objects.select_for_update().filter(pk=run_id, message__conversation__owner=user).first()
     if run is None:
         raise Run.DoesNotExist
     return run
-
-
-def permission_answer(*, run_id: int, user, request_id: str, decision: str, enqueue: bool = True) -> Run:
-    """Record the owner's answer to the run's open permission request and
-    enqueue the run to continue (unless the caller runs it itself). A stale or
-    repeated answer is refused."""
-    with transaction.atomic():
-        run = _run_owned_locked(run_id=run_id, user=user)
-        if decision not in (engine.APPROVE, engine.ALWAYS, engine.DENY):
-            raise RunStateError("Answer approve, always or deny.")
-        _pending_decide(run=run, request_id=request_id, decision=decision, by=user.get_username(), enqueue=enqueue)
-        if decision == engine.ALWAYS:
-            message = run.message
-            tools = set(message.metadata.get(ALLOWED_TOOLS, [])) | {run.checkpoint["turn"]["pending"]["tool"]}
-            message.metadata = {**message.metadata, ALLOWED_TOOLS: sorted(tools)}
-            message.save(update_fields=["metadata"])
-    return run
-
-
-def _pending_decide(*, run: Run, request_id: str, decision: str, by: str = "", enqueue: bool = True) -> None:
-    """`by`: who answered; nobody when the request expired."""
-    turn = (run.checkpoint or {}).get("turn", {})
-    pending = turn.get("pending")
-    if run.status != Run.Status.WAITING_PERMISSION or not pending or pending["id"] != request_id:
-        raise RunStateError("This request is no longer open: it was answered already or the turn moved on.")
-    # Logged with the decision when the run resumes, which may be later than the answer.
-    answer = {"decision": decision, "decided_by": by, "decided_at": timezone.now().isoformat()}
-    run.checkpoint = {**run.checkpoint, "turn": {**turn, "pending": {**pending, **answer}}}
-    run.status = Run.Status.QUEUED
-    run.save(update_fields=["checkpoint", "status"])
-    if enqueue:
-        transaction.on_commit(lambda: async_task(TASK, run.pk, task_name=f"run-{run.pk}-resume"))
-
-
-def permissions_expire() -> int:
-    """Answer every permission request older than PERMISSION_TIMEOUT as denied."""
-    expired = 0
-    now = timezone.now()
-    for run_id in Run.objects.filter(status=Run.Status.WAITING_PERMISSION).values_list("pk", flat=True):
-        with transaction.atomic():
-            run = Run.objects.select_for_update().get(pk=run_id)
-            pending = (run.checkpoint or {}).get("turn", {}).get("pending") or {}
-            if run.status != Run.Status.WAITING_PERMISSION or not pending.get("expires_at"):
-                continue
-            if datetime.fromisoformat(pending["expires_at"]) > now:
-                continue
-            _pending_decide(run=run, request_id=pending["id"], decision=engine.EXPIRED)
-            expired += 1
-    return expired
 
 
 def run_cancel(*, run_id: int, user) -> Run:
@@ -446,7 +329,7 @@ def run_cancel(*, run_id: int, user) -> Run:
     what its checkpoint carries; a running one is flagged and its worker stops
     at the next check."""
     with transaction.atomic():
-        run = _run_owned_locked(run_id=run_id, user=user)
+        run = run_owned_locked(run_id=run_id, user=user)
         _run_cancel(run)
     return run
 
@@ -475,13 +358,13 @@ def _run_cancel(run: Run) -> None:
     run.cancel_requested = True
     run.save(update_fields=["cancel_requested"])
     if run.status != Run.Status.RUNNING:
-        _run_end_unheld(run=run, log=RunEventLog(run=run), status=Run.Status.CANCELLED)
+        run_end_unheld(run=run, log=RunEventLog(run=run), status=Run.Status.CANCELLED)
 
 
 def run_retry(*, run_id: int, user) -> Run:
     """A new run for the message of the owner's failed or cancelled run."""
     with transaction.atomic():
-        run = _run_owned_locked(run_id=run_id, user=user)
+        run = run_owned_locked(run_id=run_id, user=user)
         if run.status not in (Run.Status.FAILED, Run.Status.CANCELLED):
             raise RunStateError("Only a failed or cancelled turn can be tried again.")
         if run.message.runs.filter(pk__gt=run.pk).exists():

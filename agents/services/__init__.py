@@ -1,0 +1,1 @@
+"""Write-side operations of turns: runs, permissions, recovery, and asking."""
