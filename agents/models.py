@@ -56,7 +56,8 @@ class Run(models.Model):
 
 
 class RunEvent(models.Model):
-    """One entry of a run's event log; the vocabulary is seed 004's (docs/events.md)."""
+    """One entry of a run's event log; the vocabulary is seed 004's (docs/events.md),
+    each type's `data` declared in agents.event_schema."""
 
     class Type(models.TextChoices):
         METADATA = "metadata"

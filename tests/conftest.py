@@ -4,6 +4,8 @@ import pytest
 from channels.layers import channel_layers
 from django.core.management import call_command
 
+from agents.event_schema import EventSchemaError, event_validate
+from agents.models import RunEvent
 from artifactflow import realtime
 from tests.factories import UserFactory
 from tests.model_server import ScriptedModelServer
@@ -38,6 +40,35 @@ def demo_model(settings):
     settings.DEMO_WORD_DELAY = 0
     settings.SEARCH_PROVIDER = settings.SEARXNG_URL = settings.TAVILY_API_KEY = ""
     call_command("library_samples", verbosity=0)
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "events_by_hand: writes run events itself, some not of their declared shape, to see what the readers make "
+        "of them; run_events_valid leaves the test alone",
+    )
+
+
+@pytest.fixture(autouse=True)
+def run_events_valid(request):
+    """Every event a database test wrote, by a worker in another process
+    too, has its declared shape (agents.event_schema). The database is set
+    up before this fixture so that it is still there when this one ends."""
+    uses_db = request.node.get_closest_marker("django_db") is not None or "db" in request.fixturenames
+    if not uses_db or request.node.get_closest_marker("events_by_hand") is not None:
+        yield
+        return
+    request.getfixturevalue("db")
+    yield
+    invalid = []
+    for event in RunEvent.objects.order_by("run_id", "seq"):
+        try:
+            event_validate(type=event.type, data=event.data)
+        except EventSchemaError as error:
+            invalid.append(f"run {event.run_id} #{event.seq}: {error}")
+    if invalid:
+        pytest.fail("Events not of their declared shape:\n" + "\n".join(invalid), pytrace=False)
 
 
 @pytest.fixture(autouse=True)

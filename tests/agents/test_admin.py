@@ -81,6 +81,7 @@ def test_the_run_page_is_a_trace_of_what_the_run_did(staff_client, user, scripte
     assert not page.xpath("//textarea") and page.xpath("//div[contains(@class,'field-checkpoint_json')]//pre")
 
 
+@pytest.mark.events_by_hand
 def test_a_failed_run_shows_its_error(staff_client):
     run = RunFactory(status=Run.Status.FAILED, error="The model server answered 500.", finished_at=timezone.now())
     RunEvent.objects.create(run=run, seq=1, type=RunEvent.Type.ERROR, data={"message": run.error})
@@ -88,6 +89,7 @@ def test_a_failed_run_shows_its_error(staff_client):
     assert "Errors The model server answered 500." in text
 
 
+@pytest.mark.events_by_hand
 def test_the_trace_of_a_long_run_takes_a_few_queries(staff_client, django_assert_max_num_queries):
     run = RunFactory(status=Run.Status.COMPLETED, finished_at=timezone.now())
     events = []
@@ -207,6 +209,7 @@ def _chunked_run(*, ended_days_ago: float | None, status=Run.Status.COMPLETED):
     return run
 
 
+@pytest.mark.events_by_hand
 def test_purging_streamed_text_counts_first_and_keeps_the_answer_and_the_trace(staff_client):
     old = _chunked_run(ended_days_ago=40)
     recent = _chunked_run(ended_days_ago=2)

@@ -64,6 +64,7 @@ def _history(message):
     return agent_messages(system="system", message=message, instruction="", summary="", interactions=[])[1:]
 
 
+@pytest.mark.events_by_hand
 def test_a_failed_attempts_compaction_is_not_the_boundary_an_earlier_completed_one_is(conversation):
     first, [first_run] = _turn(conversation, None, "Q1", "A1", Run.Status.COMPLETED)
     second, [failed, _] = _turn(conversation, first, "Q2", "A2", Run.Status.FAILED, Run.Status.COMPLETED)
@@ -80,6 +81,7 @@ def test_a_failed_attempts_compaction_is_not_the_boundary_an_earlier_completed_o
     ]
 
 
+@pytest.mark.events_by_hand
 def test_when_only_a_cancelled_run_compacted_the_whole_history_is_sent(conversation):
     first, [cancelled, _] = _turn(conversation, None, "Q1", "A1", Run.Status.CANCELLED, Run.Status.COMPLETED)
     current = MessageFactory(conversation=conversation, parent=first, content="Q2")

@@ -146,6 +146,7 @@ def _research_turn(run, *, decision="approve", tool_start_first=False):
 
 # A log written before tool_start followed the approval folds the same.
 @pytest.mark.parametrize("tool_start_first", [False, True])
+@pytest.mark.events_by_hand
 def test_each_agents_steps_sit_under_its_hand_over_with_their_results_and_times(user, tool_start_first):
     run = RunFactory(message__conversation__owner=user)
     heat = _research_turn(run, tool_start_first=tool_start_first)
@@ -190,6 +191,7 @@ def test_each_agents_steps_sit_under_its_hand_over_with_their_results_and_times(
     assert _tree(_live(run).steps) == _tree(fold.steps)
 
 
+@pytest.mark.events_by_hand
 def test_a_denied_call_is_not_run_and_its_wait_is_not_counted(user):
     run = RunFactory(message__conversation__owner=user)
     _research_turn(run, decision="deny")
@@ -205,6 +207,7 @@ def test_a_denied_call_is_not_run_and_its_wait_is_not_counted(user):
     assert fetch.text == "The user denied this call."
 
 
+@pytest.mark.events_by_hand
 def test_the_status_line_names_the_agent_and_what_it_does(user):
     run = RunFactory(message__conversation__owner=user)
     heat = _research_turn(run)
@@ -242,6 +245,7 @@ def test_the_status_line_names_the_agent_and_what_it_does(user):
     assert (asked["agent"], asked["subject"], asked["why"]) == (CRAWL, f"“Heat pumps” {heat.url}", f"Read {heat.url}")
 
 
+@pytest.mark.events_by_hand
 def test_search_results_fetched_pages_and_artifacts_are_read_from_the_tools_xml(user):
     documents = [
         LibraryDocumentFactory(title="Heat pumps", content="Heat pump efficiency is measured as COP."),
@@ -344,6 +348,7 @@ def test_search_results_fetched_pages_and_artifacts_are_read_from_the_tools_xml(
         ({"result": "a dict"}, ""),
     ],
 )
+@pytest.mark.events_by_hand
 def test_a_result_of_no_shape_we_read_is_kept_as_plain_text(user, result, text):
     run = RunFactory(message__conversation__owner=user)
     _log(
@@ -359,6 +364,7 @@ def test_a_result_of_no_shape_we_read_is_kept_as_plain_text(user, result, text):
     assert (step.text, step.sources, step.page, step.status) == (text, [], None, "ok")
 
 
+@pytest.mark.events_by_hand
 def test_a_result_cut_short_keeps_what_came_before_the_cut(user):
     hits = "".join(
         f"<result><title>Source {n}</title><url>https://example.org/{n}</url><snippet>About {n}.</snippet></result>"
@@ -382,6 +388,7 @@ def test_a_result_cut_short_keeps_what_came_before_the_cut(user):
     assert [s.excerpt for s in step.sources] == ["About 0.", "About 1.", "Abo"]
 
 
+@pytest.mark.events_by_hand
 def test_titles_and_urls_stay_text_whatever_a_page_put_in_them(user):
     title = '<img src=x onerror="alert(1)">'
     result = (
@@ -416,6 +423,7 @@ def test_titles_and_urls_stay_text_whatever_a_page_put_in_them(user):
     assert (fetch.page.title, fetch.page.href) == (title, "")
 
 
+@pytest.mark.events_by_hand
 def test_a_worker_that_died_mid_call_leaves_the_call_interrupted_and_the_redo_its_own_step(user):
     run = RunFactory(message__conversation__owner=user)
     _log(
@@ -447,6 +455,7 @@ def test_a_worker_that_died_mid_call_leaves_the_call_interrupted_and_the_redo_it
     ]
 
 
+@pytest.mark.events_by_hand
 def test_a_run_that_ends_while_a_call_waits_for_an_answer_stops_it(user):
     run = RunFactory(message__conversation__owner=user, status=Run.Status.CANCELLED)
     _log(
@@ -474,6 +483,7 @@ def test_a_run_that_ends_while_a_call_waits_for_an_answer_stops_it(user):
     assert fold.wait == timedelta(seconds=599) and fold.tool_calls == 1
 
 
+@pytest.mark.events_by_hand
 def test_the_leads_prose_before_a_call_that_asks_for_approval_is_not_its_answer(user):
     run = RunFactory(message__conversation__owner=user, status=Run.Status.WAITING_PERMISSION)
     _log(
@@ -533,6 +543,7 @@ def test_a_real_turn_folds_each_agents_steps(user, demo_model):
     assert fold.steps[3].body.startswith("### ")
 
 
+@pytest.mark.events_by_hand
 def test_a_compaction_and_a_retry_are_steps_of_the_agent_they_happened_to(user):
     run = RunFactory(message__conversation__owner=user)
     _log(

@@ -149,6 +149,7 @@ async def test_a_cancel_through_the_asgi_app_answers_at_once_and_leaves_other_re
     assert run.status == Run.Status.CANCELLED
 
 
+@pytest.mark.events_by_hand
 def test_the_activity_shows_sources_and_reports_as_text_and_links_only_to_the_web(signed_in, user):
     """A page's title, URL and snippet, and a subagent's report, are what
     strangers wrote: the activity shows them, it never runs them."""

@@ -18,6 +18,7 @@ def test_every_model_of_ours_is_in_the_admin():
     assert ours <= set(admin.site._registry)
 
 
+@pytest.mark.events_by_hand
 def test_every_changelist_and_change_page_loads_with_search(staff_client):
     conversation = ConversationFactory(title="Findable")
     run = RunFactory(message=MessageFactory(conversation=conversation))

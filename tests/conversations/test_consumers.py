@@ -276,6 +276,7 @@ def _event_writer(run):
     return write
 
 
+@pytest.mark.events_by_hand
 async def test_lost_wake_ups_are_healed_by_the_next(user):
     conversation, message, run, communicator, page = await _watching_a_run(user)
     write = _event_writer(run)
@@ -302,6 +303,7 @@ async def test_lost_wake_ups_are_healed_by_the_next(user):
     assert "First paragraph" not in tail_push and len(tail_push) < 200
 
 
+@pytest.mark.events_by_hand
 async def test_the_composer_offers_stop_while_a_turn_runs_and_send_once_it_has_ended(user):
     conversation, _, run, communicator, page = await _watching_a_run(user)
     write, push = _event_writer(run), _announcer(conversation, run, communicator, page)
@@ -320,6 +322,7 @@ async def test_the_composer_offers_stop_while_a_turn_runs_and_send_once_it_has_e
     assert actions.get("data-busy") is None and actions.find("button").text == "Send"
 
 
+@pytest.mark.events_by_hand
 async def test_a_turn_resumed_after_its_worker_died_replaces_the_text_it_had_shown(user):
     conversation, message, run, communicator, page = await _watching_a_run(user)
     write, push = _event_writer(run), _announcer(conversation, run, communicator, page)
@@ -402,6 +405,7 @@ async def _woken_after_joining(disposable_redis, communicator, page, conversatio
     await _shows(communicator, page, f"tail-{message.pk}", "Polled. Woken again.", timeout=5)
 
 
+@pytest.mark.events_by_hand
 async def test_a_websocket_opened_while_redis_is_down_polls_its_turn_and_joins_once_redis_is_back(
     user, disposable_redis, monkeypatch
 ):
@@ -422,6 +426,7 @@ async def test_a_websocket_opened_while_redis_is_down_polls_its_turn_and_joins_o
     await communicator.disconnect()
 
 
+@pytest.mark.events_by_hand
 async def test_a_websocket_polls_while_redis_is_dead_and_is_woken_again_once_it_is_back(
     user, disposable_redis, monkeypatch
 ):

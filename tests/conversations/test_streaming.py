@@ -32,6 +32,7 @@ def _lines(steps) -> list[str]:
     return [" ".join(li.text_content().split()) for li in steps.xpath("./li")]
 
 
+@pytest.mark.events_by_hand
 def test_a_push_sends_the_steps_when_an_event_changed_them_and_only_then(running):
     conversation, message, run = running
     _write(run, "metadata", "", model="m")
@@ -63,6 +64,7 @@ def test_a_push_sends_the_steps_when_an_event_changed_them_and_only_then(running
     assert idle == ""
 
 
+@pytest.mark.events_by_hand
 def test_a_tool_call_that_replaces_the_leads_text_still_sends_its_step_and_status_line(running):
     conversation, message, run = running
     _write(run, "metadata", "", model="m")

@@ -215,6 +215,7 @@ def _page_for(client, message):
     return client.get(conversation.get_absolute_url()).content.decode()
 
 
+@pytest.mark.events_by_hand
 def test_a_reload_mid_turn_shows_the_text_streamed_so_far(signed_in, user):
     from agents.models import RunEvent
 
