@@ -6,9 +6,9 @@ import pytest
 from agents import services
 from agents.library import library_document_fetch
 from agents.models import Run, RunEvent
-from agents.search import web_search
 from agents.selectors import RunView, run_activity, run_view_apply
-from agents.tooling import tool_error
+from agents.tools.base import tool_error
+from agents.tools.search import web_search
 from conversations import services as conversation_services
 from tests.factories import LibraryDocumentFactory, RunFactory
 

@@ -25,9 +25,10 @@ import pypdf
 import trafilatura
 from django.conf import settings
 
-from .library import library_document_fetch
-from .models import LIBRARY_URL_PREFIX
-from .tooling import CONFIRM, Tool, ToolContext, ToolResult, tool_error
+from agents.library import library_document_fetch
+from agents.models import LIBRARY_URL_PREFIX
+
+from .base import CONFIRM, Tool, ToolContext, ToolResult, tool_error
 
 # The engine stores a long result as an artifact for the model to page
 # through; this only bounds that artifact, against a multi-megabyte text file.
