@@ -16,7 +16,7 @@ from artifacts.branches import Branch, branch_at
 from artifacts.manager import ArtifactManager, FlushReport
 from conversations.markdown import markdown_render
 from conversations.models import Conversation
-from conversations.selectors import message_path
+from conversations.tree import message_path
 
 from . import engine
 from .events import RunEventLog

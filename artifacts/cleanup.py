@@ -294,7 +294,7 @@ def _candidate_remove(candidate: CleanupCandidate) -> str:
 
 
 def session_delete_plan(*, conversation_id) -> SessionDeletePlan:
-    """What deleting the conversation (conversations.services.conversation_delete) would remove."""
+    """What deleting the conversation (agents.asking.conversation_delete) would remove."""
     [pk] = _conversation_ids_checked([conversation_id])
     conversation = (
         Conversation.objects.select_related("owner")

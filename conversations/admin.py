@@ -4,10 +4,10 @@ from django.core.exceptions import ValidationError
 from django.db.models import Count
 from django.template.response import TemplateResponse
 
+from agents import asking
 from artifactflow.admin import ServiceDeleteMixin
 from artifacts.cleanup import bytes_text, cleanup_apply, cleanup_plan
 
-from . import services
 from .models import Conversation, Message
 
 
@@ -43,7 +43,7 @@ class ConversationAdmin(ServiceDeleteMixin, admin.ModelAdmin):
         return deleted, model_count, set(), protected
 
     def delete_model(self, request, obj):
-        services.conversation_delete(conversation=obj)
+        asking.conversation_delete(conversation=obj)
 
     @admin.action(description="Delete selected conversations…", permissions=["delete"])
     def conversations_delete(self, request, queryset):
@@ -52,7 +52,7 @@ class ConversationAdmin(ServiceDeleteMixin, admin.ModelAdmin):
         deleted, refused = 0, []
         for conversation in queryset:
             try:
-                services.conversation_delete(conversation=conversation)
+                asking.conversation_delete(conversation=conversation)
             except ValidationError as exc:
                 refused.append(f"{conversation.title or conversation.pk}: {' '.join(exc.messages)}")
             else:

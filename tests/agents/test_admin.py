@@ -5,9 +5,8 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from agents import services
+from agents import asking, services
 from agents.models import Run, RunEvent
-from conversations import services as conversation_services
 from conversations.models import Message
 from tests.agents.test_engine import call
 from tests.factories import (
@@ -36,7 +35,7 @@ def _researched_run(user, scripted_model):
         Text("The page says heat pumps move heat."),
         Text("Heat pumps move heat rather than make it."),
     )
-    conversation = conversation_services.conversation_start(user=user, content="How do heat pumps work?", enqueue=False)
+    conversation = asking.conversation_start(user=user, content="How do heat pumps work?", enqueue=False)
     run = conversation.active_branch.runs.get()
     services.run_execute(run_id=run.pk)
     pending = Run.objects.get(pk=run.pk).checkpoint["turn"]["pending"]

@@ -10,11 +10,10 @@ import pytest
 from django.db import connections
 from django.utils import timezone
 
-from agents import services
+from agents import asking, services
 from agents.lease import HOST, Heartbeat, Lease, LeaseLost, worker_gone, worker_name
 from agents.models import Run, RunEvent
 from artifacts.models import Artifact, ArtifactVersion
-from conversations import services as conversation_services
 from tests.agents.test_engine import call
 from tests.model_server import Text
 
@@ -22,7 +21,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def _turn(user, content="What is WAL?"):
-    conversation = conversation_services.conversation_start(user=user, content=content, enqueue=False)
+    conversation = asking.conversation_start(user=user, content=content, enqueue=False)
     return conversation.active_branch.runs.get()
 
 

@@ -4,12 +4,12 @@ from xml.sax.saxutils import escape, quoteattr
 import pytest
 
 from agents import services
+from agents.asking import conversation_start
 from agents.library import library_document_fetch
 from agents.models import Run, RunEvent
 from agents.selectors import RunView, run_activity, run_view_apply
 from agents.tools.base import tool_error
 from agents.tools.search import web_search
-from conversations import services as conversation_services
 from tests.factories import LibraryDocumentFactory, RunFactory
 
 pytestmark = pytest.mark.django_db
@@ -495,9 +495,7 @@ def test_the_leads_prose_before_a_call_that_asks_for_approval_is_not_its_answer(
 
 
 def test_a_real_turn_folds_each_agents_steps(user, demo_model):
-    conversation = conversation_services.conversation_start(
-        user=user, content="How efficient are heat pumps?", enqueue=False
-    )
+    conversation = conversation_start(user=user, content="How efficient are heat pumps?", enqueue=False)
     run = conversation.active_branch.runs.get()
     services.run_execute(run_id=run.pk)
     run.refresh_from_db()

@@ -6,6 +6,7 @@ import re
 import pytest
 from django.urls import reverse
 
+from agents import asking
 from agents import services as agent_services
 from agents.models import Run, RunEvent
 from artifacts import selectors, services
@@ -24,10 +25,8 @@ PLAN_HEAT = "- [x] compare heat pumps\n- [ ] write the report"
 PLAN_SOLAR = "- [x] compare solar panels\n- [ ] write the report"
 
 
-def _turn(conversation, *, content, parent=conversation_services.ACTIVE_BRANCH):
-    message = conversation_services.message_post(
-        conversation=conversation, content=content, parent=parent, enqueue=False
-    )
+def _turn(conversation, *, content, parent=asking.ACTIVE_BRANCH):
+    message = asking.message_post(conversation=conversation, content=content, parent=parent, enqueue=False)
     agent_services.run_execute(run_id=message.runs.get().pk)
     return message
 
@@ -51,7 +50,7 @@ def _plan_in_prompt(request) -> str | None:
 def two_branches(user, scripted_model):
     """The first question asked twice, each answer with its own plan and report."""
     scripted_model.add(*_writes(PLAN_HEAT, "Heat pumps\n\nHeat pumps win."))
-    conversation = conversation_services.conversation_start(user=user, content="Heat pumps or gas?", enqueue=False)
+    conversation = asking.conversation_start(user=user, content="Heat pumps or gas?", enqueue=False)
     heat = conversation.active_branch
     agent_services.run_execute(run_id=heat.runs.get().pk)
     scripted_model.add(*_writes(PLAN_SOLAR, "Solar\n\nSolar wins."))
@@ -127,7 +126,7 @@ def test_an_artifact_of_another_branch_does_not_exist_on_this_one(user, signed_i
 
 def test_versions_record_who_wrote_them_on_which_branch(user, signed_in, scripted_model, media_root):
     scripted_model.add(Text(call("create_artifact", id="report", content="# Agent's")), Text("Done."))
-    conversation = conversation_services.conversation_start(user=user, content="Write a report", enqueue=False)
+    conversation = asking.conversation_start(user=user, content="Write a report", enqueue=False)
     message = conversation.active_branch
     run = message.runs.get()
     agent_services.run_execute(run_id=run.pk)

@@ -10,6 +10,7 @@ from django.apps import apps
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
+from agents import asking
 from agents import services as run_services
 from agents.models import Run
 from artifacts import services
@@ -23,7 +24,6 @@ from artifacts.cleanup import (
     cleanup_plan,
 )
 from artifacts.models import Artifact, ArtifactSession, ArtifactVersion
-from conversations import services as conversation_services
 from conversations.models import Conversation
 from tests.factories import ArtifactFactory, ConversationFactory, MessageFactory, RunFactory
 from tests.model_server import Text
@@ -68,7 +68,7 @@ def test_a_result_a_turn_stores_for_being_too_long_is_a_run_artifact_and_the_onl
         Text(report, chunk_size=500),
         Text("See search_agent_report_1."),
     )
-    conversation = conversation_services.conversation_start(user=user, content="Research WAL", enqueue=False)
+    conversation = asking.conversation_start(user=user, content="Research WAL", enqueue=False)
     run_services.run_execute(run_id=conversation.active_branch.runs.get().pk)
 
     stored = Artifact.objects.get(artifact_id="search_agent_report_1")

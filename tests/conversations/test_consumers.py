@@ -12,11 +12,12 @@ from django.conf import settings
 from django.db import connections
 from django.test import Client
 
+from agents import asking
 from agents import services as agent_services
 from agents.models import Run, RunEvent
 from artifactflow import realtime
 from artifactflow.asgi import application
-from conversations import consumers, services
+from conversations import consumers
 from conversations.markdown import BlockSplitter, markdown_render
 from tests.answers import long_answer
 from tests.factories import ConversationFactory, MessageFactory, RunFactory
@@ -34,7 +35,7 @@ def _session_cookie(user):
 
 @sync_to_async
 def _conversation(user, content="Question?"):
-    return services.conversation_start(user=user, content=content, enqueue=False)
+    return asking.conversation_start(user=user, content=content, enqueue=False)
 
 
 def _execute_in_thread(run_id):
@@ -157,7 +158,7 @@ def _finished_conversation(user):
 
 async def test_connect_sends_what_is_still_running_not_the_thread(user):
     conversation, done_message, _ = await _finished_conversation(user)
-    queued = await sync_to_async(services.message_post)(
+    queued = await sync_to_async(asking.message_post)(
         conversation=conversation, content="Still waiting?", enqueue=False
     )
     communicator = await _connected(conversation, user)

@@ -1,8 +1,8 @@
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
+from agents.asking import conversation_delete
 from artifacts.cleanup import SESSION_ACTIVE, bytes_text, session_delete_plan
-from conversations.services import conversation_delete
 
 
 class Command(BaseCommand):
