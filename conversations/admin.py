@@ -5,8 +5,10 @@ from django.db.models import Count
 from django.template.response import TemplateResponse
 
 from agents import asking
+from agents.selectors import conversations_busy
 from artifactflow.admin import ServiceDeleteMixin
 from artifacts.cleanup import bytes_text, cleanup_apply, cleanup_plan
+from artifacts.models import ArtifactSession
 
 from .models import Conversation, Message
 
@@ -42,6 +44,12 @@ class ConversationAdmin(ServiceDeleteMixin, admin.ModelAdmin):
         # Runs and their events cannot be deleted on their own, only with their conversation.
         return deleted, model_count, set(), protected
 
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        if not change:
+            # A conversation has its artifact session from the start, as agents.asking.conversation_start makes it.
+            ArtifactSession.objects.get_or_create(conversation=obj)
+
     def delete_model(self, request, obj):
         asking.conversation_delete(conversation=obj)
 
@@ -65,9 +73,13 @@ class ConversationAdmin(ServiceDeleteMixin, admin.ModelAdmin):
     @admin.action(description="Clean up artifacts (dry run)…", permissions=["delete"])
     def artifacts_cleanup(self, request, queryset):
         include_all = request.POST.get("include_all") == "on"
-        plan = cleanup_plan(conversation_ids=list(queryset.values_list("pk", flat=True)), include_all=include_all)
+        plan = cleanup_plan(
+            busy=conversations_busy(),
+            conversation_ids=list(queryset.values_list("pk", flat=True)),
+            include_all=include_all,
+        )
         if request.POST.get("post") == "yes":
-            report = cleanup_apply(plan=plan)
+            report = cleanup_apply(plan=plan, busy=conversations_busy())
             self.message_user(
                 request, f"Removed {len(report.removed)} artifact(s), {bytes_text(report.bytes)}.", messages.SUCCESS
             )

@@ -9,11 +9,13 @@ from django.urls import reverse
 from agents import asking
 from agents import services as agent_services
 from agents.models import Run, RunEvent
+from agents.selectors import session_active_runs
 from artifacts import selectors, services
 from artifacts.branches import branch_at, branch_shown
 from artifacts.manager import ArtifactError, ArtifactManager
-from artifacts.models import Artifact, ArtifactVersion
+from artifacts.models import Artifact, ArtifactSession, ArtifactVersion
 from conversations import services as conversation_services
+from conversations.models import Conversation
 from tests.agents.test_engine import call
 from tests.artifacts.test_views import HTMX
 from tests.factories import ConversationFactory, MessageFactory, RunFactory, UserFactory
@@ -160,6 +162,22 @@ def test_before_the_first_question_an_upload_is_on_every_branch(user, media_root
     assert [v.artifact_id for v in selectors.artifact_list(branch=other)] == ["brief.md"]
 
 
+def test_reading_a_conversation_made_without_its_session_writes_nothing_until_an_upload(
+    user, media_root, django_assert_num_queries
+):
+    conversation = Conversation.objects.create(owner=user)
+
+    with django_assert_num_queries(2):
+        # The session looked for, and the artifacts of an empty branch.
+        assert selectors.artifact_list(branch=branch_shown(conversation=conversation)) == []
+    assert not ArtifactSession.objects.exists()
+
+    services.artifact_upload(branch=branch_shown(conversation=conversation), filename="brief.md", data=b"# Brief")
+    assert [v.artifact_id for v in selectors.artifact_list(branch=branch_shown(conversation=conversation))] == [
+        "brief.md"
+    ]
+
+
 @pytest.fixture
 def fork(user):
     """A first message with `report` v1, and two answers to it: two branches."""
@@ -229,6 +247,10 @@ def test_a_user_edit_on_the_turns_branch_is_a_conflict_and_on_another_is_not(for
     assert turn.flush_all().conflicts == ["report"]
 
 
+def _shown(conversation):
+    return branch_shown(conversation=conversation, active_runs=session_active_runs(session_id=conversation.pk))
+
+
 def test_a_running_turn_on_another_branch_is_not_shown(user, signed_in):
     conversation = ConversationFactory(owner=user)
     first = MessageFactory(conversation=conversation)
@@ -240,11 +262,11 @@ def test_a_running_turn_on_another_branch_is_not_shown(user, signed_in):
     turn.rewrite(artifact_id="report", content="being written")
     turn.create(artifact_id="draft", content="new")
 
-    here = selectors.artifact_list(branch=branch_shown(conversation=conversation))
+    here = selectors.artifact_list(branch=_shown(conversation))
     conversation_services.branch_switch(
         conversation=conversation, message=MessageFactory(conversation=conversation, parent=first, shown=False)
     )
-    there = selectors.artifact_list(branch=branch_shown(conversation=conversation))
+    there = selectors.artifact_list(branch=_shown(conversation))
 
     assert [(v.artifact_id, v.content, v.live) for v in here] == [
         ("report", "being written", True),
