@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from agents import asking, services
 from agents.models import Run, RunEvent
-from agents.selectors import run_views
+from agents.selectors import run_views, session_active_runs
 from agents.tasks import run_turn
 from artifacts import selectors as artifact_selectors
 from artifacts.branches import branch_shown
@@ -254,6 +254,11 @@ def test_a_run_whose_worker_died_twice_fails_visibly(user, scripted_model, setti
     assert "worker" in run.error
     assert _types(run) == ["error"]
     assert scripted_model.requests == []
+
+
+def _shown(conversation):
+    """The branch the conversation's page shows, over its turns in progress."""
+    return branch_shown(conversation=conversation, active_runs=session_active_runs(session_id=conversation.pk))
 
 
 def _killed_at_first_chunk_of_attempt(attempt):
@@ -557,9 +562,7 @@ def test_a_worker_killed_after_five_edits_resumes_with_them_though_the_cache_is_
 
     def look_at_the_pane(event):
         if not shown_on_resume:
-            view = artifact_selectors.artifact_get(
-                branch=branch_shown(conversation=message.conversation), artifact_id="report"
-            )
+            view = artifact_selectors.artifact_get(branch=_shown(message.conversation), artifact_id="report")
             shown_on_resume.append((view.live, view.content, view.version))
 
     services.run_execute(run_id=run.pk, on_event=look_at_the_pane)
@@ -658,9 +661,7 @@ def test_a_turn_paused_for_permission_saves_one_version_per_artifact(user, scrip
     assert run.status == Run.Status.WAITING_PERMISSION
     # Nothing saved during the pause; the pane still shows the work.
     assert not Artifact.objects.exists()
-    shown = artifact_selectors.artifact_get(
-        branch=branch_shown(conversation=message.conversation), artifact_id="task_plan"
-    )
+    shown = artifact_selectors.artifact_get(branch=_shown(message.conversation), artifact_id="task_plan")
     assert (shown.live, shown.content) == (True, "- [x] read")
 
     pending = run.checkpoint["turn"]["pending"]
