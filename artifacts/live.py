@@ -32,7 +32,7 @@ class ActiveRun:
     # The message the turn answers: its working copies are on the branches through it.
     message_id: int
     # The artifacts its checkpoint carries unsaved.
-    writing: tuple[str, ...] = ()
+    writing: tuple[str, ...]
 
 
 def _key(*, session_id, run_id) -> str:
