@@ -6,11 +6,10 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from artifacts.tools import ARTIFACT_TOOLS
-
-from .search import WEB_SEARCH_TOOL
-from .tooling import Tool
-from .web import WEB_FETCH_TOOL
+from .tools.artifacts import ARTIFACT_TOOLS
+from .tools.base import Tool
+from .tools.search import WEB_SEARCH_TOOL
+from .tools.web import WEB_FETCH_TOOL
 
 LEAD_AGENT = "lead_agent"
 CALL_SUBAGENT = "call_subagent"

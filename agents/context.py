@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from artifacts.manager import ArtifactManager
 from artifacts.selectors import TASK_PLAN
-from conversations.selectors import message_path
+from conversations.tree import message_path
 
 from .config import LEAD_AGENT, subagents_describe
 from .llm.base import NATIVE

@@ -47,7 +47,7 @@ from .toolcalls import (
     toolcalls_from_native,
     toolcalls_parse,
 )
-from .tooling import CONFIRM, Tool, ToolContext, ToolResult, tool_error
+from .tools.base import CONFIRM, Tool, ToolContext, ToolResult, tool_error
 
 # How much of a tool result the event log keeps for the page; the model gets all of it.
 EVENT_RESULT_CHARS = 2000

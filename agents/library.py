@@ -21,7 +21,7 @@ from artifacts.services import artifact_upload_check
 from artifacts.uploads import ConvertedUpload, UploadError, convert_upload
 
 from .models import LIBRARY_URL_PREFIX, LibraryDocument
-from .tooling import ToolResult, tool_error
+from .tools.base import ToolResult, tool_error
 
 # A question a model or person types has a handful of words; a pasted page
 # would only make the query slow.

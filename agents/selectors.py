@@ -11,6 +11,7 @@ run, a conversation's active one, the tools always allowed on a branch.
 
 from dataclasses import dataclass, field
 
+from artifacts.live import ActiveRun
 from conversations.tree import message_path
 
 from .config import LEAD_AGENT
@@ -179,6 +180,26 @@ def run_activity(*, run: Run) -> StepFold:
 def conversation_active_run(*, conversation_id) -> Run | None:
     """The conversation's turn still queued, running or waiting, if any: there is at most one."""
     return Run.objects.filter(message__conversation_id=conversation_id, status__in=Run.ACTIVE_STATUSES).first()
+
+
+def session_active_runs(*, session_id) -> tuple[ActiveRun, ...]:
+    """The conversation's turns in progress, with the artifacts their
+    checkpoints carry unsaved, for the artifacts a page shows or a user changes
+    (artifacts.live)."""
+    # Only the checkpoint's artifacts: the rest is the turn's whole context.
+    rows = Run.objects.filter(message__conversation_id=session_id, status__in=Run.ACTIVE_STATUSES).values_list(
+        "pk", "message_id", "checkpoint__artifacts"
+    )
+    return tuple(
+        ActiveRun(run_id=pk, message_id=message_id, writing=tuple(entry["artifact_id"] for entry in entries or []))
+        for pk, message_id, entries in rows
+    )
+
+
+def conversations_busy():
+    """The ids of the conversations with a turn in progress, as a subquery:
+    the artifact cleanup leaves them alone (artifacts.cleanup)."""
+    return Run.objects.filter(status__in=Run.ACTIVE_STATUSES).values("message__conversation_id")
 
 
 def library_titles(*, limit: int = 6) -> list[str]:

@@ -17,9 +17,9 @@ from artifactflow.markdown import markdown_render
 
 from .config import CALL_SUBAGENT, LEAD_AGENT
 from .models import RunEvent
-from .search import WEB_SEARCH, search_provider
 from .state import ALLOWING, PermissionDecision
-from .web import WEB_FETCH
+from .tools.search import WEB_SEARCH, search_provider
+from .tools.web import WEB_FETCH
 
 # What a step is: a subagent's delegated work (its own steps nested under it), a
 # tool call, a compaction, a model call asked again, a worker's death and the
@@ -382,8 +382,8 @@ def status_line(step: Step | None, fold: StepFold, agent: str) -> str:
 
 
 # --- reading tool results -----------------------------------------------------------
-# The XML shapes the tools write for the model (agents/search.py, agents/web.py,
-# agents/library.py, artifacts/tools.py, agents/tooling.py, the engine's
+# The XML shapes the tools write for the model (agents/tools/search.py, agents/tools/web.py,
+# agents/library.py, agents/tools/artifacts.py, agents/tools/base.py, the engine's
 # subagent_result and stored_result). The event keeps the first 2,000
 # characters, so a result may stop anywhere: every pattern takes what is there.
 

@@ -12,8 +12,8 @@ from datetime import datetime, timedelta
 from artifacts.models import ArtifactVersion
 
 from .models import Run, RunEvent
-from .search import WEB_SEARCH
-from .web import WEB_FETCH
+from .tools.search import WEB_SEARCH
+from .tools.web import WEB_FETCH
 
 # How much of a long text (a result, an answer, the params) a timeline row shows.
 SUMMARY_CHARS = 300

@@ -3,9 +3,7 @@ from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET, require_POST
 
-from conversations import selectors as conversation_selectors
-
-from . import selectors
+from . import selectors, thread
 from .models import Run
 from .services import permissions, runs
 from .state import PermissionDecision
@@ -23,7 +21,7 @@ def _message_response(request, run: Run, *, error: str = "", status: int = 200) 
     if not request.htmx:
         return redirect("conversation-detail", run.message.conversation_id)
     conversation = run.message.conversation
-    entry = conversation_selectors.thread_entry_for_run(conversation=conversation, run_id=run.pk)
+    entry = thread.thread_entry_for_run(conversation=conversation, run_id=run.pk)
     return render(request, "conversations/chat.html#message", {"entry": entry, "run_error": error}, status=status)
 
 

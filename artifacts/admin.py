@@ -1,6 +1,7 @@
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 
+from agents.selectors import session_active_runs
 from artifactflow.admin import ServiceDeleteMixin
 
 from .models import Artifact, ArtifactSession, ArtifactVersion
@@ -35,12 +36,12 @@ class ArtifactAdmin(ServiceDeleteMixin, admin.ModelAdmin):
 
     def delete_model(self, request, obj):
         # Through the service: it refuses an artifact a running turn is writing.
-        artifact_delete(artifact=obj)
+        artifact_delete(artifact=obj, active_runs=session_active_runs(session_id=obj.session_id))
 
     def delete_queryset(self, request, queryset):
         for artifact in queryset:
             try:
-                artifact_delete(artifact=artifact)
+                artifact_delete(artifact=artifact, active_runs=session_active_runs(session_id=artifact.session_id))
             except ValidationError as exc:
                 self.message_user(request, f"{artifact.artifact_id} was kept: {' '.join(exc.messages)}", messages.ERROR)
 

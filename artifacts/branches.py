@@ -16,6 +16,7 @@ from django.db.models import OuterRef, Q, Subquery
 
 from conversations.tree import message_path_ids
 
+from .live import ActiveRun
 from .models import Artifact, ArtifactSession, ArtifactVersion
 
 
@@ -27,6 +28,10 @@ class Branch:
     leaf_id: int | None
     # The messages from the root down to the leaf.
     path: tuple[int, ...]
+    # The session's turns in progress, which the caller asks the agents app
+    # for: the branch's reads overlay their working copies (artifacts.live).
+    # A turn's own branch, which writes them, has none.
+    active_runs: tuple[ActiveRun, ...] = ()
 
     def visible(self) -> Q:
         """Which versions are on the branch, as a filter of ArtifactVersion."""
@@ -36,15 +41,21 @@ class Branch:
         return version.message_id is None or version.message_id in self.path
 
 
-def branch_at(*, session: ArtifactSession, message_id: int | None) -> Branch:
+def branch_at(*, session: ArtifactSession, message_id: int | None, active_runs: tuple[ActiveRun, ...] = ()) -> Branch:
     """The branch that ends at `message_id`."""
-    return Branch(session=session, leaf_id=message_id, path=tuple(message_path_ids(message_id=message_id)))
+    path = tuple(message_path_ids(message_id=message_id))
+    return Branch(session=session, leaf_id=message_id, path=path, active_runs=active_runs)
 
 
-def branch_shown(*, conversation) -> Branch:
-    """The branch the conversation's page shows."""
-    session = ArtifactSession.objects.get_or_create(conversation=conversation)[0]
-    return branch_at(session=session, message_id=conversation.active_branch_id)
+def branch_shown(*, conversation, active_runs: tuple[ActiveRun, ...] = ()) -> Branch:
+    """The branch the conversation's page shows. A read: a conversation made
+    without its session (every way of starting one makes it) shows an empty
+    branch, whose session the first upload saves."""
+    try:
+        session = conversation.artifact_session
+    except ArtifactSession.DoesNotExist:
+        session = ArtifactSession(conversation=conversation)
+    return branch_at(session=session, message_id=conversation.active_branch_id, active_runs=active_runs)
 
 
 def branch_heads(*, branch: Branch, artifact_id: str | None = None) -> list[ArtifactVersion]:

@@ -16,7 +16,6 @@ from django.db.models.functions import Coalesce
 from django.template.defaultfilters import filesizeformat
 from django.utils import timezone
 
-from agents.models import Run
 from conversations.models import Conversation
 
 from .models import Artifact, ArtifactVersion
@@ -106,10 +105,6 @@ def _storage():
     return Artifact._meta.get_field("file").storage
 
 
-def _active_conversations():
-    return Run.objects.filter(status__in=Run.ACTIVE_STATUSES).values("message__conversation_id")
-
-
 def _conversation_id(value) -> uuid.UUID:
     try:
         return uuid.UUID(str(value))
@@ -172,6 +167,7 @@ def _non_negative(value, *, name: str) -> None:
 
 def cleanup_plan(
     *,
+    busy,
     conversation_ids: list | None = None,
     older_than_days: int | None = None,
     max_bytes: int | None = None,
@@ -179,8 +175,9 @@ def cleanup_plan(
 ) -> CleanupPlan:
     """What a cleanup would remove: the run artifacts (`Artifact.Source.RUN`),
     or with `include_all` every artifact, of the given conversations (default:
-    all), last changed more than `older_than_days` ago. Conversations with a
-    turn in progress are refused. `max_bytes` caps the bytes freed: the oldest
+    all), last changed more than `older_than_days` ago. The conversations with
+    a turn in progress, `busy` (a subquery of their ids, from the agents app:
+    agents.selectors.conversations_busy), are refused. `max_bytes` caps the bytes freed: the oldest
     candidates are taken until the next one would pass it."""
     _non_negative(older_than_days, name="older_than_days")
     _non_negative(max_bytes, name="max_bytes")
@@ -197,12 +194,10 @@ def cleanup_plan(
     # Named conversations are reported refused even with nothing to remove;
     # of the rest, only those the cleanup would otherwise have touched.
     if ids is not None:
-        refused = Run.objects.filter(status__in=Run.ACTIVE_STATUSES, message__conversation_id__in=ids).values_list(
-            "message__conversation_id", flat=True
-        )
+        refused = Conversation.objects.filter(pk__in=ids).filter(pk__in=busy).values_list("pk", flat=True)
     else:
-        refused = artifacts.filter(session_id__in=_active_conversations()).values_list("session_id", flat=True)
-    candidates = _candidates(artifacts.exclude(session_id__in=_active_conversations()))
+        refused = artifacts.filter(session_id__in=busy).values_list("session_id", flat=True)
+    candidates = _candidates(artifacts.exclude(session_id__in=busy))
 
     over_limit = []
     if max_bytes is not None:
@@ -253,14 +248,14 @@ def _referenced_files() -> set[str]:
     return set(Artifact.objects.exclude(file="").values_list("file", flat=True).iterator())
 
 
-def cleanup_apply(*, plan: CleanupPlan, delete_orphans: bool = False) -> CleanupReport:
+def cleanup_apply(*, plan: CleanupPlan, busy, delete_orphans: bool = False) -> CleanupReport:
     """Remove exactly the plan's candidates, each checked again as it goes:
-    one deleted or changed since, or whose conversation has a turn in progress
-    now, is skipped with the reason. Files go once the deletion is committed.
+    one deleted or changed since, or whose conversation is `busy` now (as in
+    `cleanup_plan`), is skipped with the reason. Files go once the deletion is committed.
     With `delete_orphans`, the plan's orphaned files are deleted too."""
     report = CleanupReport(removed=[], skipped=[])
     for candidate in plan.candidates:
-        reason = _candidate_remove(candidate)
+        reason = _candidate_remove(candidate, busy=busy)
         if reason:
             report.skipped.append((candidate, reason))
         else:
@@ -275,7 +270,7 @@ def cleanup_apply(*, plan: CleanupPlan, delete_orphans: bool = False) -> Cleanup
     return report
 
 
-def _candidate_remove(candidate: CleanupCandidate) -> str:
+def _candidate_remove(candidate: CleanupCandidate, *, busy) -> str:
     """Why the candidate was not removed; empty when it was."""
     with transaction.atomic():
         row = Artifact.objects.select_for_update().filter(pk=candidate.artifact_pk).first()
@@ -283,18 +278,19 @@ def _candidate_remove(candidate: CleanupCandidate) -> str:
             return GONE
         if row.updated_at != candidate.updated_at:
             return CHANGED
-        if Run.objects.filter(message__conversation_id=row.session_id, status__in=Run.ACTIVE_STATUSES).exists():
+        if Conversation.objects.filter(pk=row.session_id, pk__in=busy).exists():
             return SESSION_ACTIVE
-        # The service refuses an artifact a turn is writing, should one have started since the check above.
+        # No turn is in progress here (the check above): none has working copies to save over the deletion.
         try:
-            artifact_delete(artifact=row)
+            artifact_delete(artifact=row, active_runs=())
         except ValidationError as exc:
             return " ".join(exc.messages)
     return ""
 
 
-def session_delete_plan(*, conversation_id) -> SessionDeletePlan:
-    """What deleting the conversation (conversations.services.conversation_delete) would remove."""
+def session_delete_plan(*, conversation_id, busy) -> SessionDeletePlan:
+    """What deleting the conversation (agents.services.asking.conversation_delete) would
+    remove, and whether it is `busy` (as in `cleanup_plan`), which refuses it."""
     [pk] = _conversation_ids_checked([conversation_id])
     conversation = (
         Conversation.objects.select_related("owner")
@@ -306,7 +302,7 @@ def session_delete_plan(*, conversation_id) -> SessionDeletePlan:
         messages=conversation.message_count,
         runs=conversation.run_count,
         artifacts=_candidates(Artifact.objects.filter(session_id=pk)),
-        active=Run.objects.filter(message__conversation_id=pk, status__in=Run.ACTIVE_STATUSES).exists(),
+        active=Conversation.objects.filter(pk=pk, pk__in=busy).exists(),
     )
 
 

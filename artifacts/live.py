@@ -7,11 +7,12 @@ the worker publishes its working copies again once it is back
 (`ArtifactManager.live_republish`)."""
 
 import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
 
 from django.conf import settings
 from django.core.cache import cache
 
-from agents.models import Run
 from artifactflow import realtime
 
 logger = logging.getLogger(__name__)
@@ -20,6 +21,18 @@ logger = logging.getLogger(__name__)
 # starts and when it ends rather than at every call. Per process, unlocked:
 # two threads racing here at worst log a line twice.
 _cache_down = False
+
+
+@dataclass(frozen=True)
+class ActiveRun:
+    """A turn in progress in the session, as the agents app (above this one)
+    reports it (agents.selectors.session_active_runs)."""
+
+    run_id: int
+    # The message the turn answers: its working copies are on the branches through it.
+    message_id: int
+    # The artifacts its checkpoint carries unsaved.
+    writing: tuple[str, ...]
 
 
 def _key(*, session_id, run_id) -> str:
@@ -69,16 +82,12 @@ def live_clear(*, session_id, run_id: int | None) -> None:
         _cache_call(cache.delete, _key(session_id=session_id, run_id=run_id))
 
 
-def _active_runs(*, session_id):
-    return Run.objects.filter(message__conversation_id=session_id, status__in=Run.ACTIVE_STATUSES)
-
-
-def live_get(*, session_id, path: tuple[int, ...]) -> dict[str, dict]:
-    """The unflushed working copies of the session's active runs on the branch
-    `path` (the message ids root → leaf), by artifact id. A run that ended (or
-    whose worker died) contributes nothing, whatever the cache holds. Nothing
-    while the cache is down."""
-    run_ids = sorted(_active_runs(session_id=session_id).filter(message_id__in=path).values_list("pk", flat=True))
+def live_get(*, session_id, path: tuple[int, ...], runs: Iterable[ActiveRun]) -> dict[str, dict]:
+    """The unflushed working copies of the session's active `runs` on the
+    branch `path` (the message ids root → leaf), by artifact id. A run that
+    ended (or whose worker died) is not among them and contributes nothing,
+    whatever the cache holds. Nothing while the cache is down."""
+    run_ids = sorted(run.run_id for run in runs if run.message_id in path)
     if not run_ids:
         return {}
     keys = [_key(session_id=session_id, run_id=run_id) for run_id in run_ids]
@@ -91,15 +100,14 @@ def live_get(*, session_id, path: tuple[int, ...]) -> dict[str, dict]:
     return merged
 
 
-def live_writing(*, session_id) -> set[str]:
-    """The ids of the artifacts the session's active runs have changed and not
-    saved: what the cache shows, and what their checkpoints carry, in case the
-    cache is down or the run waits on the user past the cache's memory."""
-    # Only the checkpoint's artifacts: the rest is the turn's whole context.
-    runs = list(_active_runs(session_id=session_id).values_list("pk", "checkpoint__artifacts"))
-    ids = {entry["artifact_id"] for _, entries in runs for entry in entries or []}
+def live_writing(*, session_id, runs: Iterable[ActiveRun]) -> set[str]:
+    """The ids of the artifacts the session's active `runs` have changed and
+    not saved: what the cache shows, and what their checkpoints carry, in case
+    the cache is down or the run waits on the user past the cache's memory."""
+    runs = list(runs)
+    ids = {artifact_id for run in runs for artifact_id in run.writing}
     if runs:
-        keys = [_key(session_id=session_id, run_id=pk) for pk, _ in runs]
+        keys = [_key(session_id=session_id, run_id=run.run_id) for run in runs]
         ok, entries = _cache_call(cache.get_many, keys)
         if ok:
             ids.update(artifact_id for working in entries.values() for artifact_id in working)

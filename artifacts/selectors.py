@@ -20,6 +20,7 @@ from conversations.selectors import conversation_get
 
 from . import live
 from .branches import Branch, branch_heads, branch_shown, version_is_text, version_title
+from .live import ActiveRun
 from .models import Artifact, ArtifactVersion
 from .uploads import upload_too_large_message
 
@@ -109,13 +110,13 @@ class ArtifactView:
         return conflict if conflict and self.head and conflict["version"] == self.head.version else None
 
 
-def artifact_branch_get(*, user, conversation_id) -> Branch | None:
-    """The branch the user's conversation page shows; None for a conversation
-    that is not the user's."""
+def artifact_branch_get(*, user, conversation_id, active_runs: tuple[ActiveRun, ...]) -> Branch | None:
+    """The branch the user's conversation page shows, with the conversation's
+    turns in progress; None for a conversation that is not the user's."""
     conversation = conversation_get(user=user, conversation_id=conversation_id)
     if conversation is None:
         return None
-    return branch_shown(conversation=conversation)
+    return branch_shown(conversation=conversation, active_runs=active_runs)
 
 
 def _view(head: ArtifactVersion, working: dict | None) -> ArtifactView:
@@ -152,14 +153,14 @@ def _working_view(working: dict) -> ArtifactView:
 
 def artifact_list(*, branch: Branch) -> list[ArtifactView]:
     """The branch's saved and unsaved artifacts, `task_plan` first, then oldest first."""
-    working = live.live_get(session_id=branch.session.pk, path=branch.path)
+    working = live.live_get(session_id=branch.session.pk, path=branch.path, runs=branch.active_runs)
     views = [_view(head, working.pop(head.artifact.artifact_id, None)) for head in branch_heads(branch=branch)]
     views += [_working_view(w) for w in working.values()]
     return sorted(views, key=lambda v: not v.is_task_plan)
 
 
 def artifact_get(*, branch: Branch, artifact_id: str) -> ArtifactView | None:
-    working = live.live_get(session_id=branch.session.pk, path=branch.path).get(artifact_id)
+    working = live.live_get(session_id=branch.session.pk, path=branch.path, runs=branch.active_runs).get(artifact_id)
     heads = branch_heads(branch=branch, artifact_id=artifact_id)
     if not heads:
         return _working_view(working) if working else None

@@ -10,7 +10,8 @@ from django.utils import timezone
 
 from . import live
 from .branches import Branch, branch_head
-from .models import Artifact, ArtifactVersion
+from .live import ActiveRun
+from .models import Artifact, ArtifactSession, ArtifactVersion
 from .uploads import (
     UploadError,
     artifact_id_from_filename,
@@ -32,7 +33,10 @@ def artifact_upload(*, branch: Branch, filename: str, data: bytes, content_type:
     artifact_upload_check(size=len(data))
     converted = convert_upload(filename=filename, data=data, content_type=content_type)
     session = branch.session
-    writing = live.live_writing(session_id=session.pk)
+    if session._state.adding:
+        # The session of a conversation made without one (branches.branch_shown) comes with its first upload.
+        session = ArtifactSession.objects.get_or_create(conversation_id=session.pk)[0]
+    writing = live.live_writing(session_id=session.pk, runs=branch.active_runs)
     for _ in range(5):
         taken = writing | set(Artifact.objects.filter(session=session).values_list("artifact_id", flat=True))
         artifact_id = artifact_id_from_filename(filename, taken=taken)
@@ -154,15 +158,15 @@ ARTIFACT_BEING_WRITTEN = (
 )
 
 
-def artifact_delete(*, artifact: Artifact) -> None:
+def artifact_delete(*, artifact: Artifact, active_runs: tuple[ActiveRun, ...]) -> None:
     """Delete the artifact with all its versions, on every branch, and its
-    uploaded file. Refused while a running turn has unsaved changes to it:
-    saving them would bring it back."""
+    uploaded file. Refused while one of its session's `active_runs` has
+    unsaved changes to it: saving them would bring it back."""
     with transaction.atomic():
         row = Artifact.objects.select_for_update().filter(pk=artifact.pk).first()
         if row is None:
             return
-        if row.artifact_id in live.live_writing(session_id=row.session_id):
+        if row.artifact_id in live.live_writing(session_id=row.session_id, runs=active_runs):
             raise ValidationError(ARTIFACT_BEING_WRITTEN)
         row.delete()
         live.live_announce(session_id=row.session_id)

@@ -5,6 +5,7 @@ from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import push_url
 
+from agents.selectors import session_active_runs
 from artifactflow.ids import id_from_text
 
 from . import selectors, services
@@ -15,8 +16,13 @@ PANE = "artifacts/pane.html"
 
 
 def _branch_or_404(request, conversation_id):
-    """The branch the conversation's page shows: every view here works on its artifacts."""
-    branch = selectors.artifact_branch_get(user=request.user, conversation_id=conversation_id)
+    """The branch the conversation's page shows, over its turns' working
+    copies: every view here works on its artifacts."""
+    branch = selectors.artifact_branch_get(
+        user=request.user,
+        conversation_id=conversation_id,
+        active_runs=session_active_runs(session_id=conversation_id),
+    )
     if branch is None:
         raise Http404("No such conversation.")
     return branch
@@ -176,7 +182,7 @@ def artifact_delete(request, conversation_id, artifact_id):
             deleting=selectors.artifact_delete_scope(artifact=selected.saved, branch=branch),
         )
     try:
-        services.artifact_delete(artifact=selected.saved)
+        services.artifact_delete(artifact=selected.saved, active_runs=branch.active_runs)
     except ValidationError as exc:
         return _pane(request, branch, selected=selected, status=409, delete_error=exc.messages[0])
     return _pane(request, branch, pane_notice=f"Deleted {selected.title or selected.artifact_id}.")

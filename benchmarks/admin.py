@@ -14,6 +14,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from agents.models import Run, RunEvent
+from agents.selectors import conversations_busy
 from artifacts.cleanup import cleanup_plan
 from artifacts.models import Artifact, ArtifactSession, ArtifactVersion
 from conversations.models import Conversation, Message
@@ -104,7 +105,7 @@ def main():
         few, many = _conversations(owner, 10), _conversations(owner, 1000)
         plan = {}
         for label, ids in (("10 conversations (baseline)", few), ("1,000 conversations, 5,000 artifacts", many)):
-            plan[label] = _median(lambda ids=ids: cleanup_plan(conversation_ids=ids))
+            plan[label] = _median(lambda ids=ids: cleanup_plan(busy=conversations_busy(), conversation_ids=ids))
     finally:
         # A server database is left as it was.
         users.filter(pk__in=[staff.pk, owner.pk]).delete()

@@ -6,7 +6,7 @@ import time
 from django.contrib.auth import get_user_model
 
 from conversations.models import Conversation, Message
-from conversations.selectors import message_path
+from conversations.tree import message_path
 
 DEPTH = 300
 REPEAT = 20

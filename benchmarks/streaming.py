@@ -4,7 +4,7 @@
    written as a worker writes it (a llm_chunk row per flush interval of a model
    at 50 tokens/s), and after every row the page is pushed either a snapshot of
    the whole message (baseline, what the consumer did before) or what is new
-   (conversations.streaming).
+   (agents.streaming).
 2. Token sent by the model → fragment received by the page's websocket, p50 and
    p95, through the real consumer and channel layer (channels-lite on SQLite, or
    Redis when REDIS_URL is set), with the worker's engine in a thread and the
@@ -25,11 +25,11 @@ from django.db import connections
 from django.test import Client
 
 from agents.models import Run, RunEvent
+from agents.services import asking
 from agents.services.runs import run_execute
+from agents.streaming import stream_advance, stream_open
 from artifactflow.asgi import application
 from artifactflow.markdown import markdown_render
-from conversations import services
-from conversations.streaming import stream_advance, stream_open
 from tests.answers import long_answer
 from tests.model_server import ScriptedModelServer, Text
 
@@ -44,7 +44,7 @@ def _replay(tokens: int) -> dict:
     answer = long_answer(tokens=tokens)
     words = answer.split(" ")
     per_row = max(1, round(TOKENS_PER_SECOND * settings.RUN_CHUNK_FLUSH_SECONDS))
-    conversation = services.conversation_start(user=_user(), content="benchmark", enqueue=False)
+    conversation = asking.conversation_start(user=_user(), content="benchmark", enqueue=False)
     run = conversation.active_branch.runs.get()
     Run.objects.filter(pk=run.pk).update(status=Run.Status.RUNNING)
     seq = 0
@@ -106,7 +106,7 @@ def _latency(tokens: int = 600) -> None:
     client = Client()
     client.force_login(user)
     cookie = f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}".encode()
-    conversation = services.conversation_start(user=user, content="latency", enqueue=False)
+    conversation = asking.conversation_start(user=user, content="latency", enqueue=False)
     run = conversation.active_branch.runs.get()
     seen: dict[str, float] = {}
 
@@ -153,11 +153,11 @@ def _long_thread(turns: int = 100) -> None:
     connecting websocket is sent: the whole thread (baseline) or what is live."""
     from django.template.loader import render_to_string
 
+    from agents.thread import thread_for_conversation
     from conversations.models import Message
-    from conversations.selectors import thread_for_conversation
 
     user = _user()
-    conversation = services.conversation_start(user=user, content="turn 0", enqueue=False)
+    conversation = asking.conversation_start(user=user, content="turn 0", enqueue=False)
     parent = conversation.active_branch
     answer = long_answer(tokens=400)
     html = markdown_render(answer)

@@ -4,10 +4,12 @@ from django.core.exceptions import ValidationError
 from django.db.models import Count
 from django.template.response import TemplateResponse
 
+from agents.selectors import conversations_busy
+from agents.services import asking
 from artifactflow.admin import ServiceDeleteMixin
 from artifacts.cleanup import bytes_text, cleanup_apply, cleanup_plan
+from artifacts.models import ArtifactSession
 
-from . import services
 from .models import Conversation, Message
 
 
@@ -42,8 +44,14 @@ class ConversationAdmin(ServiceDeleteMixin, admin.ModelAdmin):
         # Runs and their events cannot be deleted on their own, only with their conversation.
         return deleted, model_count, set(), protected
 
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        if not change:
+            # A conversation has its artifact session from the start, as agents.services.asking.conversation_start makes it.
+            ArtifactSession.objects.get_or_create(conversation=obj)
+
     def delete_model(self, request, obj):
-        services.conversation_delete(conversation=obj)
+        asking.conversation_delete(conversation=obj)
 
     @admin.action(description="Delete selected conversations…", permissions=["delete"])
     def conversations_delete(self, request, queryset):
@@ -52,7 +60,7 @@ class ConversationAdmin(ServiceDeleteMixin, admin.ModelAdmin):
         deleted, refused = 0, []
         for conversation in queryset:
             try:
-                services.conversation_delete(conversation=conversation)
+                asking.conversation_delete(conversation=conversation)
             except ValidationError as exc:
                 refused.append(f"{conversation.title or conversation.pk}: {' '.join(exc.messages)}")
             else:
@@ -65,9 +73,13 @@ class ConversationAdmin(ServiceDeleteMixin, admin.ModelAdmin):
     @admin.action(description="Clean up artifacts (dry run)…", permissions=["delete"])
     def artifacts_cleanup(self, request, queryset):
         include_all = request.POST.get("include_all") == "on"
-        plan = cleanup_plan(conversation_ids=list(queryset.values_list("pk", flat=True)), include_all=include_all)
+        plan = cleanup_plan(
+            busy=conversations_busy(),
+            conversation_ids=list(queryset.values_list("pk", flat=True)),
+            include_all=include_all,
+        )
         if request.POST.get("post") == "yes":
-            report = cleanup_apply(plan=plan)
+            report = cleanup_apply(plan=plan, busy=conversations_busy())
             self.message_user(
                 request, f"Removed {len(report.removed)} artifact(s), {bytes_text(report.bytes)}.", messages.SUCCESS
             )

@@ -12,9 +12,9 @@ from django.template.loader import render_to_string
 
 from agents.models import Run
 from agents.selectors import conversation_active_run
+from agents.streaming import stream_advance, stream_open
 
 from . import selectors
-from .streaming import stream_advance, stream_open
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ def _in_thread(function):
 class ConversationConsumer(AsyncWebsocketConsumer):
     """Pushes a conversation's live runs to its open page as HTML fragments that
     HTMX swaps in by id: a snapshot of each running message on connect, then
-    only what is new (conversations.streaming), at most one push per
+    only what is new (agents.streaming), at most one push per
     WEBSOCKET_PUSH_INTERVAL, and a last snapshot when a run ends. Wake-ups from the
     channel layer only say which run changed; what changed is read from the
     event log after the last event this connection saw, so a lost wake-up is

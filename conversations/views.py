@@ -9,7 +9,9 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect, push_url, reswap, retarget
 
 from agents import selectors as agent_selectors
+from agents.services import asking
 from agents.services import permissions as agent_permissions
+from agents.thread import thread_for_conversation
 from artifacts import selectors as artifact_selectors
 from artifacts.branches import branch_shown
 
@@ -67,11 +69,11 @@ def _page(request, *, conversation=None, error=""):
         "error": error,
     }
     if conversation is not None:
-        context["entries"] = selectors.thread_for_conversation(conversation=conversation)
+        context["entries"] = thread_for_conversation(conversation=conversation)
         # The URL may name what the pane shows (see artifacts.selectors.pane_context_for_page).
         context.update(
             artifact_selectors.pane_context_for_page(
-                branch=branch_shown(conversation=conversation),
+                branch=_branch_shown(conversation),
                 artifact_id=request.GET.get("artifact", ""),
                 version=request.GET.get("version", ""),
                 diff_from=request.GET.get("from", ""),
@@ -79,6 +81,13 @@ def _page(request, *, conversation=None, error=""):
             )
         )
     return render(request, "conversations/chat.html", context, status=422 if error else 200)
+
+
+def _branch_shown(conversation):
+    """The branch the page shows, over its turns' working copies."""
+    return branch_shown(
+        conversation=conversation, active_runs=agent_selectors.session_active_runs(session_id=conversation.pk)
+    )
 
 
 def _composer_context(conversation) -> dict:
@@ -92,7 +101,7 @@ def _thread(request, *, conversation, branch_changed: bool = False):
     """The thread, with the composer's Send or Stop: a new turn changes it.
     On another branch the artifact pane shows that branch's artifacts, still
     the one the page showed if the branch has it."""
-    entries = selectors.thread_for_conversation(conversation=conversation)
+    entries = thread_for_conversation(conversation=conversation)
     thread = render(request, "conversations/chat.html#thread", {"entries": entries})
     actions = render(
         request, "conversations/chat.html#composer_actions", {**_composer_context(conversation), "oob": True}
@@ -100,9 +109,7 @@ def _thread(request, *, conversation, branch_changed: bool = False):
     response = HttpResponse(thread.content + actions.content)
     if branch_changed:
         shown = parse_qs(urlsplit(request.htmx.current_url or "").query).get("artifact", [""])[0]
-        pane = artifact_selectors.pane_context_for_branch_change(
-            branch=branch_shown(conversation=conversation), artifact_id=shown
-        )
+        pane = artifact_selectors.pane_context_for_branch_change(branch=_branch_shown(conversation), artifact_id=shown)
         response.content += render(request, "artifacts/pane.html#pane", {**pane, "pane_oob": True}).content
         push_url(response, pane["page_url"])
     return response
@@ -129,7 +136,7 @@ def conversation_detail(request, conversation_id):
 @require_POST
 def conversation_create(request):
     try:
-        conversation = services.conversation_start(user=request.user, content=request.POST.get("content", ""))
+        conversation = asking.conversation_start(user=request.user, content=request.POST.get("content", ""))
     except ValidationError as exc:
         return _invalid(request, exc)
     url = conversation.get_absolute_url()
@@ -139,20 +146,20 @@ def conversation_create(request):
 @require_POST
 def message_create(request, conversation_id):
     conversation = _conversation_or_404(request, conversation_id)
-    parent = services.ACTIVE_BRANCH
+    parent = asking.ACTIVE_BRANCH
     named = request.POST.get("parent")
     if named == "root":
         parent = None
     elif named:
         parent = _message_or_404(conversation, named)
     try:
-        services.message_post(conversation=conversation, content=request.POST.get("content", ""), parent=parent)
+        asking.message_post(conversation=conversation, content=request.POST.get("content", ""), parent=parent)
     except ValidationError as exc:
         return _invalid(request, exc, conversation=conversation)
     if not request.htmx:
         return redirect(conversation.get_absolute_url())
     # An edited or re-asked message starts a branch of its own.
-    return _thread(request, conversation=conversation, branch_changed=parent is not services.ACTIVE_BRANCH)
+    return _thread(request, conversation=conversation, branch_changed=parent is not asking.ACTIVE_BRANCH)
 
 
 @require_GET
@@ -203,7 +210,7 @@ def conversation_rename(request, conversation_id):
 def conversation_delete(request, conversation_id):
     conversation = _conversation_or_404(request, conversation_id)
     try:
-        services.conversation_delete(conversation=conversation)
+        asking.conversation_delete(conversation=conversation)
     except ValidationError as exc:
         if not request.htmx:
             return _page(request, conversation=conversation, error=exc.messages[0])

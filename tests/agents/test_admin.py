@@ -6,10 +6,10 @@ from django.urls import reverse
 from django.utils import timezone
 
 from agents.models import Run, RunEvent
+from agents.services import asking
 from agents.services.permissions import permission_answer
 from agents.services.runs import run_execute
 from agents.state import pending_request
-from conversations import services as conversation_services
 from conversations.models import Message
 from tests.agents.test_engine import call
 from tests.factories import (
@@ -38,7 +38,7 @@ def _researched_run(user, scripted_model):
         Text("The page says heat pumps move heat."),
         Text("Heat pumps move heat rather than make it."),
     )
-    conversation = conversation_services.conversation_start(user=user, content="How do heat pumps work?", enqueue=False)
+    conversation = asking.conversation_start(user=user, content="How do heat pumps work?", enqueue=False)
     run = conversation.active_branch.runs.get()
     run_execute(run_id=run.pk)
     pending = pending_request(Run.objects.get(pk=run.pk).checkpoint)

@@ -7,11 +7,11 @@ import pytest
 from agents import config
 from agents.engine import EVENT_PARAM_CHARS, ROUNDS_LEFT_WARNING, _ProseFilter, checkpoint_state
 from agents.models import Run, RunEvent
+from agents.services import asking
 from agents.services.permissions import permission_answer, permissions_expire
 from agents.services.runs import RunStateError, run_execute
 from agents.state import pending_request
 from artifacts.models import Artifact, ArtifactVersion
-from conversations import services as conversation_services
 from tests.factories import LibraryDocumentFactory
 from tests.model_server import Status, Text, ToolCalls
 
@@ -26,7 +26,7 @@ def call(name, **params):
 
 
 def _run(user, content="Research WAL"):
-    conversation = conversation_services.conversation_start(user=user, content=content, enqueue=False)
+    conversation = asking.conversation_start(user=user, content=content, enqueue=False)
     run = conversation.active_branch.runs.get()
     run_execute(run_id=run.pk)
     run.refresh_from_db()
@@ -363,11 +363,9 @@ def test_always_allow_holds_for_the_rest_of_the_branch_only(user, scripted_model
     _run_again(run)
     conversation = run.message.conversation
 
-    follow_up = conversation_services.message_post(conversation=conversation, content="More", enqueue=False)
+    follow_up = asking.message_post(conversation=conversation, content="More", enqueue=False)
     run_execute(run_id=follow_up.runs.get().pk)
-    new_root = conversation_services.message_post(
-        conversation=conversation, content="Fresh", parent=None, enqueue=False
-    )
+    new_root = asking.message_post(conversation=conversation, content="Fresh", parent=None, enqueue=False)
     run_execute(run_id=new_root.runs.get().pk)
 
     assert follow_up.runs.get().status == Run.Status.COMPLETED
@@ -550,7 +548,7 @@ def test_the_next_turn_continues_from_the_compaction_boundary(user, small_window
         Text("Second answer."),
     )
     first = _run(user, content="Research WAL")
-    second = conversation_services.message_post(
+    second = asking.message_post(
         conversation=first.message.conversation, content="And rollback journals?", enqueue=False
     )
 

@@ -13,8 +13,8 @@ import pytest
 from django.db import connection
 
 from agents.models import Run, RunEvent
+from agents.services import asking
 from artifacts.models import ArtifactVersion
-from conversations import services as conversation_services
 from tests.agents.test_engine import call
 from tests.model_server import Text
 from tests.processes import Cluster, TcpProxy, database_url
@@ -58,7 +58,7 @@ def _until(condition, *, timeout: float, clusters: list[Cluster] = ()):
 
 
 def _ask(user, content="Research WAL"):
-    conversation = conversation_services.conversation_start(user=user, content=content)
+    conversation = asking.conversation_start(user=user, content=content)
     return conversation.active_branch.runs.get()
 
 

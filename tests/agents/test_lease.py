@@ -12,10 +12,10 @@ from django.utils import timezone
 
 from agents.lease import HOST, Heartbeat, Lease, LeaseLost, worker_gone, worker_name
 from agents.models import Run, RunEvent
+from agents.services import asking
 from agents.services.recovery import runs_sweep
 from agents.services.runs import run_execute
 from artifacts.models import Artifact, ArtifactVersion
-from conversations import services as conversation_services
 from tests.agents.test_engine import call
 from tests.model_server import Text
 
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def _turn(user, content="What is WAL?"):
-    conversation = conversation_services.conversation_start(user=user, content=content, enqueue=False)
+    conversation = asking.conversation_start(user=user, content=content, enqueue=False)
     return conversation.active_branch.runs.get()
 
 

@@ -5,13 +5,13 @@ import pytest
 
 from agents.library import library_document_fetch
 from agents.models import Run, RunEvent
-from agents.search import web_search
 from agents.selectors import RunView, run_activity, run_view_apply
+from agents.services.asking import conversation_start
 from agents.services.permissions import permission_answer
 from agents.services.runs import run_execute
 from agents.state import pending_request
-from agents.tooling import tool_error
-from conversations import services as conversation_services
+from agents.tools.base import tool_error
+from agents.tools.search import web_search
 from tests.factories import LibraryDocumentFactory, RunFactory
 
 pytestmark = pytest.mark.django_db
@@ -507,9 +507,7 @@ def test_the_leads_prose_before_a_call_that_asks_for_approval_is_not_its_answer(
 
 
 def test_a_real_turn_folds_each_agents_steps(user, demo_model):
-    conversation = conversation_services.conversation_start(
-        user=user, content="How efficient are heat pumps?", enqueue=False
-    )
+    conversation = conversation_start(user=user, content="How efficient are heat pumps?", enqueue=False)
     run = conversation.active_branch.runs.get()
     run_execute(run_id=run.pk)
     run.refresh_from_db()

@@ -1,5 +1,5 @@
 from agents.toolcalls import text_before_calls, toolcalls_describe, toolcalls_parse
-from artifacts.tools import ARTIFACT_TOOLS
+from agents.tools.artifacts import ARTIFACT_TOOLS
 
 SCHEMAS = {tool.name: tool.parameters for tool in ARTIFACT_TOOLS}
 

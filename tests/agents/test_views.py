@@ -10,10 +10,10 @@ from django.test import Client
 from django.urls import reverse
 
 from agents.models import Run, RunEvent
+from agents.services import asking
 from agents.services.runs import run_execute
 from agents.state import pending_request
 from artifactflow.asgi import application
-from conversations import services as conversation_services
 from tests.agents.test_engine import call
 from tests.factories import RunFactory
 from tests.model_server import Text
@@ -27,7 +27,7 @@ HTMX = {"HTTP_HX_REQUEST": "true"}
 def waiting_run(user, scripted_model, settings):
     settings.TOOL_PERMISSIONS = {"create_artifact": "confirm"}
     scripted_model.add(Text(call("create_artifact", id="draft", content="text")))
-    conversation = conversation_services.conversation_start(user=user, content="Draft it", enqueue=False)
+    conversation = asking.conversation_start(user=user, content="Draft it", enqueue=False)
     run = conversation.active_branch.runs.get()
     run_execute(run_id=run.pk)
     run.refresh_from_db()
@@ -93,7 +93,7 @@ def test_the_activity_of_a_turn_with_its_metrics_for_its_owner_only(client, user
         Text(call("read_artifact", id="notes")),
         Text("Done."),
     )
-    conversation = conversation_services.conversation_start(user=user, content="Take notes", enqueue=False)
+    conversation = asking.conversation_start(user=user, content="Take notes", enqueue=False)
     run = run_execute(run_id=conversation.active_branch.runs.get().pk)
     url = reverse("run-activity", args=[run.pk])
 
@@ -118,9 +118,7 @@ async def test_a_cancel_through_the_asgi_app_answers_at_once_and_leaves_other_re
 ):
     # The web process announces through the realtime module's own loop: the
     # request neither waits for the channel layer nor binds a loop to its thread.
-    conversation = await sync_to_async(conversation_services.conversation_start)(
-        user=user, content="Stop", enqueue=False
-    )
+    conversation = await sync_to_async(asking.conversation_start)(user=user, content="Stop", enqueue=False)
     run = await sync_to_async(conversation.active_branch.runs.get)()
     await async_client.aforce_login(user)
     cookie = f"{settings.SESSION_COOKIE_NAME}={async_client.cookies[settings.SESSION_COOKIE_NAME].value}"

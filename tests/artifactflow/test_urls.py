@@ -30,13 +30,13 @@ from django.urls.exceptions import Resolver404
 from django.views.defaults import server_error
 
 from agents.models import Run, RunEvent
+from agents.services import asking
 from agents.services.runs import run_execute
 from agents.state import pending_request
 from artifacts import services as artifact_services
 from artifacts.branches import branch_shown
 from artifacts.manager import ArtifactManager
 from artifacts.models import Artifact, ArtifactSession, ArtifactVersion
-from conversations import services as conversation_services
 from conversations.models import Conversation, Message
 from tests.agents.test_engine import call
 from tests.factories import MessageFactory, RunFactory
@@ -97,14 +97,12 @@ def world(user, other_user, scripted_model, settings):
     owner, attacker = user, other_user
     question = f"How do {SEARCHED} work in winter? {MARKER}"
     scripted_model.add(Text(f"An answer only the owner may read: {MARKER}. " * 20))
-    conversation = conversation_services.conversation_start(user=owner, content=question, enqueue=False)
+    conversation = asking.conversation_start(user=owner, content=question, enqueue=False)
     completed = run_execute(run_id=conversation.active_branch.runs.get().pk)
 
     settings.TOOL_PERMISSIONS = {"create_artifact": "confirm"}
     scripted_model.add(Text(call("create_artifact", id="draft", content=f"Pending parameters {MARKER}")))
-    waiting_message = conversation_services.message_post(
-        conversation=conversation, content=f"Draft it {MARKER}", enqueue=False
-    )
+    waiting_message = asking.message_post(conversation=conversation, content=f"Draft it {MARKER}", enqueue=False)
     waiting = run_execute(run_id=waiting_message.runs.get().pk)
     waiting.refresh_from_db()
     assert waiting.status == Run.Status.WAITING_PERMISSION
@@ -130,7 +128,7 @@ def world(user, other_user, scripted_model, settings):
     artifact_services.artifact_upload(branch=branch, filename="chart.png", data=MARKER.encode() + b"\x89PNG")
     artifact_services.artifact_upload(branch=branch, filename="报告.md", data=f"# 报告 {MARKER}".encode())
 
-    own_conversation = conversation_services.conversation_start(user=attacker, content="My own question", enqueue=False)
+    own_conversation = asking.conversation_start(user=attacker, content="My own question", enqueue=False)
     run_ids = [completed.pk, waiting.pk, failed.pk, running.pk]
     missing_run = Run.objects.order_by("-pk").values_list("pk", flat=True).first() + 1000
     report = Artifact.objects.get(session=branch.session, artifact_id="report")

@@ -7,12 +7,15 @@ import pytest
 from django.urls import reverse
 
 from agents.models import Run, RunEvent
+from agents.selectors import session_active_runs
+from agents.services import asking
 from agents.services.runs import run_execute
 from artifacts import selectors, services
 from artifacts.branches import branch_at, branch_shown
 from artifacts.manager import ArtifactError, ArtifactManager
-from artifacts.models import Artifact, ArtifactVersion
+from artifacts.models import Artifact, ArtifactSession, ArtifactVersion
 from conversations import services as conversation_services
+from conversations.models import Conversation
 from tests.agents.test_engine import call
 from tests.artifacts.test_views import HTMX
 from tests.factories import ConversationFactory, MessageFactory, RunFactory, UserFactory
@@ -24,10 +27,8 @@ PLAN_HEAT = "- [x] compare heat pumps\n- [ ] write the report"
 PLAN_SOLAR = "- [x] compare solar panels\n- [ ] write the report"
 
 
-def _turn(conversation, *, content, parent=conversation_services.ACTIVE_BRANCH):
-    message = conversation_services.message_post(
-        conversation=conversation, content=content, parent=parent, enqueue=False
-    )
+def _turn(conversation, *, content, parent=asking.ACTIVE_BRANCH):
+    message = asking.message_post(conversation=conversation, content=content, parent=parent, enqueue=False)
     run_execute(run_id=message.runs.get().pk)
     return message
 
@@ -51,7 +52,7 @@ def _plan_in_prompt(request) -> str | None:
 def two_branches(user, scripted_model):
     """The first question asked twice, each answer with its own plan and report."""
     scripted_model.add(*_writes(PLAN_HEAT, "Heat pumps\n\nHeat pumps win."))
-    conversation = conversation_services.conversation_start(user=user, content="Heat pumps or gas?", enqueue=False)
+    conversation = asking.conversation_start(user=user, content="Heat pumps or gas?", enqueue=False)
     heat = conversation.active_branch
     run_execute(run_id=heat.runs.get().pk)
     scripted_model.add(*_writes(PLAN_SOLAR, "Solar\n\nSolar wins."))
@@ -127,7 +128,7 @@ def test_an_artifact_of_another_branch_does_not_exist_on_this_one(user, signed_i
 
 def test_versions_record_who_wrote_them_on_which_branch(user, signed_in, scripted_model, media_root):
     scripted_model.add(Text(call("create_artifact", id="report", content="# Agent's")), Text("Done."))
-    conversation = conversation_services.conversation_start(user=user, content="Write a report", enqueue=False)
+    conversation = asking.conversation_start(user=user, content="Write a report", enqueue=False)
     message = conversation.active_branch
     run = message.runs.get()
     run_execute(run_id=run.pk)
@@ -159,6 +160,22 @@ def test_before_the_first_question_an_upload_is_on_every_branch(user, media_root
     assert one.path != other.path
     assert [v.artifact_id for v in selectors.artifact_list(branch=one)] == ["brief.md"]
     assert [v.artifact_id for v in selectors.artifact_list(branch=other)] == ["brief.md"]
+
+
+def test_reading_a_conversation_made_without_its_session_writes_nothing_until_an_upload(
+    user, media_root, django_assert_num_queries
+):
+    conversation = Conversation.objects.create(owner=user)
+
+    with django_assert_num_queries(2):
+        # The session looked for, and the artifacts of an empty branch.
+        assert selectors.artifact_list(branch=branch_shown(conversation=conversation)) == []
+    assert not ArtifactSession.objects.exists()
+
+    services.artifact_upload(branch=branch_shown(conversation=conversation), filename="brief.md", data=b"# Brief")
+    assert [v.artifact_id for v in selectors.artifact_list(branch=branch_shown(conversation=conversation))] == [
+        "brief.md"
+    ]
 
 
 @pytest.fixture
@@ -230,6 +247,10 @@ def test_a_user_edit_on_the_turns_branch_is_a_conflict_and_on_another_is_not(for
     assert turn.flush_all().conflicts == ["report"]
 
 
+def _shown(conversation):
+    return branch_shown(conversation=conversation, active_runs=session_active_runs(session_id=conversation.pk))
+
+
 def test_a_running_turn_on_another_branch_is_not_shown(user, signed_in):
     conversation = ConversationFactory(owner=user)
     first = MessageFactory(conversation=conversation)
@@ -241,11 +262,11 @@ def test_a_running_turn_on_another_branch_is_not_shown(user, signed_in):
     turn.rewrite(artifact_id="report", content="being written")
     turn.create(artifact_id="draft", content="new")
 
-    here = selectors.artifact_list(branch=branch_shown(conversation=conversation))
+    here = selectors.artifact_list(branch=_shown(conversation))
     conversation_services.branch_switch(
         conversation=conversation, message=MessageFactory(conversation=conversation, parent=first, shown=False)
     )
-    there = selectors.artifact_list(branch=branch_shown(conversation=conversation))
+    there = selectors.artifact_list(branch=_shown(conversation))
 
     assert [(v.artifact_id, v.content, v.live) for v in here] == [
         ("report", "being written", True),

@@ -11,6 +11,8 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from agents.models import Run
+from agents.selectors import conversations_busy
+from agents.services import asking
 from agents.services.runs import run_execute
 from artifacts import services
 from artifacts.branches import branch_shown
@@ -23,7 +25,6 @@ from artifacts.cleanup import (
     cleanup_plan,
 )
 from artifacts.models import Artifact, ArtifactSession, ArtifactVersion
-from conversations import services as conversation_services
 from conversations.models import Conversation
 from tests.factories import ArtifactFactory, ConversationFactory, MessageFactory, RunFactory
 from tests.model_server import Text
@@ -68,13 +69,13 @@ def test_a_result_a_turn_stores_for_being_too_long_is_a_run_artifact_and_the_onl
         Text(report, chunk_size=500),
         Text("See search_agent_report_1."),
     )
-    conversation = conversation_services.conversation_start(user=user, content="Research WAL", enqueue=False)
+    conversation = asking.conversation_start(user=user, content="Research WAL", enqueue=False)
     run_execute(run_id=conversation.active_branch.runs.get().pk)
 
     stored = Artifact.objects.get(artifact_id="search_agent_report_1")
     assert stored.source == Artifact.Source.RUN
     assert Artifact.objects.get(artifact_id="summary").source == Artifact.Source.AGENT
-    plan = cleanup_plan()
+    plan = cleanup_plan(busy=conversations_busy())
     assert _ids(plan.candidates) == ["search_agent_report_1"]
     assert plan.candidates[0].conversation_id == conversation.pk
     assert plan.candidates[0].bytes == 2 * len(stored.content.encode())
@@ -89,7 +90,10 @@ def test_an_artifacts_bytes_are_its_text_every_versions_text_in_utf8_and_its_fil
     )
     upload = _upload(conversation, data=b"x" * 1000)
 
-    sizes = {candidate.artifact_id: candidate.bytes for candidate in cleanup_plan(include_all=True).candidates}
+    sizes = {
+        candidate.artifact_id: candidate.bytes
+        for candidate in cleanup_plan(busy=conversations_busy(), include_all=True).candidates
+    }
 
     assert sizes == {"web_fetch_result_1": 9 + 5 + 6 + 9, upload.artifact_id: 1000}
 
@@ -100,8 +104,8 @@ def test_only_run_artifacts_are_candidates_unless_include_all(conversation):
     ArtifactFactory(session=session, artifact_id="report", source=Artifact.Source.AGENT, content_type="text/markdown")
     upload = _upload(conversation)
 
-    assert _ids(cleanup_plan().candidates) == ["web_fetch_result_1"]
-    assert sorted(_ids(cleanup_plan(include_all=True).candidates)) == sorted(
+    assert _ids(cleanup_plan(busy=conversations_busy()).candidates) == ["web_fetch_result_1"]
+    assert sorted(_ids(cleanup_plan(busy=conversations_busy(), include_all=True).candidates)) == sorted(
         ["web_fetch_result_1", "report", upload.artifact_id]
     )
 
@@ -111,8 +115,11 @@ def test_older_than_takes_only_what_last_changed_before_then(conversation):
     ArtifactFactory(session=session, artifact_id="old_result_1", updated_at=_days_ago(31))
     ArtifactFactory(session=session, artifact_id="recent_result_1", updated_at=_days_ago(29))
 
-    assert _ids(cleanup_plan(older_than_days=30).candidates) == ["old_result_1"]
-    assert _ids(cleanup_plan(older_than_days=0).candidates) == ["old_result_1", "recent_result_1"]
+    assert _ids(cleanup_plan(busy=conversations_busy(), older_than_days=30).candidates) == ["old_result_1"]
+    assert _ids(cleanup_plan(busy=conversations_busy(), older_than_days=0).candidates) == [
+        "old_result_1",
+        "recent_result_1",
+    ]
 
 
 def test_max_bytes_takes_the_oldest_first_and_stops_at_the_first_that_would_pass_it(conversation):
@@ -122,13 +129,13 @@ def test_max_bytes_takes_the_oldest_first_and_stops_at_the_first_that_would_pass
         ArtifactFactory(session=session, artifact_id=artifact_id, content="x" * 50, updated_at=_days_ago(days))
     ArtifactFactory(session=session, artifact_id="small_result_1", content="", updated_at=_days_ago(0))
 
-    plan = cleanup_plan(max_bytes=250)
+    plan = cleanup_plan(busy=conversations_busy(), max_bytes=250)
 
     assert _ids(plan.candidates) == ["a_result_1", "b_result_1"] and plan.bytes == 200
     # The small one would fit, but a pass frees the oldest first, no gaps.
     assert _ids(plan.over_limit) == ["c_result_1", "small_result_1"]
-    assert _ids(cleanup_plan(max_bytes=200).candidates) == ["a_result_1", "b_result_1"]
-    assert cleanup_plan(max_bytes=99).candidates == []
+    assert _ids(cleanup_plan(busy=conversations_busy(), max_bytes=200).candidates) == ["a_result_1", "b_result_1"]
+    assert cleanup_plan(busy=conversations_busy(), max_bytes=99).candidates == []
 
 
 @pytest.mark.parametrize("status", Run.ACTIVE_STATUSES)
@@ -140,12 +147,14 @@ def test_a_conversation_with_a_turn_in_progress_is_refused_and_none_of_its_artif
     RunFactory(message=MessageFactory(conversation=idle), status=Run.Status.COMPLETED)
     RunFactory(message=MessageFactory(conversation=quiet), status=status)
 
-    plan = cleanup_plan()
+    plan = cleanup_plan(busy=conversations_busy())
 
     assert _ids(plan.candidates) == ["idle_result_1"]
     # A busy conversation with nothing to clean is no news, unless it was named.
     assert plan.refused == [(busy.pk, SESSION_ACTIVE)]
-    assert cleanup_plan(conversation_ids=[str(quiet.pk)]).refused == [(quiet.pk, SESSION_ACTIVE)]
+    assert cleanup_plan(busy=conversations_busy(), conversation_ids=[str(quiet.pk)]).refused == [
+        (quiet.pk, SESSION_ACTIVE)
+    ]
 
 
 def test_a_plan_for_named_conversations_leaves_the_others_alone(conversation):
@@ -153,7 +162,9 @@ def test_a_plan_for_named_conversations_leaves_the_others_alone(conversation):
     ArtifactFactory(session=conversation.artifact_session, artifact_id="mine_result_1")
     ArtifactFactory(session=other.artifact_session, artifact_id="theirs_result_1")
 
-    assert _ids(cleanup_plan(conversation_ids=[str(conversation.pk)]).candidates) == ["mine_result_1"]
+    assert _ids(cleanup_plan(busy=conversations_busy(), conversation_ids=[str(conversation.pk)]).candidates) == [
+        "mine_result_1"
+    ]
 
 
 @pytest.mark.parametrize(
@@ -171,7 +182,7 @@ def test_a_plan_for_named_conversations_leaves_the_others_alone(conversation):
 )
 def test_unknown_ids_and_negative_limits_are_refused_with_a_reason(arguments, message):
     with pytest.raises(ValidationError) as refused:
-        cleanup_plan(**arguments)
+        cleanup_plan(busy=conversations_busy(), **arguments)
 
     assert message in refused.value.messages[0]
 
@@ -184,10 +195,10 @@ def test_apply_removes_exactly_the_plans_candidates_with_their_versions_and_file
     ArtifactFactory(session=session, artifact_id="report", source=Artifact.Source.AGENT)
     upload = _upload(conversation)
     stored = media_root / upload.file.name
-    plan = cleanup_plan()
+    plan = cleanup_plan(busy=conversations_busy())
 
     with django_capture_on_commit_callbacks(execute=True):
-        report = cleanup_apply(plan=plan)
+        report = cleanup_apply(busy=conversations_busy(), plan=plan)
 
     assert report.removed == plan.candidates and report.skipped == [] and report.bytes == plan.bytes > 0
     assert set(Artifact.objects.values_list("artifact_id", flat=True)) == {"report", upload.artifact_id}
@@ -198,7 +209,9 @@ def test_apply_removes_exactly_the_plans_candidates_with_their_versions_and_file
     assert stored.exists()
 
     with django_capture_on_commit_callbacks(execute=True):
-        report = cleanup_apply(plan=cleanup_plan(include_all=True))
+        report = cleanup_apply(
+            busy=conversations_busy(), plan=cleanup_plan(busy=conversations_busy(), include_all=True)
+        )
 
     assert sorted(_ids(report.removed)) == sorted(["report", upload.artifact_id])
     assert not Artifact.objects.exists() and not ArtifactVersion.objects.exists() and not stored.exists()
@@ -210,9 +223,9 @@ def test_apply_skips_what_was_deleted_changed_or_got_a_running_turn_since_the_pl
         ArtifactFactory(session=session, artifact_id=artifact_id, updated_at=_days_ago(1))
     busy = ConversationFactory()
     ArtifactFactory(session=busy.artifact_session, artifact_id="busy_result_1", updated_at=_days_ago(1))
-    plan = cleanup_plan()
+    plan = cleanup_plan(busy=conversations_busy())
 
-    services.artifact_delete(artifact=Artifact.objects.get(artifact_id="gone_result_1"))
+    services.artifact_delete(artifact=Artifact.objects.get(artifact_id="gone_result_1"), active_runs=())
     services.artifact_edit(
         branch=branch_shown(conversation=conversation),
         artifact=Artifact.objects.get(artifact_id="changed_result_1"),
@@ -220,7 +233,7 @@ def test_apply_skips_what_was_deleted_changed_or_got_a_running_turn_since_the_pl
         base_version=1,
     )
     RunFactory(message=MessageFactory(conversation=busy), status=Run.Status.RUNNING)
-    report = cleanup_apply(plan=plan)
+    report = cleanup_apply(busy=conversations_busy(), plan=plan)
 
     assert _ids(report.removed) == ["untouched_result_1"]
     assert {candidate.artifact_id: reason for candidate, reason in report.skipped} == {
@@ -239,18 +252,18 @@ def test_a_file_no_artifact_refers_to_is_reported_and_deleted_only_when_asked(co
     _stray_file(media_root, f"{directory}/being_uploaded.png", age=timedelta(minutes=1))
     gone_conversation = _stray_file(media_root, "artifacts/6d7bd0a5-5a4e-4a9c-9c1e-2d1a1a1a1a1a/old.png")
 
-    plan = cleanup_plan()
-    named = cleanup_plan(conversation_ids=[conversation.pk])
+    plan = cleanup_plan(busy=conversations_busy())
+    named = cleanup_plan(busy=conversations_busy(), conversation_ids=[conversation.pk])
 
     assert plan.orphaned_files == sorted(
         [f"{directory}/crashed_upload.pdf", "artifacts/6d7bd0a5-5a4e-4a9c-9c1e-2d1a1a1a1a1a/old.png"]
     )
     assert plan.orphaned_bytes == 2 * len(b"left behind")
     assert named.orphaned_files == [f"{directory}/crashed_upload.pdf"]
-    cleanup_apply(plan=plan)
+    cleanup_apply(busy=conversations_busy(), plan=plan)
     assert stray.exists() and gone_conversation.exists()
 
-    report = cleanup_apply(plan=plan, delete_orphans=True)
+    report = cleanup_apply(busy=conversations_busy(), plan=plan, delete_orphans=True)
 
     assert report.orphans_deleted == plan.orphaned_files
     assert not stray.exists() and not gone_conversation.exists()
@@ -259,10 +272,10 @@ def test_a_file_no_artifact_refers_to_is_reported_and_deleted_only_when_asked(co
 
 def test_an_orphan_an_artifact_took_up_since_the_plan_is_kept(conversation, media_root):
     stray = _stray_file(media_root, f"artifacts/{conversation.pk}/notes.pdf")
-    plan = cleanup_plan()
+    plan = cleanup_plan(busy=conversations_busy())
     ArtifactFactory(session=conversation.artifact_session, file=plan.orphaned_files[0])
 
-    report = cleanup_apply(plan=plan, delete_orphans=True)
+    report = cleanup_apply(busy=conversations_busy(), plan=plan, delete_orphans=True)
 
     assert report.orphans_deleted == [] and stray.exists()
 
@@ -283,7 +296,7 @@ def test_planning_a_thousand_conversations_takes_a_few_queries(user, django_asse
     RunFactory(message=MessageFactory(conversation=conversations[0]), status=Run.Status.RUNNING)
 
     with django_assert_max_num_queries(4):
-        plan = cleanup_plan(older_than_days=0)
+        plan = cleanup_plan(busy=conversations_busy(), older_than_days=0)
 
     assert len(plan.candidates) == 2 * 999 and plan.bytes == 2 * 999 * 30
     assert plan.refused == [(conversations[0].pk, SESSION_ACTIVE)]

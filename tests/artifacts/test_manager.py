@@ -5,6 +5,7 @@ from django.core.cache import cache
 from django.db import OperationalError, connection
 
 from agents.models import Run
+from agents.selectors import session_active_runs
 from artifacts import selectors, services
 from artifacts.branches import branch_at
 from artifacts.manager import ArtifactError, ArtifactManager
@@ -20,6 +21,12 @@ PLAN = "# Plan\n\n- [ ] search\n- [ ] read\n- [ ] write\n"
 def branch():
     message = MessageFactory()
     return branch_at(session=message.conversation.artifact_session, message_id=message.pk)
+
+
+def _read(branch):
+    """The branch as a page reads it, over the turns in progress now."""
+    active_runs = session_active_runs(session_id=branch.session.pk)
+    return branch_at(session=branch.session, message_id=branch.leaf_id, active_runs=active_runs)
 
 
 def _saved(session, artifact_id="task_plan"):
@@ -203,8 +210,8 @@ def test_the_live_view_shows_a_running_turns_unsaved_work(branch):
     manager.update(artifact_id="task_plan", old_str="- [ ] search", new_str="- [x] search")
     manager.create(artifact_id="draft", content="not saved yet")
 
-    live_plan = selectors.artifact_get(branch=branch, artifact_id="task_plan")
-    listed = {v.artifact_id: v for v in selectors.artifact_list(branch=branch)}
+    live_plan = selectors.artifact_get(branch=_read(branch), artifact_id="task_plan")
+    listed = {v.artifact_id: v for v in selectors.artifact_list(branch=_read(branch))}
 
     assert live_plan.live and "- [x] search" in live_plan.content and live_plan.version == 2
     assert [v.version for v in selectors.artifact_versions(artifact=live_plan.saved, branch=branch)] == [1]
@@ -212,9 +219,9 @@ def test_the_live_view_shows_a_running_turns_unsaved_work(branch):
     assert list(listed) == ["task_plan", "draft"]
 
     Run.objects.filter(pk=run.pk).update(status=Run.Status.COMPLETED)
-    ended = selectors.artifact_get(branch=branch, artifact_id="task_plan")
+    ended = selectors.artifact_get(branch=_read(branch), artifact_id="task_plan")
     assert not ended.live and "- [ ] search" in ended.content
-    assert selectors.artifact_get(branch=branch, artifact_id="draft") is None
+    assert selectors.artifact_get(branch=_read(branch), artifact_id="draft") is None
 
 
 def test_the_flush_ends_the_live_view(branch):

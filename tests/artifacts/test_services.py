@@ -8,6 +8,7 @@ from django.test import Client
 from django.urls import reverse
 
 from agents.models import Run
+from agents.selectors import session_active_runs
 from artifacts import services
 from artifacts.branches import branch_shown
 from artifacts.models import Artifact, ArtifactVersion
@@ -28,7 +29,9 @@ def test_an_upload_named_like_an_artifact_the_turn_is_writing_gets_a_suffix(
         cache.clear()
 
     upload = services.artifact_upload(
-        branch=branch_shown(conversation=conversation), filename="report.md", data=b"# Mine"
+        branch=branch_shown(conversation=conversation, active_runs=session_active_runs(session_id=conversation.pk)),
+        filename="report.md",
+        data=b"# Mine",
     )
     manager.flush_all()
 

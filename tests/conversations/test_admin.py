@@ -16,6 +16,13 @@ from tests.factories import (
 pytestmark = pytest.mark.django_db
 
 
+def test_a_conversation_added_here_has_its_artifact_session(staff_client, user):
+    inline = {"messages-TOTAL_FORMS": 0, "messages-INITIAL_FORMS": 0}
+    staff_client.post(reverse("admin:conversations_conversation_add"), {"owner": user.pk, "title": "By hand", **inline})
+
+    assert Conversation.objects.get().artifact_session
+
+
 def test_deleting_conversations_refuses_busy_ones(staff_client, user):
     idle = ConversationFactory(owner=user, title="Idle one")
     RunFactory(message=MessageFactory(conversation=idle), status=Run.Status.COMPLETED)

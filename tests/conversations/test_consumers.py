@@ -13,11 +13,12 @@ from django.db import connections
 from django.test import Client
 
 from agents.models import Run, RunEvent
+from agents.services import asking
 from agents.services.runs import run_execute
 from artifactflow import realtime
 from artifactflow.asgi import application
 from artifactflow.markdown import BlockSplitter, markdown_render
-from conversations import consumers, services
+from conversations import consumers
 from tests.answers import long_answer
 from tests.factories import ConversationFactory, MessageFactory, RunFactory
 from tests.model_server import Text
@@ -34,7 +35,7 @@ def _session_cookie(user):
 
 @sync_to_async
 def _conversation(user, content="Question?"):
-    return services.conversation_start(user=user, content=content, enqueue=False)
+    return asking.conversation_start(user=user, content=content, enqueue=False)
 
 
 def _execute_in_thread(run_id):
@@ -157,7 +158,7 @@ def _finished_conversation(user):
 
 async def test_connect_sends_what_is_still_running_not_the_thread(user):
     conversation, done_message, _ = await _finished_conversation(user)
-    queued = await sync_to_async(services.message_post)(
+    queued = await sync_to_async(asking.message_post)(
         conversation=conversation, content="Still waiting?", enqueue=False
     )
     communicator = await _connected(conversation, user)

@@ -3,10 +3,10 @@ from datetime import UTC, date, datetime, timedelta
 import pytest
 from django.utils import timezone
 
-from agents.models import Run
 from conversations import selectors
 from conversations.models import Conversation
-from tests.factories import ConversationFactory, MessageFactory, RunFactory
+from conversations.tree import message_path
+from tests.factories import ConversationFactory, MessageFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -25,7 +25,7 @@ def _chain(depth):
 def test_the_path_to_root_is_one_query_whatever_the_depth(depth, django_assert_num_queries):
     _, messages = _chain(depth)
     with django_assert_num_queries(1):
-        path = selectors.message_path(message_id=messages[-1].pk)
+        path = message_path(message_id=messages[-1].pk)
     assert [m.pk for m in path] == [m.pk for m in messages]
 
 
@@ -34,24 +34,9 @@ def test_the_path_of_a_branch_leaves_out_its_siblings():
     b1 = MessageFactory(conversation=conversation, parent=root)
     b2 = MessageFactory(conversation=conversation, parent=b1)
 
-    assert selectors.message_path(message_id=b2.pk) == [root, b1, b2]
-    assert selectors.message_path(message_id=a2.pk) == [root, a1, a2]
-    assert selectors.message_path(message_id=root.pk) == [root]
-
-
-@pytest.mark.parametrize("depth", [3, 300])
-def test_the_thread_takes_a_constant_number_of_queries(depth, django_assert_num_queries):
-    conversation, messages = _chain(depth)
-    for message in messages[:-1]:
-        RunFactory(message=message, status=Run.Status.COMPLETED)
-    RunFactory(message=messages[-1], status=Run.Status.RUNNING)
-    conversation.active_branch = messages[-1]
-    conversation.save()
-    conversation.refresh_from_db()
-    # path, runs, events of unfinished runs, siblings
-    with django_assert_num_queries(4):
-        entries = selectors.thread_for_conversation(conversation=conversation)
-    assert [e.view.status for e in entries] == ["completed"] * (depth - 1) + ["running"]
+    assert message_path(message_id=b2.pk) == [root, b1, b2]
+    assert message_path(message_id=a2.pk) == [root, a1, a2]
+    assert message_path(message_id=root.pk) == [root]
 
 
 def test_conversations_are_scoped_to_their_owner(user, other_user):
@@ -62,21 +47,6 @@ def test_conversations_are_scoped_to_their_owner(user, other_user):
     assert selectors.conversation_get(user=user, conversation_id=mine.pk) == mine
     assert selectors.conversation_get(user=other_user, conversation_id=mine.pk) is None
     assert selectors.conversation_get(user=user, conversation_id="not-a-uuid") is None
-
-
-def test_each_entry_knows_its_siblings_for_the_switcher(user):
-    conversation = ConversationFactory(owner=user)
-    first_root = MessageFactory(conversation=conversation)
-    second_root = MessageFactory(conversation=conversation)
-    child = MessageFactory(conversation=conversation, parent=second_root)
-    conversation.active_branch = child
-    conversation.save()
-
-    root_entry, child_entry = selectors.thread_for_conversation(conversation=conversation)
-
-    assert root_entry.siblings == [first_root.pk, second_root.pk]
-    assert (root_entry.position, root_entry.previous_sibling, root_entry.next_sibling) == (2, first_root.pk, None)
-    assert child_entry.siblings == [child.pk] and child_entry.next_sibling is None
 
 
 def test_search_finds_titles_questions_and_answers_of_my_conversations_only(user, other_user):

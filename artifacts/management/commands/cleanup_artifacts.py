@@ -1,6 +1,7 @@
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
+from agents.selectors import conversations_busy
 from artifacts.cleanup import CleanupCandidate, bytes_text, cleanup_apply, cleanup_plan
 
 
@@ -36,12 +37,16 @@ class Command(BaseCommand):
     def handle(self, *args, conversations, older_than, max_bytes, include_all, delete_orphans, apply, **options):
         try:
             plan = cleanup_plan(
-                conversation_ids=conversations, older_than_days=older_than, max_bytes=max_bytes, include_all=include_all
+                busy=conversations_busy(),
+                conversation_ids=conversations,
+                older_than_days=older_than,
+                max_bytes=max_bytes,
+                include_all=include_all,
             )
         except ValidationError as exc:
             raise CommandError(" ".join(exc.messages)) from None
         if apply:
-            report = cleanup_apply(plan=plan, delete_orphans=delete_orphans)
+            report = cleanup_apply(plan=plan, busy=conversations_busy(), delete_orphans=delete_orphans)
             for candidate in report.removed:
                 self.stdout.write(f"removed {_line(candidate)}")
             for candidate, reason in report.skipped:

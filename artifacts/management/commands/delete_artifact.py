@@ -1,6 +1,7 @@
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
+from agents.selectors import session_active_runs
 from artifacts.cleanup import artifact_delete_plan, bytes_text
 from artifacts.models import Artifact
 from artifacts.services import artifact_delete
@@ -31,7 +32,8 @@ class Command(BaseCommand):
             self.stdout.write("Dry run: nothing was deleted. Run again with --apply to delete it.")
             return
         try:
-            artifact_delete(artifact=Artifact.objects.get(pk=candidate.artifact_pk))
+            artifact = Artifact.objects.get(pk=candidate.artifact_pk)
+            artifact_delete(artifact=artifact, active_runs=session_active_runs(session_id=artifact.session_id))
         except ValidationError as exc:
             raise CommandError(" ".join(exc.messages)) from None
         self.stdout.write(f"Deleted {about}.")

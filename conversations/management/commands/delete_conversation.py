@@ -1,8 +1,9 @@
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
+from agents.selectors import conversations_busy
+from agents.services.asking import conversation_delete
 from artifacts.cleanup import SESSION_ACTIVE, bytes_text, session_delete_plan
-from conversations.services import conversation_delete
 
 
 class Command(BaseCommand):
@@ -17,7 +18,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, conversation, apply, **options):
         try:
-            plan = session_delete_plan(conversation_id=conversation)
+            plan = session_delete_plan(conversation_id=conversation, busy=conversations_busy())
         except ValidationError as exc:
             raise CommandError(" ".join(exc.messages)) from None
         about = (

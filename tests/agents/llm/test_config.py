@@ -6,8 +6,8 @@ from django.core.exceptions import ImproperlyConfigured
 from agents.llm.config import models_file_read
 from agents.llm.openai_model import ModelSettings
 from agents.models import Run
+from agents.services import asking
 from agents.services.runs import run_execute
-from conversations import services as conversation_services
 from tests.model_server import ScriptedModelServer, Text
 
 MODELS = """
@@ -81,7 +81,7 @@ def test_each_agent_talks_to_its_own_model(user, scripted_model, settings, tmp_p
             Text("The lead's answer."),
         )
         small.add(Text("The search agent's report."))
-        conversation = conversation_services.conversation_start(user=user, content="Find it", enqueue=False)
+        conversation = asking.conversation_start(user=user, content="Find it", enqueue=False)
         run = conversation.active_branch.runs.get()
 
         run_execute(run_id=run.pk)
@@ -100,7 +100,7 @@ def test_each_agent_talks_to_its_own_model(user, scripted_model, settings, tmp_p
 @pytest.mark.django_db
 def test_a_broken_models_file_fails_the_turn_with_the_reason(user, scripted_model, settings, tmp_path):
     settings.MODELS_FILE = str(tmp_path / "missing.toml")
-    conversation = conversation_services.conversation_start(user=user, content="Hi", enqueue=False)
+    conversation = asking.conversation_start(user=user, content="Hi", enqueue=False)
     run = conversation.active_branch.runs.get()
 
     run_execute(run_id=run.pk)

@@ -5,13 +5,13 @@ import pytest
 
 from agents.llm.demo import REPORT_ID
 from agents.models import Run, RunEvent
+from agents.services import asking
 from agents.services.permissions import permission_answer
 from agents.services.runs import run_execute
 from agents.state import pending_request
 from artifacts import services as artifact_services
 from artifacts.branches import branch_shown
 from artifacts.models import Artifact, ArtifactVersion
-from conversations import services as conversation_services
 
 pytestmark = pytest.mark.django_db
 
@@ -25,12 +25,12 @@ def _execute(run):
 
 
 def _turn(user, question):
-    conversation = conversation_services.conversation_start(user=user, content=question, enqueue=False)
+    conversation = asking.conversation_start(user=user, content=question, enqueue=False)
     return _execute(conversation.active_branch.runs.get())
 
 
 def _follow_up(conversation, question):
-    message = conversation_services.message_post(conversation=conversation, content=question, enqueue=False)
+    message = asking.message_post(conversation=conversation, content=question, enqueue=False)
     return _execute(message.runs.get())
 
 
@@ -160,7 +160,7 @@ def test_a_follow_up_the_library_does_not_cover_leaves_the_report(user, demo_mod
 
 
 def test_a_report_that_could_not_be_written_is_not_claimed(user, demo_model):
-    conversation = conversation_services.conversation_start(user=user, content=WAL_QUESTION, enqueue=False)
+    conversation = asking.conversation_start(user=user, content=WAL_QUESTION, enqueue=False)
     # An image the user uploaded holds the report's id: it cannot be rewritten as text.
     artifact_services.artifact_upload(
         branch=branch_shown(conversation=conversation),

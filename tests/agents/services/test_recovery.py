@@ -6,6 +6,7 @@ from django.core.cache import cache
 from django.utils import timezone
 
 from agents.models import Run, RunEvent
+from agents.selectors import session_active_runs
 from agents.services.permissions import permission_answer
 from agents.services.recovery import WORKER_DIED, runs_sweep
 from agents.services.runs import run_cancel, run_execute
@@ -252,7 +253,11 @@ def test_a_worker_killed_after_five_edits_resumes_with_them_though_the_cache_is_
     def look_at_the_pane(event):
         if not shown_on_resume:
             view = artifact_selectors.artifact_get(
-                branch=branch_shown(conversation=message.conversation), artifact_id="report"
+                branch=branch_shown(
+                    conversation=message.conversation,
+                    active_runs=session_active_runs(session_id=message.conversation.pk),
+                ),
+                artifact_id="report",
             )
             shown_on_resume.append((view.live, view.content, view.version))
 

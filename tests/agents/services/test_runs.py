@@ -7,11 +7,11 @@ from django.db import DataError, connection, connections
 
 from agents.models import Run, RunEvent
 from agents.selectors import run_views
+from agents.services import asking
 from agents.services.runs import RunStateError, run_cancel, run_execute, run_retry
 from artifacts.branches import branch_shown
 from artifacts.manager import ArtifactManager
 from artifacts.models import Artifact
-from conversations import services as conversation_services
 from tests.agents.test_engine import call
 from tests.artifacts.test_manager import LARGE
 from tests.model_server import Drop, Status, Text, Truncated
@@ -23,7 +23,7 @@ ANSWER = "## WAL\n\nWrite-ahead logging lets **readers** run beside one writer. 
 
 
 def _turn(user, content="What is WAL?"):
-    conversation = conversation_services.conversation_start(user=user, content=content, enqueue=False)
+    conversation = asking.conversation_start(user=user, content=content, enqueue=False)
     return conversation.active_branch, conversation.active_branch.runs.get()
 
 
@@ -56,9 +56,7 @@ def test_the_model_sees_the_branch_history_and_the_question(user, scripted_model
     scripted_model.add(Text("First answer."), Text("Second answer."))
     message, run = _turn(user, "First question")
     run_execute(run_id=run.pk)
-    follow_up = conversation_services.message_post(
-        conversation=message.conversation, content="Second question", enqueue=False
-    )
+    follow_up = asking.message_post(conversation=message.conversation, content="Second question", enqueue=False)
 
     run_execute(run_id=follow_up.runs.get().pk)
 

@@ -21,12 +21,12 @@ from dataclasses import dataclass, field
 
 from django.template.loader import render_to_string
 
-from agents.models import Run, RunEvent
-from agents.selectors import RunView, run_view_apply
 from artifactflow.markdown import BlockSplitter, LiveAnswer, live_answer, markdown_render
+from conversations.models import Conversation
 
-from . import selectors
-from .models import Conversation
+from . import thread
+from .models import Run, RunEvent
+from .selectors import RunView, run_view_apply
 
 
 def _frame(view: RunView) -> tuple:
@@ -59,7 +59,7 @@ class RunStream:
 def stream_open(*, conversation: Conversation, run_id: int) -> tuple[RunStream | None, str]:
     """A snapshot of the run's message, and a stream to follow it with while
     the run is active (None once it has ended, or if it is not this conversation's)."""
-    entry = selectors.thread_entry_for_run(conversation=conversation, run_id=run_id)
+    entry = thread.thread_entry_for_run(conversation=conversation, run_id=run_id)
     if entry is None:
         return None, ""
     html = _message_html(entry)
@@ -83,7 +83,7 @@ def stream_advance(*, conversation: Conversation, stream: RunStream) -> tuple[Ru
     # The run row is the authority on status; events only fill in progress.
     view.status = status
     if _frame(view) != stream.frame:
-        entry = selectors.thread_entry_for_message(conversation=conversation, message_id=stream.message_id, view=view)
+        entry = thread.thread_entry_for_message(conversation=conversation, message_id=stream.message_id, view=view)
         html = _message_html(entry)
         stream.show(view, entry.answer)
         return stream, html
@@ -117,7 +117,7 @@ def _appended(stream: RunStream, text: str) -> str:
     return _render("answer_more", message_id=stream.message_id, blocks=blocks, tail=text[done:])
 
 
-def _message_html(entry: selectors.ThreadEntry) -> str:
+def _message_html(entry: thread.ThreadEntry) -> str:
     return render_to_string("conversations/chat.html#message", {"entry": entry, "oob": True})
 
 

@@ -6,13 +6,13 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from agents.search import (
+from agents.tools.base import AUTO, ToolContext
+from agents.tools.search import (
     NOTHING_IN_LIBRARY,
     WEB_SEARCH_TOOL,
     search_provider,
     web_search,
 )
-from agents.tooling import AUTO, ToolContext
 from tests.factories import LibraryDocumentFactory
 
 

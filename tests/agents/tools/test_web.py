@@ -11,8 +11,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from agents.tooling import CONFIRM, ToolContext
-from agents.web import WEB_FETCH_TOOL
+from agents.tools.base import CONFIRM, ToolContext
+from agents.tools.web import WEB_FETCH_TOOL
 from tests.factories import pdf_bytes
 
 ARTICLE = """<!doctype html><html><head><title>Tides of the North Sea</title></head><body>

@@ -23,11 +23,11 @@ import httpx
 import trafilatura
 from django.conf import settings
 
+from agents.library import library_document_fetch
+from agents.models import LIBRARY_URL_PREFIX
 from artifactflow.documents import DocumentUnreadableError, PdfLockedError, pdf_first_pages
 
-from .library import library_document_fetch
-from .models import LIBRARY_URL_PREFIX
-from .tooling import CONFIRM, Tool, ToolContext, ToolResult, tool_error
+from .base import CONFIRM, Tool, ToolContext, ToolResult, tool_error
 
 # The engine stores a long result as an artifact for the model to page
 # through; this only bounds that artifact, against a multi-megabyte text file.

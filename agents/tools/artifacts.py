@@ -8,9 +8,9 @@ from xml.sax.saxutils import escape, quoteattr
 
 from django.conf import settings
 
-from agents.tooling import Tool, ToolContext, ToolResult
+from artifacts.manager import ArtifactError, ArtifactManager, Change
 
-from .manager import ArtifactError, ArtifactManager, Change
+from .base import Tool, ToolContext, ToolResult
 
 
 def _error(tool: str, artifact_id: str, message: str) -> ToolResult:

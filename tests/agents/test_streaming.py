@@ -2,7 +2,7 @@ import lxml.html
 import pytest
 
 from agents.models import Run, RunEvent
-from conversations.streaming import stream_advance, stream_open
+from agents.streaming import stream_advance, stream_open
 from tests.factories import ConversationFactory, MessageFactory, RunFactory
 
 pytestmark = pytest.mark.django_db

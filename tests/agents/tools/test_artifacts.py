@@ -1,14 +1,14 @@
 import pytest
 
-from artifacts.branches import branch_at
-from artifacts.manager import ArtifactManager
-from artifacts.tools import (
+from agents.tools.artifacts import (
     ARTIFACT_TOOLS,
     create_artifact,
     read_artifact,
     rewrite_artifact,
     update_artifact,
 )
+from artifacts.branches import branch_at
+from artifacts.manager import ArtifactManager
 from tests.factories import ConversationFactory
 
 pytestmark = pytest.mark.django_db

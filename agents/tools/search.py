@@ -10,8 +10,9 @@ from xml.sax.saxutils import escape, quoteattr
 import httpx
 from django.conf import settings
 
-from .library import SearchHit, library_search
-from .tooling import AUTO, Tool, ToolContext, ToolResult, tool_error
+from agents.library import SearchHit, library_search
+
+from .base import AUTO, Tool, ToolContext, ToolResult, tool_error
 
 WEB_SEARCH = "web_search"
 PROVIDERS = ("searxng", "tavily", "local")
