@@ -40,6 +40,7 @@ test: install-test lint
 lint: install-test
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports --no-cache --no-logo
 
 bench: install-test
 	$(BIN)/pip install --quiet -e '.[test,bench]'

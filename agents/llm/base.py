@@ -5,7 +5,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ..tooling import Tool
+from ..tools.base import Tool
 
 # How the model calls tools: written in its text (seed 003), or the API's function calling.
 NATIVE, XML = "native", "xml"

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from ..toolcalls import toolcalls_parse
-from ..tooling import Tool
+from ..tools.base import Tool
 from .base import XML, Delta
 
 PLAN_ID = "task_plan"

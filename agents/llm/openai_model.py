@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import openai
 
-from ..tooling import Tool
+from ..tools.base import Tool
 from .base import NATIVE, XML, Delta, ModelError
 
 logger = logging.getLogger(__name__)
