@@ -31,21 +31,27 @@ document.addEventListener("htmx:wsOpen", (event) => {
   event.detail.socketWrapper.send(JSON.stringify({ running }));
 });
 
-// A websocket signal says the conversation's artifacts changed: re-fetch the
-// pane as it is shown. The refresh yields to the user: if they asked the pane
-// for something (opened the editor, a diff, another artifact) while it was on
-// its way, or are editing, it is dropped. A refresh that brings nothing new
-// leaves the pane alone, so it never swaps the page under a click for nothing.
-let paneRequests = 0;
-document.addEventListener("htmx:beforeRequest", (event) => {
-  if (event.detail.target && event.detail.target.id === "artifact-pane") paneRequests += 1;
+// The artifact pane refreshes itself on the websocket's change signal, and the
+// user's own requests in it cancel a refresh on its way (pane.html: hx-get,
+// hx-trigger, hx-sync). Two things htmx cannot say are said here.
+//
+// A refresh yields to the user: it is not made while a request the user made
+// for the pane (opened the editor, a diff, another artifact) is on its way.
+// hx-sync gives one strategy to all of the pane's requests, and the one that
+// lets the user cancel a refresh (replace) would let a refresh cancel the user.
+const PANE_ASKED = "#artifact-pane .htmx-request, .htmx-request[hx-target='#artifact-pane']";
+document.addEventListener("htmx:confirm", (event) => {
+  if (event.detail.elt.id === "artifact-pane" && document.querySelector(PANE_ASKED)) event.preventDefault();
 });
-// The pane as markup, without the CSRF tokens that differ in every response,
-// and without its messages about what the user just did ("restored", "no such
-// artifact"): a refresh never repeats them, and one that brings nothing else
-// must not take them away.
+// A refresh that brings nothing new leaves the pane alone, so it never swaps
+// the page under a click for nothing: htmx swaps whatever comes back. Compared
+// without the class htmx marks the refreshing pane with, without the CSRF
+// tokens that differ in every response, and without the pane's messages about
+// what the user just did ("restored", "no such artifact"): a refresh never
+// repeats them, and one that brings nothing else must not take them away.
 const paneMarkup = (pane) => {
   const copy = pane.cloneNode(true);
+  copy.classList.remove(htmx.config.requestClass);
   copy.querySelectorAll("input[name=csrfmiddlewaretoken], [data-pane-message]").forEach((element) => element.remove());
   return copy.outerHTML;
 };
@@ -54,21 +60,11 @@ const paneParsed = (html) => {
   template.innerHTML = html.trim();
   return template.content.firstElementChild;
 };
-// htmx reports an out-of-band swap once for each element it settled: react to
-// the signal element itself, once.
-document.addEventListener("htmx:oobAfterSwap", async (event) => {
-  if (event.target.id !== "artifacts-changed") return;
-  const pane = document.getElementById("artifact-pane");
-  if (!pane || pane.querySelector("form.artifact-edit")) return;
-  const url = pane.dataset.refreshUrl;
-  const asked = paneRequests;
-  const response = await fetch(url, { headers: { "HX-Request": "true" }, credentials: "same-origin" });
-  if (!response.ok) return;
-  const html = await response.text();
-  const current = document.getElementById("artifact-pane");
-  if (!current || paneRequests !== asked || current.dataset.refreshUrl !== url || current.querySelector("form.artifact-edit")) return;
-  if (paneMarkup(paneParsed(html)) === paneMarkup(current)) return;
-  htmx.swap(current, html, { swapStyle: "outerHTML" });
+document.addEventListener("htmx:beforeSwap", (event) => {
+  const pane = event.detail.requestConfig && event.detail.requestConfig.elt;
+  if (!pane || pane.id !== "artifact-pane" || !event.detail.shouldSwap) return;
+  const fresh = paneParsed(event.detail.serverResponse);
+  if (fresh && paneMarkup(fresh) === paneMarkup(pane)) event.detail.shouldSwap = false;
 });
 
 // Beside the chat the artifact pane folds away for room to read, and the

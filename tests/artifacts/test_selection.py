@@ -42,7 +42,7 @@ def _shown(html) -> str:
 
 
 def _refresh_url(html) -> str:
-    return re.search(r'data-refresh-url="([^"]*)"', html)[1].replace("&amp;", "&")
+    return re.search(r'<aside id="artifact-pane"[^>]*\shx-get="([^"]*)"', html)[1].replace("&amp;", "&")
 
 
 def test_by_default_the_pane_shows_what_the_latest_turn_wrote_not_the_plan(signed_in, conversation):

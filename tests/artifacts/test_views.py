@@ -109,8 +109,8 @@ def test_a_version_can_be_shown_and_two_compared(signed_in, conversation):
     assert '<div class="diff-line diff-add"><span class="diff-sign">+</span>line <ins>2</ins></div>' in diff
     assert '<div class="diff-line diff-add"><span class="diff-sign">+</span>line three</div>' in diff
     # A refresh after another change keeps the user on what they look at.
-    assert f'data-refresh-url="{_url("artifact-detail", conversation, "report")}?version=1"' in old
-    assert f'data-refresh-url="{_url("artifact-diff", conversation, "report")}?from=1&amp;to=2"' in diff
+    assert f'hx-get="{_url("artifact-detail", conversation, "report")}?version=1"' in old
+    assert f'hx-get="{_url("artifact-diff", conversation, "report")}?from=1&amp;to=2"' in diff
     assert signed_in.get(_url("artifact-detail", conversation, "report") + "?version=9").status_code == 404
 
 

@@ -389,9 +389,7 @@ def _conversations(user, count: int, *, step: timedelta = timedelta(seconds=1)) 
 
 
 _ITEM = re.compile(r'<li><a href="/c/([0-9a-f-]+)/"')
-_MORE = re.compile(
-    r'<li class="more"><a href="([^"]+)" hx-get="([^"]+)" hx-target="closest li" hx-swap="outerHTML">Load more</a></li>'
-)
+_MORE = re.compile(r'<li class="more"><a href="([^"]+)" hx-get="([^"]+)" hx-target="closest li">Load more</a></li>')
 
 
 def _items(html: str) -> list[str]:
