@@ -13,6 +13,8 @@ from .export import docx_from_markdown
 from .uploads import UploadError
 
 PANE = "artifacts/pane.html"
+# The pane element's id: its own requests are its refreshes (hx-get on the pane).
+PANE_ID = "artifact-pane"
 
 
 def _branch_or_404(request, conversation_id):
@@ -60,8 +62,11 @@ def _pane(request, branch, *, selected=None, version=None, diff=None, status=200
     response = render(request, template, context, status=status)
     # The conversation page's URL says what the pane shows, so that a reload,
     # a link sent to a colleague and Back show it again. The editor and an
-    # error are passing states, not places to go back to.
-    if request.htmx and push and status == 200 and context["page_url"] != request.htmx.current_url_abs_path:
+    # error are passing states, not places to go back to. The pane's own
+    # refresh (its trigger is the pane) follows what the page shows: it never
+    # moves the address the user is at.
+    moves = request.htmx and push and status == 200 and request.htmx.trigger != PANE_ID
+    if moves and context["page_url"] != request.htmx.current_url_abs_path:
         push_url(response, context["page_url"])
     return response
 

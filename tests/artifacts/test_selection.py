@@ -186,6 +186,25 @@ def test_choosing_in_the_pane_pushes_the_page_url_that_shows_it(signed_in, conve
     assert signed_in.get(page + pushed).status_code == 200
 
 
+def test_the_panes_own_refresh_never_moves_the_address(signed_in, conversation):
+    _flushed(conversation, "report", "# v1", "# v2")
+    page = conversation.get_absolute_url()
+
+    # The address names an artifact that is not there; the refresh shows the newest instead.
+    refresh = signed_in.get(
+        _url("artifact-pane", conversation),
+        HTTP_HX_CURRENT_URL=f"http://testserver{page}?artifact=gone.md",
+        HTTP_HX_TRIGGER="artifact-pane",
+        **HTMX,
+    )
+    chosen = signed_in.get(
+        _url("artifact-pane", conversation), HTTP_HX_CURRENT_URL=f"http://testserver{page}?artifact=gone.md", **HTMX
+    )
+
+    assert refresh.status_code == 200 and "HX-Push-Url" not in refresh
+    assert chosen["HX-Push-Url"] == page
+
+
 def test_an_upload_pushes_the_url_of_the_new_artifact(signed_in, conversation):
     response = signed_in.post(
         _url("artifact-pane", conversation), {"file": SimpleUploadedFile("notes.md", b"# N")}, **HTMX
