@@ -50,6 +50,17 @@ class MessageFactory(factory.django.DjangoModelFactory):
             message.conversation.active_branch = message
 
 
+def message_chain(depth: int):
+    """A conversation whose messages each answer the one before: one branch `depth` deep."""
+    conversation = ConversationFactory()
+    parent = None
+    messages = []
+    for i in range(depth):
+        parent = MessageFactory(conversation=conversation, parent=parent, content=f"m{i}")
+        messages.append(parent)
+    return conversation, messages
+
+
 class RunFactory(factory.django.DjangoModelFactory):
     class Meta:
         model = Run

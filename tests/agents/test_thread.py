@@ -2,24 +2,14 @@ import pytest
 
 from agents.models import Run
 from agents.thread import thread_for_conversation
-from tests.factories import ConversationFactory, MessageFactory, RunFactory
+from tests.factories import ConversationFactory, MessageFactory, RunFactory, message_chain
 
 pytestmark = pytest.mark.django_db
 
 
-def _chain(depth):
-    conversation = ConversationFactory()
-    parent = None
-    messages = []
-    for i in range(depth):
-        parent = MessageFactory(conversation=conversation, parent=parent, content=f"m{i}")
-        messages.append(parent)
-    return conversation, messages
-
-
 @pytest.mark.parametrize("depth", [3, 300])
 def test_the_thread_takes_a_constant_number_of_queries(depth, django_assert_num_queries):
-    conversation, messages = _chain(depth)
+    conversation, messages = message_chain(depth)
     for message in messages[:-1]:
         RunFactory(message=message, status=Run.Status.COMPLETED)
     RunFactory(message=messages[-1], status=Run.Status.RUNNING)

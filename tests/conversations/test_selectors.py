@@ -6,31 +6,21 @@ from django.utils import timezone
 from conversations import selectors
 from conversations.models import Conversation
 from conversations.tree import message_path
-from tests.factories import ConversationFactory, MessageFactory
+from tests.factories import ConversationFactory, MessageFactory, message_chain
 
 pytestmark = pytest.mark.django_db
 
 
-def _chain(depth):
-    conversation = ConversationFactory()
-    parent = None
-    messages = []
-    for i in range(depth):
-        parent = MessageFactory(conversation=conversation, parent=parent, content=f"m{i}")
-        messages.append(parent)
-    return conversation, messages
-
-
 @pytest.mark.parametrize("depth", [3, 300])
 def test_the_path_to_root_is_one_query_whatever_the_depth(depth, django_assert_num_queries):
-    _, messages = _chain(depth)
+    _, messages = message_chain(depth)
     with django_assert_num_queries(1):
         path = message_path(message_id=messages[-1].pk)
     assert [m.pk for m in path] == [m.pk for m in messages]
 
 
 def test_the_path_of_a_branch_leaves_out_its_siblings():
-    conversation, (root, a1, a2) = _chain(3)
+    conversation, (root, a1, a2) = message_chain(3)
     b1 = MessageFactory(conversation=conversation, parent=root)
     b2 = MessageFactory(conversation=conversation, parent=b1)
 
