@@ -11,6 +11,7 @@ run, a conversation's active one, the tools always allowed on a branch.
 
 from dataclasses import dataclass, field
 
+from artifacts.branches import Branch, branch_shown
 from artifacts.live import ActiveRun
 from conversations.tree import message_path
 
@@ -194,6 +195,12 @@ def session_active_runs(*, session_id) -> tuple[ActiveRun, ...]:
         ActiveRun(run_id=pk, message_id=message_id, writing=tuple(entry["artifact_id"] for entry in entries or []))
         for pk, message_id, entries in rows
     )
+
+
+def branch_shown_live(*, conversation) -> Branch:
+    """The branch the conversation's page shows, over the working copies of its
+    turns in progress: what the pane and the artifact views show."""
+    return branch_shown(conversation=conversation, active_runs=session_active_runs(session_id=conversation.pk))
 
 
 def conversations_busy():

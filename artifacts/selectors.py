@@ -16,11 +16,9 @@ from django.urls import reverse
 
 from artifactflow.ids import ArtifactIdConverter, id_from_text
 from artifactflow.markdown import markdown_tokens
-from conversations.selectors import conversation_get
 
 from . import live
-from .branches import Branch, branch_heads, branch_shown, version_is_text, version_title
-from .live import ActiveRun
+from .branches import Branch, branch_heads, version_is_text, version_title
 from .models import Artifact, ArtifactVersion
 from .uploads import upload_too_large_message
 
@@ -108,15 +106,6 @@ class ArtifactView:
         """The overlap of two writes that made the branch's version, if one did."""
         conflict = self.saved.metadata.get("conflict") if self.saved else None
         return conflict if conflict and self.head and conflict["version"] == self.head.version else None
-
-
-def artifact_branch_get(*, user, conversation_id, active_runs: tuple[ActiveRun, ...]) -> Branch | None:
-    """The branch the user's conversation page shows, with the conversation's
-    turns in progress; None for a conversation that is not the user's."""
-    conversation = conversation_get(user=user, conversation_id=conversation_id)
-    if conversation is None:
-        return None
-    return branch_shown(conversation=conversation, active_runs=active_runs)
 
 
 def _view(head: ArtifactVersion, working: dict | None) -> ArtifactView:

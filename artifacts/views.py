@@ -5,8 +5,9 @@ from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import push_url
 
-from agents.selectors import session_active_runs
+from agents.selectors import branch_shown_live
 from artifactflow.ids import id_from_text
+from conversations.selectors import conversation_get
 
 from . import selectors, services
 from .export import docx_from_markdown
@@ -20,14 +21,10 @@ PANE_ID = "artifact-pane"
 def _branch_or_404(request, conversation_id):
     """The branch the conversation's page shows, over its turns' working
     copies: every view here works on its artifacts."""
-    branch = selectors.artifact_branch_get(
-        user=request.user,
-        conversation_id=conversation_id,
-        active_runs=session_active_runs(session_id=conversation_id),
-    )
-    if branch is None:
+    conversation = conversation_get(user=request.user, conversation_id=conversation_id)
+    if conversation is None:
         raise Http404("No such conversation.")
-    return branch
+    return branch_shown_live(conversation=conversation)
 
 
 def _artifact_or_404(branch, artifact_id):

@@ -13,7 +13,6 @@ from agents.services import asking
 from agents.services import permissions as agent_permissions
 from agents.thread import thread_for_conversation
 from artifacts import selectors as artifact_selectors
-from artifacts.branches import branch_shown
 
 from . import selectors, services
 
@@ -73,7 +72,7 @@ def _page(request, *, conversation=None, error=""):
         # The URL may name what the pane shows (see artifacts.selectors.pane_context_for_page).
         context.update(
             artifact_selectors.pane_context_for_page(
-                branch=_branch_shown(conversation),
+                branch=agent_selectors.branch_shown_live(conversation=conversation),
                 artifact_id=request.GET.get("artifact", ""),
                 version=request.GET.get("version", ""),
                 diff_from=request.GET.get("from", ""),
@@ -81,13 +80,6 @@ def _page(request, *, conversation=None, error=""):
             )
         )
     return render(request, "conversations/chat.html", context, status=422 if error else 200)
-
-
-def _branch_shown(conversation):
-    """The branch the page shows, over its turns' working copies."""
-    return branch_shown(
-        conversation=conversation, active_runs=agent_selectors.session_active_runs(session_id=conversation.pk)
-    )
 
 
 def _composer_context(conversation) -> dict:
@@ -109,7 +101,9 @@ def _thread(request, *, conversation, branch_changed: bool = False):
     response = HttpResponse(thread.content + actions.content)
     if branch_changed:
         shown = parse_qs(urlsplit(request.htmx.current_url or "").query).get("artifact", [""])[0]
-        pane = artifact_selectors.pane_context_for_branch_change(branch=_branch_shown(conversation), artifact_id=shown)
+        pane = artifact_selectors.pane_context_for_branch_change(
+            branch=agent_selectors.branch_shown_live(conversation=conversation), artifact_id=shown
+        )
         response.content += render(request, "artifacts/pane.html#pane", {**pane, "pane_oob": True}).content
         push_url(response, pane["page_url"])
     return response

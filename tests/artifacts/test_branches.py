@@ -7,7 +7,7 @@ import pytest
 from django.urls import reverse
 
 from agents.models import Run, RunEvent
-from agents.selectors import session_active_runs
+from agents.selectors import branch_shown_live
 from agents.services import asking
 from agents.services.runs import run_execute
 from artifacts import selectors, services
@@ -247,10 +247,6 @@ def test_a_user_edit_on_the_turns_branch_is_a_conflict_and_on_another_is_not(for
     assert turn.flush_all().conflicts == ["report"]
 
 
-def _shown(conversation):
-    return branch_shown(conversation=conversation, active_runs=session_active_runs(session_id=conversation.pk))
-
-
 def test_a_running_turn_on_another_branch_is_not_shown(user, signed_in):
     conversation = ConversationFactory(owner=user)
     first = MessageFactory(conversation=conversation)
@@ -262,11 +258,11 @@ def test_a_running_turn_on_another_branch_is_not_shown(user, signed_in):
     turn.rewrite(artifact_id="report", content="being written")
     turn.create(artifact_id="draft", content="new")
 
-    here = selectors.artifact_list(branch=_shown(conversation))
+    here = selectors.artifact_list(branch=branch_shown_live(conversation=conversation))
     conversation_services.branch_switch(
         conversation=conversation, message=MessageFactory(conversation=conversation, parent=first, shown=False)
     )
-    there = selectors.artifact_list(branch=_shown(conversation))
+    there = selectors.artifact_list(branch=branch_shown_live(conversation=conversation))
 
     assert [(v.artifact_id, v.content, v.live) for v in here] == [
         ("report", "being written", True),

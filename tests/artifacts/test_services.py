@@ -8,7 +8,7 @@ from django.test import Client
 from django.urls import reverse
 
 from agents.models import Run
-from agents.selectors import session_active_runs
+from agents.selectors import branch_shown_live
 from artifacts import services
 from artifacts.branches import branch_shown
 from artifacts.models import Artifact, ArtifactVersion
@@ -29,7 +29,7 @@ def test_an_upload_named_like_an_artifact_the_turn_is_writing_gets_a_suffix(
         cache.clear()
 
     upload = services.artifact_upload(
-        branch=branch_shown(conversation=conversation, active_runs=session_active_runs(session_id=conversation.pk)),
+        branch=branch_shown_live(conversation=conversation),
         filename="report.md",
         data=b"# Mine",
     )

@@ -1,12 +1,11 @@
 import pytest
 
 from agents.models import Run, RunEvent
-from agents.selectors import session_active_runs
+from agents.selectors import branch_shown_live
 from agents.services.permissions import permission_answer
 from agents.services.runs import run_cancel, run_execute
 from agents.state import pending_request
 from artifacts import selectors as artifact_selectors
-from artifacts.branches import branch_shown
 from artifacts.models import Artifact
 from tests.agents.services.test_runs import _turn
 from tests.agents.test_engine import call
@@ -30,9 +29,7 @@ def test_a_turn_paused_for_permission_saves_one_version_per_artifact(user, scrip
     # Nothing saved during the pause; the pane still shows the work.
     assert not Artifact.objects.exists()
     shown = artifact_selectors.artifact_get(
-        branch=branch_shown(
-            conversation=message.conversation, active_runs=session_active_runs(session_id=message.conversation.pk)
-        ),
+        branch=branch_shown_live(conversation=message.conversation),
         artifact_id="task_plan",
     )
     assert (shown.live, shown.content) == (True, "- [x] read")

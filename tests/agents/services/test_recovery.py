@@ -6,14 +6,13 @@ from django.core.cache import cache
 from django.utils import timezone
 
 from agents.models import Run, RunEvent
-from agents.selectors import session_active_runs
+from agents.selectors import branch_shown_live
 from agents.services.permissions import permission_answer
 from agents.services.recovery import WORKER_DIED, runs_sweep
 from agents.services.runs import run_cancel, run_execute
 from agents.state import pending_request
 from agents.tasks import run_turn
 from artifacts import selectors as artifact_selectors
-from artifacts.branches import branch_shown
 from artifacts.models import Artifact
 from tests.agents.services.test_runs import _report_saved, _tick, _ticked, _turn, _types
 from tests.agents.test_engine import call
@@ -253,10 +252,7 @@ def test_a_worker_killed_after_five_edits_resumes_with_them_though_the_cache_is_
     def look_at_the_pane(event):
         if not shown_on_resume:
             view = artifact_selectors.artifact_get(
-                branch=branch_shown(
-                    conversation=message.conversation,
-                    active_runs=session_active_runs(session_id=message.conversation.pk),
-                ),
+                branch=branch_shown_live(conversation=message.conversation),
                 artifact_id="report",
             )
             shown_on_resume.append((view.live, view.content, view.version))
