@@ -291,6 +291,9 @@ def test_each_branch_has_its_own_artifacts_and_a_diff_compares_across_them(porta
     turn.get_by_role("button", name="Send as a new branch").click()
 
     expect(turn.locator(".answer")).to_have_text("Solar, in the report.", timeout=TURN_TIMEOUT)
+    # Switch only once the turn has ended, as after the first question: the
+    # answer's text is whole before its artifacts are saved.
+    expect(turn).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
     expect(pane.locator(".artifact-content")).to_contain_text("Solar wins.", timeout=TURN_TIMEOUT)
     expect(pane.locator(".artifact-list")).to_contain_text("Solar report")
     expect(pane.locator(".artifact-list")).not_to_contain_text("Heat pump report")
