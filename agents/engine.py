@@ -54,6 +54,10 @@ EVENT_RESULT_CHARS = 2000
 # How much of one tool parameter the event log keeps: the whole of a large
 # create or rewrite is in the llm_complete event that asked for it already.
 EVENT_PARAM_CHARS = 2000
+# How much of one parameter a permission request carries, for the prompt to
+# show whole: the person asked sees exactly what would run, so a call with a
+# longer parameter can only be denied (permission_unshowable).
+PERMISSION_PARAM_CHARS = 50_000
 # How often a streaming model call looks at the cancel flag.
 CANCEL_CHECK_SECONDS = 0.3
 # From this many tool calls left, the lead is told how many, so it can plan
@@ -145,7 +149,21 @@ def permission_request_data(pending: PendingRequest) -> dict:
     logs it in the transaction that marks the run as waiting: a page that
     takes a run's status from its row never sees the question before the
     row says the run waits, nor misses it after."""
-    return {"id": pending.id, "tool": pending.tool, "expires_at": pending.expires_at, **_event_params(pending.params)}
+    params = _event_params(pending.params, limit=PERMISSION_PARAM_CHARS)
+    return {"id": pending.id, "tool": pending.tool, "expires_at": pending.expires_at, **params}
+
+
+def permission_unshowable(params: dict) -> str:
+    """Why a call with these params cannot be approved (a parameter too long
+    for its prompt to show whole), or "" when it can."""
+    cut = _event_params(params, limit=PERMISSION_PARAM_CHARS).get("params_truncated", {})
+    if not cut:
+        return ""
+    named = " and ".join(f"{name} ({length:,} characters)" for name, length in cut.items())
+    return (
+        f"its parameter {named} is longer than the {PERMISSION_PARAM_CHARS:,} characters a person can be shown "
+        "whole to approve it"
+    )
 
 
 @dataclass
@@ -458,7 +476,9 @@ class Turn:
 
     def _tool_start(self, frame: Frame, call: ToolCall) -> None:
         self.log.emit(
-            RunEvent.Type.TOOL_START, agent=frame.agent, data={"tool": call.name, **_event_params(call.params)}
+            RunEvent.Type.TOOL_START,
+            agent=frame.agent,
+            data={"tool": call.name, **_event_params(call.params, limit=EVENT_PARAM_CHARS)},
         )
 
     def _tool_execute(self, state: TurnState, frame: Frame, tool: Tool, call: ToolCall) -> None:
@@ -575,6 +595,9 @@ class Turn:
             if decision == PermissionDecision.DENY
             else "Nobody answered the request in time, so it counts as denied."
         )
+        unshowable = permission_unshowable(pending["params"])
+        if unshowable:
+            why += f" It could not be approved: {unshowable}; a call with shorter parameters can be."
         message = f"{why} Do not retry it; continue without it or explain what you could not do."
         self._tool_report(frame, call, tool_error(tool=call.name, message=message))
 
@@ -598,14 +621,11 @@ class Turn:
         )
 
 
-def _event_params(params: dict) -> dict:
-    """A tool call's params for the event log: a string longer than
-    EVENT_PARAM_CHARS is cut to its start, and `params_truncated` gives its
-    full length by name."""
-    long = {
-        name: len(value) for name, value in params.items() if isinstance(value, str) and len(value) > EVENT_PARAM_CHARS
-    }
-    kept = {name: value[:EVENT_PARAM_CHARS] if name in long else value for name, value in params.items()}
+def _event_params(params: dict, *, limit: int) -> dict:
+    """A tool call's params for the event log: a string longer than `limit`
+    is cut to its start, and `params_truncated` gives its full length by name."""
+    long = {name: len(value) for name, value in params.items() if isinstance(value, str) and len(value) > limit}
+    kept = {name: value[:limit] if name in long else value for name, value in params.items()}
     return {"params": kept, "params_truncated": long} if long else {"params": kept}
 
 

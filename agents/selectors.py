@@ -9,6 +9,7 @@ Also the reads about runs that the pages and a run's start share: a user's
 run, a conversation's active one, the tools always allowed on a branch.
 """
 
+import json
 from dataclasses import dataclass, field
 
 from artifacts.branches import Branch, branch_shown
@@ -16,13 +17,69 @@ from artifacts.live import ActiveRun
 from conversations.tree import message_path
 
 from .config import LEAD_AGENT
-from .models import LibraryDocument, Run, RunEvent
+from .models import LIBRARY_URL_PREFIX, LibraryDocument, Run, RunEvent
 from .state import ALLOWING
 from .steps import Step, StepFold, quoted, shortened, status_line, step_fold_apply
 from .toolcalls import text_before_calls
+from .tools.web import WEB_FETCH, FetchTarget, fetch_target
 
 # Message metadata key: tools the user always allows on the branch through it.
 ALLOWED_TOOLS = "allowed_tools"
+
+
+@dataclass(frozen=True)
+class PermissionQuestion:
+    """An open permission request as its prompt shows it: who asks, for what,
+    and every parameter whole, as (name, text) pairs — model-chosen names are
+    data, never looked up as attributes in a template."""
+
+    id: str
+    tool: str
+    agent: str
+    # What the call would read or change, and the task the agent was given.
+    subject: str
+    why: str
+    params: tuple[tuple[str, str], ...]
+    # The parameters the request could not carry whole: (name, full length).
+    cut: tuple[tuple[str, int], ...] = ()
+    # Where a web_fetch call would go.
+    target: FetchTarget | None = None
+
+    @property
+    def can_approve(self) -> bool:
+        """Only a call shown whole may be approved (the answer's service refuses it too)."""
+        return not self.cut
+
+    @property
+    def unshowable(self) -> str:
+        lengths = " and its ".join(
+            f"{name} is {length:,} characters long" if isinstance(length, int) else f"{name} was cut"
+            for name, length in self.cut
+        )
+        return f"This call cannot be approved: its {lengths}, too long to show here whole. Deny it and the agent is told why."
+
+
+def _permission_question(*, data: dict, agent: str, subject: str, why: str) -> PermissionQuestion:
+    """The question of a permission_request event's data."""
+    params = data.get("params") if isinstance(data.get("params"), dict) else {}
+    cut = data.get("params_truncated") if isinstance(data.get("params_truncated"), dict) else {}
+    tool = str(data.get("tool", ""))
+    url = params.get("url")
+    fetches_web = tool == WEB_FETCH and isinstance(url, str) and not url.strip().lower().startswith(LIBRARY_URL_PREFIX)
+    return PermissionQuestion(
+        id=str(data.get("id", "")),
+        tool=tool,
+        agent=agent,
+        subject=subject,
+        why=why,
+        params=tuple((str(name), _shown(value)) for name, value in params.items()),
+        cut=tuple((str(name), length) for name, length in cut.items()),
+        target=fetch_target(url) if fetches_web else None,
+    )
+
+
+def _shown(value) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
 @dataclass
@@ -34,9 +91,8 @@ class RunView:
     model: str = ""
     demo: bool = False
     run_id: int | None = None
-    # The open permission request: id, tool, params, expires_at, and the
-    # agent asking, what it would read or change (subject) and its task (why).
-    pending: dict | None = None
+    # The open permission request.
+    pending: PermissionQuestion | None = None
     # The last event folded in.
     seq: int = 0
     # A finished answer rendered when it was stored (Message.response_html).
@@ -56,7 +112,7 @@ class RunView:
         return self.run_id is not None and self.status in (Run.Status.FAILED, Run.Status.CANCELLED)
 
     @property
-    def question(self) -> dict | None:
+    def question(self) -> PermissionQuestion | None:
         """The permission request to show: the open one while the run row
         says the run waits for an answer. One answered is not asked again,
         though the worker logs the answer only when it takes the run up again."""
@@ -120,7 +176,9 @@ def run_view_apply(view: RunView, event: RunEvent) -> None:
             # work it was given, from the step the fold keeps for the call.
             step, group = view.fold.running.get(agent), view.fold.groups.get(agent)
             why = group.detail.strip().splitlines()[0] if group is not None and group.detail.strip() else ""
-            view.pending = {**data, "agent": agent, "subject": step.subject if step else "", "why": shortened(why, 300)}
+            view.pending = _permission_question(
+                data=data, agent=agent, subject=step.subject if step else "", why=shortened(why, 300)
+            )
             view.activity = "Waiting for your approval"
         case RunEvent.Type.PERMISSION_RESULT if data.get("decision") in ALLOWING:
             view.pending = None

@@ -19,7 +19,7 @@ from .config import CALL_SUBAGENT, LEAD_AGENT
 from .models import RunEvent
 from .state import ALLOWING, PermissionDecision
 from .tools.search import WEB_SEARCH, search_provider
-from .tools.web import WEB_FETCH
+from .tools.web import WEB_FETCH, fetch_target
 
 # What a step is: a subagent's delegated work (its own steps nested under it), a
 # tool call, a compaction, a model call asked again, a worker's death and the
@@ -45,6 +45,8 @@ _ARTIFACT_VERBS = {
     "read_artifact": "reading",
 }
 SUBJECT_CHARS = 60
+# A URL longer than this is named on a step's line by the host it goes to.
+URL_CHARS = 200
 EXCERPT_CHARS = 300
 OUTCOME_CHARS = 120
 
@@ -354,12 +356,22 @@ def _subject(tool: str, params: dict, titles: dict[str, str]) -> str:
         return quoted(params.get("query", ""))
     if tool == WEB_FETCH:
         url = str(params.get("url", "")).strip()
-        return f"{quoted(titles[url])} {url}" if titles.get(url) else url
+        return f"{quoted(titles[url])} {_url_shown(url)}" if titles.get(url) else _url_shown(url)
     if tool in _ARTIFACT_VERBS:
         artifact_id = str(params.get("id", ""))
         title = params.get("title") or titles.get(artifact_id)
         return quoted(title) if title else artifact_id
     return shortened(", ".join(f"{name}={value}" for name, value in params.items()), SUBJECT_CHARS)
+
+
+def _url_shown(url: str) -> str:
+    """A URL as a line shows it: whole when short; a long one, which could
+    bury its host past any cut, by the host it goes to (none when what the
+    event kept of it names no host web_fetch would go to)."""
+    if len(url) <= URL_CHARS:
+        return url
+    target = fetch_target(url)
+    return f"a long URL on {target.host}" if target.host and not target.refused else "a long URL"
 
 
 def status_line(step: Step | None, fold: StepFold, agent: str) -> str:
@@ -375,7 +387,8 @@ def status_line(step: Step | None, fold: StepFold, agent: str) -> str:
     if step.tool == WEB_FETCH:
         url = str(params.get("url", "")).strip()
         title = fold.titles.get(url)
-        return f"{agent} · reading {quoted(title)} ({url})" if title else f"{agent} · reading {url}"
+        shown = _url_shown(url)
+        return f"{agent} · reading {quoted(title)} ({shown})" if title else f"{agent} · reading {shown}"
     if step.tool in _ARTIFACT_VERBS:
         return f"{agent} · {_ARTIFACT_VERBS[step.tool]} {step.subject}"
     return f"{agent} · running {step.tool}"

@@ -8,16 +8,18 @@ from django.utils import timezone
 
 from conversations.tree import message_path
 
+from ..engine import permission_unshowable
 from ..models import Run
 from ..selectors import ALLOWED_TOOLS, tools_allowed
-from ..state import USER_DECISIONS, PermissionDecision, pending_answered, pending_request
+from ..state import ALLOWING, USER_DECISIONS, PermissionDecision, pending_answered, pending_request
 from .runs import RunStateError, run_enqueue, run_owned_locked
 
 
 def permission_answer(*, run_id: int, user, request_id: str, decision: str, enqueue: bool = True) -> Run:
     """Record the owner's answer to the run's open permission request and
     enqueue the run to continue (unless the caller runs it itself). A stale or
-    repeated answer is refused."""
+    repeated answer is refused, and so is an approval of a call too long for
+    its prompt to have shown whole, however the answer was sent."""
     with transaction.atomic():
         run = run_owned_locked(run_id=run_id, user=user)
         if decision not in USER_DECISIONS:
@@ -39,6 +41,9 @@ def _pending_decide(
     pending = pending_request(run.checkpoint)
     if run.status != Run.Status.WAITING_PERMISSION or pending is None or pending.id != request_id:
         raise RunStateError("This request is no longer open: it was answered already or the turn moved on.")
+    unshowable = permission_unshowable(pending.params)
+    if decision in ALLOWING and unshowable:
+        raise RunStateError(f"This call cannot be approved: {unshowable}. Deny it and the agent is told why.")
     # Logged with the decision when the run resumes, which may be later than the answer.
     run.checkpoint = pending_answered(run.checkpoint, decision=decision, by=by)
     run.status = Run.Status.QUEUED

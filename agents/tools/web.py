@@ -14,8 +14,11 @@ deadline, so a huge or dripping response cannot hold the worker.
 """
 
 import ipaddress
+import re
 import socket
 import time
+from dataclasses import dataclass
+from urllib.parse import urlsplit
 from xml.sax.saxutils import escape, quoteattr
 
 import httpcore
@@ -39,22 +42,100 @@ _METADATA_ADDRESSES = {ipaddress.ip_address("169.254.169.254"), ipaddress.ip_add
 _SHARED = ipaddress.ip_network("100.64.0.0/10")
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 _TEXT_TYPES = {"application/json", "application/xml", "application/javascript", "application/x-ndjson"}
+# Servers commonly refuse a request line over 8 KB: a longer URL names no page.
+MAX_URL_CHARS = 8192
+# A host as DNS is asked for it (IDNA-encoded); IP literals are checked apart.
+_HOST_NAME = re.compile(r"[a-z0-9_.-]+")
 
 
 class FetchError(Exception):
     """A fetch we refuse or that failed; the message is for the model."""
 
 
-def url_check(url: str) -> list[str]:
-    """The addresses `url` may be fetched from, or FetchError saying why none."""
+def url_parse(url: str) -> httpx.URL:
+    """`url` as the fetch reads it, or FetchError saying why web_fetch refuses
+    it before any lookup."""
+    parsed, refusal = _url_read(url)
+    if refusal:
+        shown = url if len(url) <= MAX_URL_CHARS else f"a URL of {len(url):,} characters"
+        raise FetchError(f"refused {shown}: {refusal}")
+    return parsed
+
+
+def _url_read(url: str) -> tuple[httpx.URL | None, str]:
+    """`url` as httpx reads it (None when it cannot), and why web_fetch
+    refuses it ("" when it does not). The person who approves a fetch is shown
+    the host this parse finds (fetch_target), so nothing passes that another
+    parser (a browser, a proxy, the person reading) could take for another
+    host: no user part before the host however spelt, no backslash there, no
+    percent sign in the host, no invisible characters."""
     try:
         parsed = httpx.URL(url)
     except httpx.InvalidURL as error:
-        raise FetchError(f"not a valid URL: {error}") from None
+        return None, f"not a valid URL ({error})"
+    if len(url) > MAX_URL_CHARS:
+        return parsed, f"web_fetch reads URLs of up to {MAX_URL_CHARS:,} characters"
+    hidden = next((char for char in url if not char.isprintable()), None)
+    if hidden is not None:
+        return parsed, f"it holds the invisible or control character U+{ord(hidden):04X}"
     if parsed.scheme not in ("http", "https"):
-        raise FetchError(f"refused {url}: only http and https URLs can be fetched, not {parsed.scheme or 'no'} scheme")
+        return parsed, f"only http and https URLs can be fetched, not {parsed.scheme or 'no'} scheme"
     if not parsed.host:
-        raise FetchError(f"refused {url}: the URL has no host")
+        return parsed, "the URL has no host"
+    # The authority as the standard library reads it too: httpx drops an empty
+    # user part ("https://@host"), and a browser ends the authority at a
+    # backslash where httpx reads on to an "@".
+    authority = urlsplit(url).netloc
+    if parsed.userinfo or "@" in authority:
+        return parsed, "it holds a user name or password before its host (user@host), which web_fetch never sends"
+    if "\\" in authority:
+        return parsed, "it holds a backslash before its path, which browsers read as a slash"
+    host = parsed.raw_host.decode("ascii")
+    if not (_HOST_NAME.fullmatch(host) or _ip_literal(host)):
+        return parsed, f"its host {parsed.host} holds characters no host name has"
+    if len(host) > 253 or any(len(label) > 63 for label in host.split(".")):
+        return parsed, "its host is longer than a host name can be (253 characters, 63 between dots)"
+    return parsed, ""
+
+
+def _ip_literal(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class FetchTarget:
+    """Where web_fetch would go for a URL, for the person asked to approve it."""
+
+    # The host as people read it (a name in other scripts in them), with the
+    # port when the URL names one; empty when the URL has none to read.
+    host: str
+    # The host as DNS is asked for it, when that is spelt otherwise: a name
+    # that looks like another shows here as what it is.
+    ascii_host: str
+    # Why web_fetch will refuse the URL, whoever approves it.
+    refused: str
+
+
+def fetch_target(url: str) -> FetchTarget:
+    """The host `url` names as the fetch reads it (the same parse), and why
+    web_fetch will refuse it, if it will."""
+    parsed, refusal = _url_read(url)
+    if parsed is None or not parsed.host:
+        return FetchTarget(host="", ascii_host="", refused=refusal)
+    host, ascii_host = parsed.host, parsed.raw_host.decode("ascii")
+    if ":" in host:
+        host, ascii_host = f"[{host}]", f"[{ascii_host}]"
+    port = f":{parsed.port}" if parsed.port is not None else ""
+    return FetchTarget(host=host + port, ascii_host=ascii_host + port if ascii_host != host else "", refused=refusal)
+
+
+def url_check(url: str) -> list[str]:
+    """The addresses `url` may be fetched from, or FetchError saying why none."""
+    parsed = url_parse(url)
     try:
         infos = socket.getaddrinfo(parsed.host, parsed.port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError) as error:

@@ -5,7 +5,13 @@ from datetime import datetime
 import pytest
 
 from agents import config
-from agents.engine import EVENT_PARAM_CHARS, ROUNDS_LEFT_WARNING, _ProseFilter, checkpoint_state
+from agents.engine import (
+    EVENT_PARAM_CHARS,
+    PERMISSION_PARAM_CHARS,
+    ROUNDS_LEFT_WARNING,
+    _ProseFilter,
+    checkpoint_state,
+)
 from agents.models import Run, RunEvent
 from agents.services import asking
 from agents.services.permissions import permission_answer, permissions_expire
@@ -401,18 +407,42 @@ def test_a_large_create_is_logged_whole_once_and_only_previewed_after(user, scri
     assert len(str(complete.data)) < 1000
 
 
-def test_a_large_call_waiting_for_permission_is_previewed_and_runs_whole(user, scripted_model, confirm_create):
+def test_a_call_waiting_for_permission_is_asked_whole_and_runs_whole(user, scripted_model, confirm_create):
+    # Far past what the event log keeps of a tool_start: the person asked sees it all.
+    report = LONG_REPORT[: PERMISSION_PARAM_CHARS - 1000]
+    scripted_model.add(Text(call("create_artifact", id="report", content=report), chunk_size=50_000), Text("Written."))
+    run = _run(user)
+    [request] = _events(run, RunEvent.Type.PERMISSION_REQUEST)
+
+    assert request.data["params"] == {"id": "report", "content": report}
+    assert "params_truncated" not in request.data
+    run = _approve(run, user)
+    assert run.status == Run.Status.COMPLETED
+    assert Artifact.objects.get(artifact_id="report").content == report
+
+
+def test_a_call_too_long_to_show_whole_is_marked_cut_and_its_denial_tells_the_model_why(
+    user, scripted_model, confirm_create
+):
     scripted_model.add(
-        Text(call("create_artifact", id="report", content=LONG_REPORT), chunk_size=50_000), Text("Written.")
+        Text(call("create_artifact", id="report", content=LONG_REPORT), chunk_size=50_000), Text("In parts, then.")
     )
     run = _run(user)
     [request] = _events(run, RunEvent.Type.PERMISSION_REQUEST)
 
-    assert request.data["params"]["content"] == LONG_REPORT[:EVENT_PARAM_CHARS]
+    # The prompt can tell it cannot show the call whole (and offers only deny).
+    assert request.data["params"]["content"] == LONG_REPORT[:PERMISSION_PARAM_CHARS]
     assert request.data["params_truncated"] == {"content": len(LONG_REPORT)}
-    run = _approve(run, user)
+    permission_answer(run_id=run.pk, user=user, request_id=pending_request(run.checkpoint).id, decision="deny")
+    run = _run_again(run)
+
     assert run.status == Run.Status.COMPLETED
-    assert Artifact.objects.get(artifact_id="report").content == LONG_REPORT
+    assert not Artifact.objects.exists()
+    assert (
+        f"The user denied this call. It could not be approved: its parameter content ({len(LONG_REPORT):,} "
+        f"characters) is longer than the {PERMISSION_PARAM_CHARS:,} characters a person can be shown whole to "
+        "approve it; a call with shorter parameters can be."
+    ) in scripted_model.requests[-1]["messages"][-1]["content"]
 
 
 def test_an_unanswered_request_expires_as_denied(user, scripted_model, confirm_create, settings):

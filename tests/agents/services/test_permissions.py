@@ -3,7 +3,7 @@ import pytest
 from agents.models import Run, RunEvent
 from agents.selectors import branch_shown_live
 from agents.services.permissions import permission_answer
-from agents.services.runs import run_cancel, run_execute
+from agents.services.runs import RunStateError, run_cancel, run_execute
 from agents.state import pending_request
 from artifacts import selectors as artifact_selectors
 from artifacts.models import Artifact
@@ -82,3 +82,30 @@ def test_cancelling_a_paused_turn_saves_its_work_once(user, scripted_model, sett
 
     notes = Artifact.objects.get(artifact_id="notes")
     assert list(notes.versions.values_list("version", "content", "run_id")) == [(1, "kept", run.pk)]
+
+
+@pytest.mark.parametrize("decision", ["approve", "always"])
+def test_a_call_too_long_to_show_whole_cannot_be_approved_however_the_answer_comes(
+    user, scripted_model, settings, decision
+):
+    settings.TOOL_PERMISSIONS = {"create_artifact": "confirm"}
+    content = "热泵的效率取决于温差" * 6000
+    scripted_model.add(Text(call("create_artifact", id="report", content=content), chunk_size=50_000))
+    message, run = _turn(user)
+    run_execute(run_id=run.pk)
+    run.refresh_from_db()
+
+    with pytest.raises(RunStateError) as refused:
+        permission_answer(
+            run_id=run.pk, user=user, request_id=pending_request(run.checkpoint).id, decision=decision, enqueue=False
+        )
+
+    assert str(refused.value) == (
+        "This call cannot be approved: its parameter content (60,000 characters) is longer than the 50,000 "
+        "characters a person can be shown whole to approve it. Deny it and the agent is told why."
+    )
+    run.refresh_from_db()
+    message.refresh_from_db()
+    # Still open, unanswered, and the tool not allowed for the branch.
+    assert run.status == Run.Status.WAITING_PERMISSION and pending_request(run.checkpoint).decision is None
+    assert "allowed_tools" not in message.metadata

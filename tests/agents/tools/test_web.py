@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from agents.tools.base import CONFIRM, ToolContext
-from agents.tools.web import WEB_FETCH_TOOL
+from agents.tools.web import MAX_URL_CHARS, WEB_FETCH_TOOL, FetchTarget, fetch_target
 from tests.factories import pdf_bytes
 
 ARTICLE = """<!doctype html><html><head><title>Tides of the North Sea</title></head><body>
@@ -85,7 +85,8 @@ class _Site(BaseHTTPRequestHandler):
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
-        status, content_type, body = routes.get(self.path, (404, "text/html", b"<h1>Not here</h1>"))
+        path = self.path.split("?")[0]
+        status, content_type, body = routes.get(path, (404, "text/html", b"<h1>Not here</h1>"))
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
@@ -392,3 +393,78 @@ def test_connects_to_the_checked_address(site, settings, fake_dns):
 
     assert result.success, result.content
     assert f"<content>rebind.example:{port}</content>" in result.content
+
+
+# Each a URL another reader (a browser, a proxy, the person approving it) could
+# take for another host than httpx does, or that hides what it says.
+USER_PART = "it holds a user name or password before its host (user@host), which web_fetch never sends"
+AMBIGUOUS_URLS = [
+    ("https://user:secret@example.com/", USER_PART),
+    ("https://en.wikipedia.org@127.0.0.1:8403/page", USER_PART),
+    ("https://en.wikipedia.org:443@example.com/", USER_PART),
+    ("https://@example.com/", USER_PART),
+    ("https://:@example.com/", USER_PART),
+    ("https://a@b@example.com/", USER_PART),
+    ("https://en.wikipedia.org%2Fwiki%2FHeat_pump%3Fx%3D1@example.com/page?exfil=1", USER_PART),
+    ("https://en.wikipedia.org\\wiki\\Heat_pump@example.com/", USER_PART),
+    # httpx: the host after the @; a browser: 127.0.0.1, the backslash a slash.
+    ("https://127.0.0.1:8403\\@en.wikipedia.org/wiki/Heat_pump", USER_PART),
+    ("https://example.com\\.wikipedia.org/", "a backslash before its path, which browsers read as a slash"),
+    ("https://en.wikipedia.org%40example.com/", "its host en.wikipedia.org%40example.com holds characters no host"),
+    ("https://ex%61mple.com/", "its host ex%61mple.com holds characters no host name has"),
+    ("https://exa mple.com/", "its host exa%20mple.com holds characters no host name has"),
+    # What is left of a long user part cut short by a log: no host name is this long.
+    ("https://en.wikipedia.org.wiki.Heat_pump." + "a" * 1960, "its host is longer than a host name can be"),
+    ("https://example.com/\u202egnp.exe", "the invisible or control character U+202E"),
+    ("https://example.com/pa\u200bge", "the invisible or control character U+200B"),
+    ("https://example.com/\u00adpage", "the invisible or control character U+00AD"),
+    ("https://example.com/" + "热泵" * 4100, f"web_fetch reads URLs of up to {MAX_URL_CHARS:,} characters"),
+]
+
+
+@pytest.mark.parametrize("url, reason", AMBIGUOUS_URLS)
+def test_a_url_that_could_be_read_as_naming_another_host_is_refused_before_any_lookup(url, reason, monkeypatch):
+    looked_up = []
+
+    def resolve(host, *args, **kwargs):
+        looked_up.append(host)
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolve)
+
+    result = fetch(url)
+
+    assert not result.success
+    assert result.content.startswith('<error tool="web_fetch">refused ')
+    assert reason in result.content
+    assert looked_up == []
+    # The person asked to approve it is told so.
+    assert reason in fetch_target(url).refused
+
+
+def test_long_urls_in_other_scripts_are_read(site, local_allowed):
+    url = f"{site}/notes.txt?q=" + "热泵效率" * 1000 + "#@10.0.0.1/admin"
+
+    result = fetch(url)
+
+    assert result.success, result.content
+    assert "Café notes" in result.content
+
+
+@pytest.mark.parametrize(
+    "url, target",
+    [
+        ("https://en.wikipedia.org/wiki/Heat_pump", FetchTarget("en.wikipedia.org", "", "")),
+        ("HTTPS://EN.Wikipedia.ORG:8443/x", FetchTarget("en.wikipedia.org:8443", "", "")),
+        # Look-alikes in other scripts are spelt as DNS is asked for them.
+        ("https://аррӏе.com/", FetchTarget("аррӏе.com", "xn--80ak6aa92e.com", "")),
+        ("https://xn--80ak6aa92e.com/", FetchTarget("аррӏе.com", "xn--80ak6aa92e.com", "")),
+        ("https://热泵.中国/", FetchTarget("热泵.中国", "xn--kxwp8f.xn--fiqs8s", "")),
+        ("http://[::ffff:127.0.0.1]:8080/", FetchTarget("[::ffff:127.0.0.1]:8080", "", "")),
+        ("https://en.wikipedia.org@127.0.0.1:8403/", FetchTarget("127.0.0.1:8403", "", USER_PART)),
+        ("https://127.0.0.1:8403\\@en.wikipedia.org/", FetchTarget("en.wikipedia.org", "", USER_PART)),
+        ("https://[::1/", FetchTarget("", "", "not a valid URL (Invalid port: ':1')")),
+    ],
+)
+def test_the_target_shown_for_approval_is_the_host_the_fetch_reads(url, target):
+    assert fetch_target(url) == target
