@@ -177,7 +177,7 @@ if not REDIS_URL:
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
-    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "artifactflow.middleware.StaticFilesMiddleware",
     # Pages only: WhiteNoise above answers static files with its own compressed copies, and
     # websockets never pass here. BREACH: Django masks the CSRF token anew in every response.
     "django.middleware.gzip.GZipMiddleware",
