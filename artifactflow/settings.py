@@ -177,7 +177,7 @@ if not REDIS_URL:
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
-    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "artifactflow.middleware.StaticFilesMiddleware",
     # Pages only: WhiteNoise above answers static files with its own compressed copies, and
     # websockets never pass here. BREACH: Django masks the CSRF token anew in every response.
     "django.middleware.gzip.GZipMiddleware",
@@ -329,6 +329,12 @@ REQUEST_BODY_MAX_BYTES = ARTIFACT_UPLOAD_MAX_BYTES + 64 * 1024
 # Django refuses form fields (not files) this large when a view reads them.
 DATA_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
+# Word documents and PDFs (uploads, the library, web_fetch) are read in a child
+# process (artifactflow.extraction), stopped after this many seconds or this much
+# memory; a process reads this many at once.
+EXTRACT_TIMEOUT = env.float("ARTIFACTFLOW_EXTRACT_TIMEOUT", default=60.0)
+EXTRACT_MAX_MEMORY_MB = env.int("ARTIFACTFLOW_EXTRACT_MAX_MEMORY_MB", default=1024)
+EXTRACT_CONCURRENCY = env.int("ARTIFACTFLOW_EXTRACT_CONCURRENCY", default=2)
 
 # The OpenAI SDK reads OPENAI_API_KEY and OPENAI_BASE_URL itself; with no key
 # the offline demo model answers, so a machine without internet still works.

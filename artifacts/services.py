@@ -13,6 +13,7 @@ from .branches import Branch, branch_head
 from .live import ActiveRun
 from .models import Artifact, ArtifactSession, ArtifactVersion
 from .uploads import (
+    ConvertedUpload,
     UploadError,
     artifact_id_from_filename,
     convert_upload,
@@ -27,11 +28,17 @@ def artifact_upload_check(*, size: int) -> None:
 
 
 def artifact_upload(*, branch: Branch, filename: str, data: bytes, content_type: str = "") -> Artifact:
-    """Save an uploaded file as a new artifact on the branch. Its id comes from
-    the file's name, with a suffix when another artifact has it, saved or
-    being written by a running turn (which would otherwise save over it)."""
+    """Save an uploaded file as a new artifact on the branch, its text read here."""
     artifact_upload_check(size=len(data))
     converted = convert_upload(filename=filename, data=data, content_type=content_type)
+    return artifact_upload_save(branch=branch, filename=filename, data=data, converted=converted)
+
+
+def artifact_upload_save(*, branch: Branch, filename: str, data: bytes, converted: ConvertedUpload) -> Artifact:
+    """Save an uploaded file, converted already, as a new artifact on the
+    branch. Its id comes from the file's name, with a suffix when another
+    artifact has it, saved or being written by a running turn (which would
+    otherwise save over it)."""
     session = branch.session
     if session._state.adding:
         # The session of a conversation made without one (branches.branch_shown) comes with its first upload.

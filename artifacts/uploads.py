@@ -1,20 +1,24 @@
 """Files users upload, made into artifacts: a safe id, and text where we can read it.
 
-Pure functions: the caller checks the upload's size and stores the result.
+The caller checks the upload's size and stores the result. Word documents and
+PDFs are read in a limited child process (artifactflow.extraction); the rest
+here is pure functions.
 """
 
 import codecs
 import mimetypes
 import re
 import unicodedata
-from collections.abc import Container
+from collections.abc import Callable, Container
 from dataclasses import dataclass
 from typing import Literal
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.template.defaultfilters import filesizeformat
 
 from artifactflow.documents import DocumentError, docx_markdown, pdf_text
+from artifactflow.extraction import document_read, document_read_async
 
 ID_MAX_LENGTH = 100
 TITLE_MAX_LENGTH = 300  # Artifact.title's max_length
@@ -125,6 +129,15 @@ def artifact_id_from_filename(filename: str, *, taken: Container[str]) -> str:
     return candidate
 
 
+@dataclass(frozen=True)
+class _Document:
+    """An upload whose text a reader of artifactflow.documents gets out."""
+
+    read: Callable[[bytes], str]
+    content_type: str
+    title: str
+
+
 def convert_upload(*, filename: str, data: bytes, content_type: str = "") -> ConvertedUpload:
     """What to store for an uploaded file: its text, or the file as it is.
 
@@ -132,22 +145,51 @@ def convert_upload(*, filename: str, data: bytes, content_type: str = "") -> Con
     so), Word documents become markdown and PDFs plain text. Anything else is
     kept as a file, typed by its extension or else by what the browser said.
     """
+    upload = _upload_sorted(filename=filename, data=data, content_type=content_type)
+    if isinstance(upload, ConvertedUpload):
+        return upload
+    try:
+        content = document_read(read=upload.read, data=data)
+    except DocumentError as error:
+        raise UploadError(str(error)) from None
+    return _document_converted(upload, content=content, data=data)
+
+
+async def convert_upload_async(*, filename: str, data: bytes, content_type: str = "") -> ConvertedUpload:
+    """convert_upload for an async view: a document is read without holding a
+    thread. Decoding megabytes of text is done in one, off the event loop."""
+    upload = await sync_to_async(_upload_sorted)(filename=filename, data=data, content_type=content_type)
+    if isinstance(upload, ConvertedUpload):
+        return upload
+    try:
+        content = await document_read_async(read=upload.read, data=data)
+    except DocumentError as error:
+        raise UploadError(str(error)) from None
+    return _document_converted(upload, content=content, data=data)
+
+
+def _upload_sorted(*, filename: str, data: bytes, content_type: str) -> ConvertedUpload | _Document:
+    """The upload converted, or the document its text is to be read from."""
     stem, extension = _extension_split(_base_name(filename))
     title = _name_shortened(stem, extension, limit=TITLE_MAX_LENGTH) or "upload"
     extension = extension.lower()
 
     if extension in TEXT_TYPES:
-        content, stored_type = _text_decoded(data, title=title), TEXT_TYPES[extension]
-    elif extension in _DOCUMENT_READERS:
+        content = _text_decoded(data, title=title)
+        return ConvertedUpload(
+            kind="text", content=content, content_type=TEXT_TYPES[extension], title=title, size=len(data)
+        )
+    if extension in _DOCUMENT_READERS:
         read, stored_type = _DOCUMENT_READERS[extension]
-        try:
-            content = read(data)
-        except DocumentError as error:
-            raise UploadError(str(error)) from None
-    else:
-        stored_type = mimetypes.guess_type(title)[0] or _declared_type(content_type) or _UNKNOWN_TYPE
-        return ConvertedUpload(kind="file", content="", content_type=stored_type, title=title, size=len(data))
-    return ConvertedUpload(kind="text", content=content, content_type=stored_type, title=title, size=len(data))
+        return _Document(read=read, content_type=stored_type, title=title)
+    stored_type = mimetypes.guess_type(title)[0] or _declared_type(content_type) or _UNKNOWN_TYPE
+    return ConvertedUpload(kind="file", content="", content_type=stored_type, title=title, size=len(data))
+
+
+def _document_converted(upload: _Document, *, content: str, data: bytes) -> ConvertedUpload:
+    return ConvertedUpload(
+        kind="text", content=content, content_type=upload.content_type, title=upload.title, size=len(data)
+    )
 
 
 def _base_name(filename: str) -> str:

@@ -1,9 +1,10 @@
+from asgiref.sync import sync_to_async
 from django.core.exceptions import ValidationError
 from django.http import FileResponse, Http404, HttpResponse
 from django.shortcuts import render
 from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
-from django_htmx.http import push_url
+from django_htmx.http import push_url, reswap, retarget
 
 from agents.selectors import branch_shown_live
 from artifactflow.ids import id_from_text
@@ -11,7 +12,7 @@ from conversations.selectors import conversation_get
 
 from . import selectors, services
 from .export import docx_from_markdown
-from .uploads import UploadError
+from .uploads import UploadError, convert_upload_async
 
 PANE = "artifacts/pane.html"
 # The pane element's id: its own requests are its refreshes (hx-get on the pane).
@@ -69,12 +70,17 @@ def _pane(request, branch, *, selected=None, version=None, diff=None, status=200
 
 
 @require_http_methods(["GET", "POST"])
-def artifact_pane(request, conversation_id):
-    """The pane; a POST uploads a file into it."""
-    branch = _branch_or_404(request, conversation_id)
+async def artifact_pane(request, conversation_id):
+    """The pane; a POST uploads a file into it. Async, so that no thread waits
+    while an uploaded document is read (in a child process); the database
+    work runs in the request's thread as in any view."""
     if request.method == "POST":
-        return _upload(request, branch)
-    return _pane(request, branch)
+        return await _upload(request, conversation_id)
+    return await sync_to_async(_pane_shown)(request, conversation_id)
+
+
+def _pane_shown(request, conversation_id):
+    return _pane(request, _branch_or_404(request, conversation_id))
 
 
 @require_GET
@@ -190,18 +196,38 @@ def artifact_delete(request, conversation_id, artifact_id):
     return _pane(request, branch, pane_notice=f"Deleted {selected.title or selected.artifact_id}.")
 
 
-def _upload(request, branch):
-    upload = request.FILES.get("file")
-    if upload is None:
-        return _pane(request, branch, upload_error="Choose a file to upload.", status=422)
+async def _upload(request, conversation_id):
+    branch = await sync_to_async(_branch_or_404)(request, conversation_id)
     try:
-        services.artifact_upload_check(size=upload.size)
-        artifact = services.artifact_upload(
-            branch=branch, filename=upload.name, data=upload.read(), content_type=upload.content_type or ""
+        filename, data, content_type = await sync_to_async(_upload_read)(request)
+        converted = await convert_upload_async(filename=filename, data=data, content_type=content_type)
+        artifact = await sync_to_async(services.artifact_upload_save)(
+            branch=branch, filename=filename, data=data, converted=converted
         )
     except UploadError as exc:
-        return _pane(request, branch, upload_error=str(exc), status=422)
-    return _pane(request, branch, selected=_artifact_or_404(branch, artifact.artifact_id))
+        return await sync_to_async(_upload_refused)(request, branch, message=str(exc))
+    return await sync_to_async(_upload_shown)(request, branch, artifact_id=artifact.artifact_id)
+
+
+def _upload_read(request) -> tuple[str, bytes, str]:
+    upload = request.FILES.get("file")
+    if upload is None:
+        raise UploadError("Choose a file to upload.")
+    services.artifact_upload_check(size=upload.size)
+    return upload.name, upload.read(), upload.content_type or ""
+
+
+def _upload_refused(request, branch, *, message):
+    """The refusal replaces the upload's message alone: the rest of the pane,
+    an editor's unsaved text too, stays as the person left it."""
+    if not request.htmx:
+        return _pane(request, branch, upload_error=message, status=422)
+    response = render(request, f"{PANE}#upload_error", {"upload_error": message}, status=422)
+    return reswap(retarget(response, "#upload-error"), "outerHTML show:bottom")
+
+
+def _upload_shown(request, branch, *, artifact_id):
+    return _pane(request, branch, selected=_artifact_or_404(branch, artifact_id))
 
 
 def _download_name(artifact, extension):

@@ -5,6 +5,7 @@ from setup_django import setup
 setup()
 
 import event_log  # noqa: E402
+import extraction  # noqa: E402
 import faults  # noqa: E402
 import matching  # noqa: E402
 import message_path  # noqa: E402
@@ -16,6 +17,18 @@ import thread_page  # noqa: E402
 # By their package: a plain `import artifacts` (or `admin`) is the Django app's.
 from benchmarks import admin, artifacts  # noqa: E402
 
-for benchmark in (message_path, event_log, matching, security, streaming, artifacts, pages, thread_page, admin, faults):
+for benchmark in (
+    message_path,
+    event_log,
+    matching,
+    security,
+    extraction,
+    streaming,
+    artifacts,
+    pages,
+    thread_page,
+    admin,
+    faults,
+):
     benchmark.main()
     print()

@@ -1,5 +1,8 @@
+import io
+import zipfile
 import zlib
 
+import docx
 import factory
 from django.contrib.auth import get_user_model
 
@@ -134,6 +137,26 @@ def pdf_bytes(page_texts: list[str], *, title: str | None = None) -> bytes:
         objects.append(b"<< /Title (%s) >>" % title.encode("latin-1"))
         info = b" /Info %d 0 R" % len(objects)
 
+    return _pdf_written(objects, info=info)
+
+
+def pdf_sharing_one_stream(*, pages: int, content: bytes) -> bytes:
+    """A PDF whose pages all draw one content stream, stored compressed once:
+    a few kilobytes that make a reader parse `content` once per page."""
+    stream = zlib.compress(content, 9)
+    kids = b" ".join(b"%d 0 R" % (4 + index) for index in range(pages))
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Count %d /Kids [%s] >>" % (pages, kids),
+        b"<< /Length %d /Filter /FlateDecode >>\nstream\n%s\nendstream" % (len(stream), stream),
+    ]
+    page = b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 3 0 R /Resources << /Font << /F1 %d 0 R >> >> >>"
+    objects += [page % (4 + pages)] * pages
+    objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
+    return _pdf_written(objects)
+
+
+def _pdf_written(objects: list[bytes], *, info: bytes = b"") -> bytes:
     pdf = bytearray(b"%PDF-1.4\n")
     offsets = []
     for number, body in enumerate(objects, start=1):
@@ -144,3 +167,30 @@ def pdf_bytes(page_texts: list[str], *, title: str | None = None) -> bytes:
     pdf += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
     pdf += b"trailer\n<< /Size %d /Root 1 0 R%s >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, info, xref_offset)
     return bytes(pdf)
+
+
+def docx_of_xml(body: bytes, *, repeat: int = 1) -> bytes:
+    """A Word document (python-docx's own template) whose body is `body`
+    `repeat` times over: 10 MB of repeated XML packs into some 60 KB, written
+    in pieces so that it is never in memory whole."""
+    template = io.BytesIO()
+    docx.Document().save(template)
+    head = (
+        b'<?xml version="1.0" encoding="UTF-8" standalone="yes"?>'
+        b'<w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"><w:body>'
+    )
+    buffer = io.BytesIO()
+    with (
+        zipfile.ZipFile(template) as source,
+        zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as archive,
+    ):
+        for member in source.infolist():
+            if member.filename != "word/document.xml":
+                archive.writestr(member, source.read(member))
+                continue
+            with archive.open(member.filename, "w") as document:
+                document.write(head)
+                for done in range(0, repeat, 10_000):
+                    document.write(body * min(10_000, repeat - done))
+                document.write(b"</w:body></w:document>")
+    return buffer.getvalue()

@@ -28,7 +28,8 @@ from django.conf import settings
 
 from agents.library import library_document_fetch
 from agents.models import LIBRARY_URL_PREFIX
-from artifactflow.documents import DocumentUnreadableError, PdfLockedError, pdf_first_pages
+from artifactflow.documents import DocumentError, DocumentUnreadableError, PdfLockedError, pdf_first_pages
+from artifactflow.extraction import document_read
 
 from .base import CONFIRM, Tool, ToolContext, ToolResult, tool_error
 
@@ -298,13 +299,16 @@ def _html_text(html: str, *, url: str) -> tuple[str, str]:
 
 
 def _pdf_text(body: bytes, *, cut: bool) -> tuple[str, str]:
+    """Read in a limited child process, so a crafted PDF cannot hold the worker."""
     try:
-        pdf = pdf_first_pages(body, max_pages=PDF_MAX_PAGES, max_chars=MAX_CHARS)
+        pdf = document_read(read=pdf_first_pages, data=body, max_pages=PDF_MAX_PAGES, max_chars=MAX_CHARS)
     except PdfLockedError:
         raise FetchError("this PDF is protected by a password") from None
     except DocumentUnreadableError as error:
         hint = " (the file was cut at FETCH_MAX_BYTES)" if cut else ""
         raise FetchError(f"could not read this PDF{hint}: {error.reason}") from None
+    except DocumentError as error:
+        raise FetchError(f"could not read this PDF: {error}") from None
     return pdf.title, pdf.text
 
 

@@ -211,11 +211,12 @@ document.addEventListener("change", (event) => {
 
 // A file over the upload limit is refused before it is sent; one the server
 // refuses anyway (413 from its request-body cap) shows the server's words.
+// One on its way names itself in the form's "Converting …" line.
 const uploadError = (text) => {
   const error = document.getElementById("upload-error");
   if (!error) return;
   error.textContent = text;
-  error.hidden = false;
+  error.hidden = !text;
 };
 const isUpload = (element) => element.matches && element.matches("form.artifact-upload");
 document.addEventListener("htmx:beforeRequest", (event) => {
@@ -225,7 +226,11 @@ document.addEventListener("htmx:beforeRequest", (event) => {
   if (file && file.size > Number(input.dataset.maxBytes)) {
     event.preventDefault();
     uploadError(input.dataset.tooLarge);
+    return;
   }
+  uploadError("");
+  const name = event.detail.elt.querySelector("[data-upload-name]");
+  if (file && name) name.textContent = file.name;
 });
 document.addEventListener("htmx:responseError", (event) => {
   if (event.detail.xhr.status === 413 && isUpload(event.detail.elt)) uploadError(event.detail.xhr.responseText);

@@ -1,4 +1,5 @@
 import io
+import time
 
 import docx
 import pytest
@@ -9,7 +10,7 @@ from django.urls import reverse
 from agents.library import library_document_create, library_document_fetch, library_search
 from agents.models import LibraryDocument
 from artifacts.uploads import UploadError
-from tests.factories import LibraryDocumentFactory, UserFactory, pdf_bytes
+from tests.factories import LibraryDocumentFactory, UserFactory, docx_of_xml, pdf_bytes
 
 pytestmark = pytest.mark.django_db
 
@@ -240,6 +241,19 @@ def test_admin_shows_an_unreadable_upload_on_the_form(staff_client):
 
     assert response.status_code == 200
     assert "no text we can read" in response.content.decode()
+    assert not LibraryDocument.objects.exists()
+
+
+def test_admin_refuses_a_crafted_word_document_on_the_form_in_time(staff_client):
+    # 10 MB of XML in 60 KB: 44 s of python-docx before.
+    upload = SimpleUploadedFile("bomb.docx", docx_of_xml(b"<w:p><w:r><w:t>x</w:t></w:r></w:p>", repeat=300_000))
+    started = time.perf_counter()
+
+    response = staff_client.post(reverse("admin:agents_librarydocument_add"), {"original_file": upload, "title": ""})
+
+    assert response.status_code == 200
+    assert "This Word document unpacks to too much data to read." in response.content.decode()
+    assert time.perf_counter() - started < 15
     assert not LibraryDocument.objects.exists()
 
 

@@ -4,10 +4,13 @@ of a signed-in user's pages and downloads."""
 import re
 
 import pytest
+from asgiref.testing import ApplicationCommunicator
 from django.urls import reverse
 
+from artifactflow.asgi import application
 from artifacts.branches import branch_shown
 from artifacts.manager import ArtifactManager
+from tests.asgi import http_scope
 from tests.factories import ConversationFactory
 
 pytestmark = pytest.mark.django_db
@@ -83,3 +86,32 @@ def test_signed_in_pages_and_downloads_are_never_cached(client, user, conversati
         assert "no-store" in cache_control and "private" in cache_control, url
     # Static files are the same for everyone and may be cached.
     assert "no-store" not in client.get("/static/js/app.js")["Cache-Control"]
+
+
+async def _asgi_get(path: str, *, cookie: str = "") -> tuple[int, dict[bytes, bytes], bytes]:
+    communicator = ApplicationCommunicator(
+        application, http_scope(method="GET", path=path, headers=[(b"cookie", cookie.encode())])
+    )
+    await communicator.send_input({"type": "http.request", "body": b""})
+    start = await communicator.receive_output(timeout=10)
+    body = b""
+    while True:
+        message = await communicator.receive_output(timeout=10)
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            return start["status"], {name.lower(): value for name, value in start["headers"]}, body
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_through_the_async_middleware_chain_too_static_files_are_served_and_pages_never_cached(
+    signed_in, conversation
+):
+    # Every middleware runs async under the ASGI server (artifactflow.middleware.StaticFilesMiddleware).
+    cookie = f"sessionid={signed_in.cookies['sessionid'].value}"
+
+    page_status, page_headers, _ = await _asgi_get(conversation.get_absolute_url(), cookie=cookie)
+    static_status, static_headers, script = await _asgi_get("/static/js/app.js", cookie=cookie)
+
+    assert page_status == 200 and b"no-store" in page_headers[b"cache-control"]
+    assert static_status == 200 and b"no-store" not in static_headers.get(b"cache-control", b"")
+    assert script.startswith(b"// Enter sends the message")

@@ -1,13 +1,15 @@
 import io
+import time
 import zipfile
 
 import docx
 import pytest
 
-from artifactflow import documents
 from artifacts import uploads
 from artifacts.uploads import ConvertedUpload, UploadError, artifact_id_from_filename, convert_upload
-from tests.factories import pdf_bytes
+from tests.factories import docx_of_xml, pdf_bytes, pdf_sharing_one_stream
+
+PARAGRAPH = b"<w:p><w:r><w:t>x</w:t></w:r></w:p>"
 
 
 @pytest.mark.parametrize(
@@ -174,18 +176,39 @@ def test_zip_that_is_not_a_word_document_is_refused():
         convert_upload(filename="fake.docx", data=buffer.getvalue())
 
 
-def test_docx_that_unpacks_too_far_is_refused(monkeypatch):
-    monkeypatch.setattr(documents, "DOCX_UNZIPPED_MAX_BYTES", 1000)
+@pytest.mark.parametrize(
+    ("filename", "made", "message"),
+    [
+        # 10 MB and 95 MB of XML in 60 KB and 300 KB: 44 s and more than 4.5 minutes (and 2 GB) before.
+        ("ten.docx", lambda: docx_of_xml(PARAGRAPH, repeat=10_000_000 // len(PARAGRAPH)), "unpacks to too much data"),
+        ("95.docx", lambda: docx_of_xml(PARAGRAPH, repeat=95_000_000 // len(PARAGRAPH)), "unpacks to too much data"),
+        # Five pages drawing one 2.8 MB stream, 6.6 KB: 30 s before.
+        (
+            "shared.pdf",
+            lambda: pdf_sharing_one_stream(pages=5, content=b"0 0 m 1 1 l S\n" * 200_000),
+            "pages hold more than 10 MB",
+        ),
+    ],
+)
+def test_crafted_documents_are_refused_in_time_with_a_clear_message(filename, made, message):
+    data = made()
+    started = time.perf_counter()
 
-    with pytest.raises(UploadError, match="too much data"):
-        convert_upload(filename="bomb.docx", data=_docx_bytes(docx.Document()))
+    with pytest.raises(UploadError, match=message) as refused:
+        convert_upload(filename=filename, data=data)
+
+    assert "Split it" in str(refused.value)
+    assert time.perf_counter() - started < 15  # about half a second here, the child's start included
 
 
-def test_pdf_with_too_much_text_is_refused(monkeypatch):
-    monkeypatch.setattr(documents, "EXTRACTED_MAX_CHARS", 25)
+def test_docx_in_chinese_becomes_markdown():
+    document = docx.Document()
+    document.add_heading("研究报告", level=1)
+    document.add_paragraph("效率如何？", style="List Bullet")
 
-    with pytest.raises(UploadError, match="too much text"):
-        convert_upload(filename="long.pdf", data=pdf_bytes(["Hello from page one", "And page two"]))
+    converted = convert_upload(filename="报告.docx", data=_docx_bytes(document))
+
+    assert (converted.title, converted.content) == ("报告.docx", "# 研究报告\n\n- 效率如何？")
 
 
 def test_png_stays_a_file():

@@ -1,15 +1,32 @@
+import asyncio
 import io
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
 
 import docx
 import pytest
+from asgiref.testing import ApplicationCommunicator
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test.client import BOUNDARY, MULTIPART_CONTENT, encode_multipart
 from django.urls import reverse
 
 from agents.models import Run
+from artifactflow.asgi import application
 from artifacts.branches import branch_shown
 from artifacts.manager import ArtifactManager
 from artifacts.models import Artifact
-from tests.factories import ConversationFactory, MessageFactory, RunFactory
+from tests.asgi import http_scope
+from tests.factories import (
+    ConversationFactory,
+    MessageFactory,
+    RunFactory,
+    docx_of_xml,
+    pdf_bytes,
+    pdf_sharing_one_stream,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -291,3 +308,129 @@ def test_with_redis_down_the_pane_answers_from_what_was_saved(disposable_redis, 
     assert "my text" in edited.content.decode() and "Notes" in uploaded.content.decode()
     assert signed_in.get(_url("artifact-pane", theirs), **HTMX).status_code == 404
     assert signed_in.get(_url("artifact-detail", theirs, "report"), **HTMX).status_code == 404
+
+
+def test_word_and_pdf_uploads_are_converted_into_the_pane(signed_in, conversation):
+    document = docx.Document()
+    document.add_heading("研究", level=1)
+    document.add_paragraph("first point", style="List Bullet")
+    buffer = io.BytesIO()
+    document.save(buffer)
+    url = _url("artifact-pane", conversation)
+
+    word = signed_in.post(url, {"file": SimpleUploadedFile("study.docx", buffer.getvalue())}, **HTMX)
+    pdf = signed_in.post(url, {"file": SimpleUploadedFile("paper.pdf", pdf_bytes(["Page one", "Page two"]))}, **HTMX)
+
+    assert (word.status_code, pdf.status_code) == (200, 200)
+    assert [(a.artifact_id, a.content_type, a.content) for a in Artifact.objects.order_by("id")] == [
+        ("study.docx", "text/markdown", "# 研究\n\n- first point"),
+        ("paper.pdf", "text/plain", "Page one\n\nPage two"),
+    ]
+    assert "<h1>研究</h1>" in word.content.decode() and "Page two" in pdf.content.decode()
+
+
+def test_a_refused_upload_replaces_its_message_alone_so_the_pane_keeps_what_was_in_it(signed_in, conversation):
+    # 10 MB of XML in a 60 KB Word document.
+    bomb = docx_of_xml(b"<w:p><w:r><w:t>x</w:t></w:r></w:p>", repeat=300_000)
+
+    response = signed_in.post(
+        _url("artifact-pane", conversation), {"file": SimpleUploadedFile("bomb.docx", bomb)}, **HTMX
+    )
+
+    html = response.content.decode()
+    assert response.status_code == 422
+    assert (response["HX-Retarget"], response["HX-Reswap"]) == ("#upload-error", "outerHTML show:bottom")
+    assert html.strip().startswith('<p id="upload-error" class="error" role="alert">')
+    assert "This Word document unpacks to too much data to read. Split it into smaller documents" in html
+    assert "artifact-list" not in html
+    assert not Artifact.objects.exists()
+
+
+def test_without_htmx_a_refused_upload_shows_the_pane_with_its_message(signed_in, conversation):
+    response = signed_in.post(_url("artifact-pane", conversation), {"file": SimpleUploadedFile("empty.pdf", b"")})
+
+    assert response.status_code == 422
+    assert "Could not read this PDF" in response.content.decode() and "artifact-list" in response.content.decode()
+
+
+def test_the_upload_form_says_it_is_converting_while_its_request_runs(signed_in, conversation):
+    html = signed_in.get(_url("artifact-pane", conversation), **HTMX).content.decode()
+
+    assert '<p class="upload-progress" role="status">Converting <span data-upload-name>the file</span>…</p>' in html
+    assert 'hx-disabled-elt="find input[type=file], find button"' in html
+
+
+def _threads_held_by_the_request() -> list[str]:
+    """Threads running the upload's code, or waiting for the event loop to
+    finish the request for them (asgiref's async_to_sync)."""
+    ours = ("artifacts/views.py", "artifacts/uploads.py", "artifactflow/extraction.py", "artifactflow/documents.py")
+    frames = sys._current_frames()
+
+    def holding(frame) -> bool:
+        return frame.filename.endswith(ours) or (
+            frame.filename.endswith("asgiref/sync.py") and frame.name == "__call__"
+        )
+
+    return [
+        thread.name
+        for thread in threading.enumerate()
+        if thread is not threading.main_thread() and any(map(holding, traceback.extract_stack(frames[thread.ident])))
+    ]
+
+
+def _reading_children() -> list[int]:
+    return [
+        int(pid)
+        for children in Path("/proc/self/task").glob("*/children")
+        for pid in children.read_text().split()
+        if Path(f"/proc/{pid}").exists() and b"artifactflow.extraction" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    ]
+
+
+# Three pages drawing one 2.8 MB stream: under every size limit, some 20 s of parsing.
+SLOW_PDF = pdf_sharing_one_stream(pages=3, content=b"0 0 m 1 1 l S\n" * 200_000)
+
+
+async def _upload_begun(signed_in, conversation, *, name: str, data: bytes) -> ApplicationCommunicator:
+    """An upload through the whole ASGI application, once its document is being read."""
+    body = encode_multipart(BOUNDARY, {"file": SimpleUploadedFile(name, data)})
+    token = "a" * 32
+    headers = [
+        (b"content-type", MULTIPART_CONTENT.encode()),
+        (b"content-length", str(len(body)).encode()),
+        (b"cookie", f"sessionid={signed_in.cookies['sessionid'].value}; csrftoken={token}".encode()),
+        (b"x-csrftoken", token.encode()),
+        (b"hx-request", b"true"),
+    ]
+    upload = ApplicationCommunicator(application, http_scope(path=_url("artifact-pane", conversation), headers=headers))
+    await upload.send_input({"type": "http.request", "body": body})
+    deadline = time.monotonic() + 15
+    while not _reading_children():
+        assert time.monotonic() < deadline, "the document was never read in a child process"
+        await asyncio.sleep(0.01)
+    return upload
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_while_an_upload_is_read_no_thread_waits_for_it(signed_in, conversation, settings):
+    settings.EXTRACT_TIMEOUT = 3
+    upload = await _upload_begun(signed_in, conversation, name="slow.pdf", data=SLOW_PDF)
+
+    held = _threads_held_by_the_request()
+    start = await upload.receive_output(timeout=15)
+    answer = await upload.receive_output(timeout=5)
+
+    assert held == []
+    assert start["status"] == 422
+    assert "This PDF took too long to read (over 3 seconds)." in answer["body"].decode()
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_an_upload_left_while_it_is_read_stops_its_reading(signed_in, conversation):
+    upload = await _upload_begun(signed_in, conversation, name="slow.pdf", data=SLOW_PDF)
+
+    await upload.send_input({"type": "http.disconnect"})
+    await upload.wait(timeout=15)
+
+    assert _reading_children() == []
+    assert not await Artifact.objects.aexists()

@@ -10,6 +10,7 @@ from playwright.sync_api import expect
 
 from tests.agents.test_engine import call
 from tests.e2e.test_first_turn import TURN_TIMEOUT, ask, sign_in
+from tests.factories import docx_of_xml, pdf_sharing_one_stream
 from tests.model_server import Text
 
 pytestmark = pytest.mark.e2e
@@ -322,3 +323,46 @@ def test_each_branch_has_its_own_artifacts_and_a_diff_compares_across_them(porta
     expect(pane.locator(".artifact-content")).to_contain_text("Solar wins.")
     page.reload()
     expect(page.locator("#artifact-pane .artifact-content")).to_contain_text("Solar wins.")
+
+
+WORD = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+
+
+def test_a_document_shows_as_converting_and_a_refusal_keeps_the_draft(portal, model_server, page, screenshot):
+    model_server.add(Text("Ready for your documents."))
+    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    ask(page, question="Read my documents")
+    expect(page.locator("article.turn")).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
+    pane = page.locator("#artifact-pane")
+    progress = pane.locator(".upload-progress")
+    expect(progress).to_be_hidden()
+
+    # Two pages drawing one 1.4 MB stream: a few seconds of reading, in the server's child process.
+    slow = pdf_sharing_one_stream(pages=2, content=b"0 0 m 1 1 l S\n" * 100_000)
+    page.set_input_files("#artifact-file", files=[{"name": "slow.pdf", "mimeType": "application/pdf", "buffer": slow}])
+    pane.get_by_role("button", name="Upload", exact=True).click()
+
+    expect(progress).to_have_text("Converting slow.pdf…")
+    expect(pane.get_by_role("button", name="Upload", exact=True)).to_be_disabled()
+    screenshot(page, name="converting")
+    expect(pane.locator(".artifact-head h3")).to_have_text("slow.pdf", timeout=TURN_TIMEOUT)
+    expect(progress).to_be_hidden()
+
+    page.set_input_files("#artifact-file", files=[{"name": "notes.md", "mimeType": "text/markdown", "buffer": NOTES}])
+    pane.get_by_role("button", name="Upload", exact=True).click()
+    expect(pane.locator(".artifact-content h1")).to_have_text("Field notes")
+    pane.get_by_role("link", name="Edit").click()
+    draft = NOTES.decode() + "- a line not saved yet\n"
+    pane.get_by_label("Content of").fill(draft)
+    # 10 MB of XML in a 60 KB Word document.
+    bomb = docx_of_xml(b"<w:p><w:r><w:t>x</w:t></w:r></w:p>", repeat=300_000)
+    page.set_input_files("#artifact-file", files=[{"name": "bomb.docx", "mimeType": WORD, "buffer": bomb}])
+    pane.get_by_role("button", name="Upload", exact=True).click()
+
+    expect(pane.locator("#upload-error")).to_have_text(
+        "This Word document unpacks to too much data to read. "
+        "Split it into smaller documents and upload them one at a time."
+    )
+    expect(pane.get_by_label("Content of")).to_have_value(draft)
+    expect(pane.locator(".artifact-list")).not_to_contain_text("bomb.docx")
+    screenshot(page, name="refused")

@@ -13,7 +13,7 @@ import pytest
 
 from agents.tools.base import CONFIRM, ToolContext
 from agents.tools.web import MAX_URL_CHARS, WEB_FETCH_TOOL, FetchTarget, fetch_target
-from tests.factories import pdf_bytes
+from tests.factories import pdf_bytes, pdf_sharing_one_stream
 
 ARTICLE = """<!doctype html><html><head><title>Tides of the North Sea</title></head><body>
 <nav><a href="/">Home</a> | <a href="/about">About</a></nav>
@@ -24,6 +24,12 @@ twenty-five minutes apart. Its range grows from under a metre off Norway to seve
 wave turns around them anticlockwise. See the <a href="https://example.org/tides">tide tables</a>.</p>
 <p>Storm surges ride on top of the tide and caused the flood of 1953, which drowned 1,836 people.</p>
 </article><footer>Copyright nobody</footer></body></html>"""
+
+
+# Pages drawing one 2.8 MB stream (14 KB): five pass the reader's limit, three
+# are under it and take pypdf some 20 seconds.
+SHARED_STREAM_PDF = pdf_sharing_one_stream(pages=5, content=b"0 0 m 1 1 l S\n" * 200_000)
+SLOW_PDF = pdf_sharing_one_stream(pages=3, content=b"0 0 m 1 1 l S\n" * 200_000)
 
 
 class _Site(BaseHTTPRequestHandler):
@@ -55,6 +61,8 @@ class _Site(BaseHTTPRequestHandler):
             "/data.json": (200, "application/json", b'{"tide": "high"}'),
             "/huge.txt": (200, "text/plain", b"0123456789" * 100_000),
             "/logo.png": (200, "image/png", b"\x89PNG\r\n\x1a\n"),
+            "/shared.pdf": (200, "application/pdf", SHARED_STREAM_PDF),
+            "/slow.pdf": (200, "application/pdf", SLOW_PDF),
             "/host": (200, "text/plain", self.headers["Host"].encode()),
         }
         redirects = {
@@ -192,6 +200,26 @@ def test_a_pdf_is_read_as_text(site, local_allowed):
     assert result.success, result.content
     assert 'content_type="application/pdf" title="Tide report"' in result.content
     assert "Mean tidal range at Den Helder is 1.4 m." in result.content
+
+
+def test_a_pdf_whose_pages_share_one_large_stream_is_refused_in_time(site, local_allowed):
+    started = time.perf_counter()
+
+    result = fetch(f"{site}/shared.pdf")
+
+    assert not result.success
+    assert "could not read this PDF: This PDF's pages hold more than 10 MB" in result.content
+    # A quarter of a second here; its 14 MB of drawing would take pypdf half a minute.
+    assert time.perf_counter() - started < 15
+
+
+def test_a_pdf_that_takes_too_long_stops_its_reader_not_the_worker(site, local_allowed, settings):
+    settings.EXTRACT_TIMEOUT = 1
+
+    result = fetch(f"{site}/slow.pdf")
+
+    assert not result.success
+    assert "could not read this PDF: This PDF took too long to read (over 1 seconds)" in result.content
 
 
 def test_text_is_decoded_by_its_charset_and_escaped(site, local_allowed):
