@@ -4,36 +4,104 @@ its type; and markdown parsed into tokens for whoever reads its structure.
 """
 
 import re
+import time
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import nh3
+import pygments
 from django.utils.html import format_html
 from markdown_it import MarkdownIt
 from markdown_it.common.utils import escapeHtml
 from markdown_it.token import Token
 from mdit_py_plugins.tasklists import tasklists_plugin
-from pygments import highlight
 from pygments.formatters import HtmlFormatter
-from pygments.lexers import get_lexer_by_name, get_lexer_for_mimetype
-from pygments.util import ClassNotFound
+from pygments.lexer import Lexer
+from pygments.lexers import LEXERS, find_lexer_class
+
+# Every render is bounded: past this many characters text is shown plain, and a
+# render still going after this many seconds stops and shows its text plain.
+# markdown-it is quadratic on some inputs (100,000 "[" take seconds) and a
+# lexer can loop for ever (mcschema on "<!--"): no content may hold a thread.
+RENDER_MAX_CHARS = 2_000_000
+RENDER_SECONDS = 2.0
+
+# The lexers used, by class name: the languages people write in and the file
+# types they upload. Pygments ships some 600 lexers, a few of which never end
+# on some inputs; a language outside this list is shown as plain text. A lexer
+# joins only if tests/artifactflow/test_markdown.py's backtracking shapes pass:
+# a regular expression that backtracks for ever cannot be stopped from the
+# thread running it (Scala and reStructuredText, on a run of backslashes, are
+# left out for that).
+HIGHLIGHTED_LEXERS = frozenset(
+    """
+    ApacheConfLexer BashLexer BashSessionLexer BatchLexer CLexer CMakeLexer CSharpLexer ClojureLexer CppLexer
+    CssLexer CythonLexer DartLexer DiffLexer DjangoLexer DockerLexer ElixirLexer ErlangLexer FSharpLexer
+    FortranLexer GoLexer GraphQLLexer GroovyLexer HaskellLexer HtmlDjangoLexer HtmlLexer HttpLexer IniLexer
+    JavaLexer JavascriptLexer JsonLdLexer JsonLexer JsxLexer JuliaLexer KotlinLexer LessCssLexer LuaLexer
+    MakefileLexer MarkdownLexer MatlabLexer MySqlLexer NginxConfLexer ObjectiveCLexer PerlLexer PhpLexer
+    PostgresLexer PowerShellLexer PropertiesLexer ProtoBufLexer PythonConsoleLexer PythonLexer
+    PythonTracebackLexer RubyLexer RustLexer SLexer SassLexer ScssLexer SqlLexer SqliteConsoleLexer SwiftLexer
+    TOMLLexer TerraformLexer TexLexer TextLexer TsxLexer TypeScriptLexer VueLexer XmlLexer YamlLexer ZigLexer
+    """.split()
+)
+# Pygments' own index gives each lexer's names and media types without
+# importing the lexers themselves.
+_by_alias = {alias: LEXERS[name][1] for name in HIGHLIGHTED_LEXERS for alias in LEXERS[name][2]}
+_by_mimetype = {mimetype: LEXERS[name][1] for name in HIGHLIGHTED_LEXERS for mimetype in LEXERS[name][4]}
+
+
+class RenderTimeout(Exception):
+    """A render went on past its time."""
+
+
+_deadline: ContextVar[float] = ContextVar("render_deadline", default=float("inf"))
+
+
+@contextmanager
+def _bounded_in_time():
+    token = _deadline.set(time.monotonic() + RENDER_SECONDS)
+    try:
+        yield
+    finally:
+        _deadline.reset(token)
+
+
+def _deadline_check() -> None:
+    if time.monotonic() > _deadline.get():
+        raise RenderTimeout
+
+
+def _lexer(*, alias: str = "", mimetype: str = "") -> Lexer | None:
+    """The allowed lexer for a fence's language or a media type, None for any other."""
+    name = _by_alias.get(alias.strip().lower()) if alias else _by_mimetype.get(mimetype.split(";")[0].strip().lower())
+    return find_lexer_class(name)() if name else None
+
+
+def _highlight(code: str, lexer: Lexer, formatter: HtmlFormatter) -> str:
+    def tokens():
+        for token in lexer.get_tokens(code):
+            _deadline_check()
+            yield token
+
+    # Pygments escapes the source text it formats.
+    return pygments.format(tokens(), formatter)
+
 
 _fence_formatter = HtmlFormatter(nowrap=True)
 _file_formatter = HtmlFormatter(cssclass="highlight", nowrap=False)
 
 
 def _code_highlight(code: str, language: str, attrs) -> str:
-    """A fenced block in a language Pygments knows, highlighted on the server;
+    """A fenced block in an allowed language, highlighted on the server;
     anything else is left to markdown-it, which escapes it."""
-    try:
-        lexer = get_lexer_by_name(language.strip()) if language.strip() else None
-    except ClassNotFound:
-        lexer = None
+    lexer = _lexer(alias=language) if language.strip() else None
     if lexer is None:
         return ""
-    # Pygments escapes the source text it formats. Starting with <pre> tells
-    # markdown-it to use the block as it is.
-    return f'<pre class="highlight"><code>{highlight(code, lexer, _fence_formatter)}</code></pre>\n'
+    # Starting with <pre> tells markdown-it to use the block as it is.
+    return f'<pre class="highlight"><code>{_highlight(code, lexer, _fence_formatter)}</code></pre>\n'
 
 
 def _image_as_link(renderer, tokens, idx, options, env) -> str:
@@ -62,6 +130,23 @@ def _link_marked(inside: bool):
     return rule
 
 
+def _deadline_rules(md: MarkdownIt) -> None:
+    """Checks the render's time at every block and at every inline position
+    (the quadratic cases rescan inline text, through these same rules);
+    neither rule ever matches."""
+
+    def block_rule(state, start_line, end_line, silent) -> bool:
+        _deadline_check()
+        return False
+
+    def inline_rule(state, silent) -> bool:
+        _deadline_check()
+        return False
+
+    md.block.ruler.before("table", "deadline", block_rule)
+    md.inline.ruler.before("text", "deadline", inline_rule)
+
+
 # js-default turns raw HTML off and refuses javascript:/data: links; nh3
 # sanitises the output again, so a renderer bug cannot reach the page.
 # The task list plugin draws "- [ ]" / "- [x]" items (task_plan) as checkboxes.
@@ -70,6 +155,7 @@ _md = (
     .enable("table")
     .enable("strikethrough")
     .use(tasklists_plugin)
+    .use(_deadline_rules)
 )
 _md.add_render_rule("image", _image_as_link)
 _md.add_render_rule("link_open", _link_marked(True))
@@ -91,35 +177,58 @@ _forced = {"input": {"type": "checkbox", "disabled": "disabled"}}
 
 
 def markdown_render(text: str) -> str:
-    return nh3.clean(
-        _md.render(text),
-        tags=_tags,
-        attributes=_attributes,
-        set_tag_attribute_values=_forced,
-        link_rel="noopener noreferrer nofollow",
-    )
+    """Sanitised HTML; text too long, or too slow, to format is shown plain."""
+    if len(text) <= RENDER_MAX_CHARS:
+        try:
+            with _bounded_in_time():
+                html = _md.render(text)
+        except RenderTimeout:
+            pass
+        else:
+            return nh3.clean(
+                html,
+                tags=_tags,
+                attributes=_attributes,
+                set_tag_attribute_values=_forced,
+                link_rel="noopener noreferrer nofollow",
+            )
+    return format_html('<p class="meta">Too long to format: shown as plain text.</p><pre class="plain">{}</pre>', text)
 
 
 def code_render(code: str, *, content_type: str) -> str:
-    """A whole text file as HTML: highlighted when Pygments knows its type, else plain."""
-    try:
-        lexer = get_lexer_for_mimetype(content_type)
-    except ClassNotFound:
-        return format_html('<pre class="plain">{}</pre>', code)
-    # Pygments escapes the source text it formats.
-    return highlight(code, lexer, _file_formatter)
+    """A whole text file as HTML: highlighted when its type is one of the
+    allowed lexers' and that is quick enough, else plain."""
+    lexer = _lexer(mimetype=content_type) if len(code) <= RENDER_MAX_CHARS else None
+    if lexer is not None:
+        try:
+            with _bounded_in_time():
+                return _highlight(code, lexer, _file_formatter)
+        except RenderTimeout:
+            pass
+    return format_html('<pre class="plain">{}</pre>', code)
 
 
 # Parsers for markdown's structure rather than its look (the Word export, the
 # artifact list's previews): raw HTML stays in html tokens, for the reader to
 # leave out or write as text. With the task list plugin a "- [ ]" item's box is
 # an html_inline token; without it, the "[ ]" is the item's text.
-_structure_md = MarkdownIt("commonmark").enable("table").enable("strikethrough")
-_structure_task_md = MarkdownIt("commonmark").enable("table").enable("strikethrough").use(tasklists_plugin)
+_structure_md = MarkdownIt("commonmark").enable("table").enable("strikethrough").use(_deadline_rules)
+_structure_task_md = (
+    MarkdownIt("commonmark").enable("table").enable("strikethrough").use(tasklists_plugin).use(_deadline_rules)
+)
+# Paragraphs of text and nothing else, read in linear time: the structure of
+# text too long, or too slow, to parse.
+_paragraphs_md = MarkdownIt("zero")
 
 
 def markdown_tokens(text: str, *, task_lists: bool = False) -> list[Token]:
-    return (_structure_task_md if task_lists else _structure_md).parse(text)
+    if len(text) <= RENDER_MAX_CHARS:
+        try:
+            with _bounded_in_time():
+                return (_structure_task_md if task_lists else _structure_md).parse(text)
+        except RenderTimeout:
+            pass
+    return _paragraphs_md.parse(text)
 
 
 # An opening or closing code fence: up to three spaces, then ``` or ~~~ or longer.

@@ -10,6 +10,7 @@ import faults  # noqa: E402
 import matching  # noqa: E402
 import message_path  # noqa: E402
 import pages  # noqa: E402
+import renderers  # noqa: E402
 import security  # noqa: E402
 import streaming  # noqa: E402
 import thread_page  # noqa: E402
@@ -22,6 +23,7 @@ for benchmark in (
     event_log,
     matching,
     security,
+    renderers,
     extraction,
     streaming,
     artifacts,

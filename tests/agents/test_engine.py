@@ -3,6 +3,7 @@
 from datetime import datetime
 
 import pytest
+from django.urls import reverse
 
 from agents import config
 from agents.engine import (
@@ -18,6 +19,7 @@ from agents.services.permissions import permission_answer, permissions_expire
 from agents.services.runs import RunStateError, run_execute
 from agents.state import pending_request
 from artifacts.models import Artifact, ArtifactVersion
+from tests.bounded import finishes_within
 from tests.factories import LibraryDocumentFactory
 from tests.model_server import Status, Text, ToolCalls
 
@@ -125,6 +127,25 @@ def test_malformed_unknown_and_ill_formed_calls_are_errors_the_model_recovers_fr
     assert Artifact.objects.get(artifact_id="notes").content == "Recovered."
     failed = [event.data["success"] for event in _events(run, RunEvent.Type.TOOL_COMPLETE)]
     assert failed == [False, False, False, True]
+
+
+def test_an_answer_and_an_artifact_whose_lexer_never_ends_finish_the_turn_shown_plain(user, client, scripted_model):
+    """The probe's answer fence and content type each held a worker until its 31-minute timeout."""
+    scripted_model.add(
+        Text(call("create_artifact", id="schema", content="<!-- never closed", content_type="text/mcschema")),
+        Text("研究结果:\n\n```mcschema\n<!--\n```\n", chunk_size=3),
+    )
+    client.force_login(user)
+
+    with finishes_within(30):
+        run = _run(user)
+        page = client.get(reverse("conversation-detail", args=[run.message.conversation_id]))
+        pane = client.get(reverse("artifact-detail", args=[run.message.conversation_id, "schema"]))
+
+    assert run.status == Run.Status.COMPLETED
+    assert "<pre><code>&lt;!--\n</code></pre>" in run.message.response_html
+    assert "<pre><code>&lt;!--\n</code></pre>" in page.content.decode()
+    assert '<pre class="plain">&lt;!-- never closed</pre>' in pane.content.decode()
 
 
 def test_each_agent_has_the_seeds_tool_rounds_unless_the_environment_sets_them(settings):

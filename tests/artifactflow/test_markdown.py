@@ -1,4 +1,11 @@
+import string
+
+import pytest
+from pygments.lexers import LEXERS
+
+from artifactflow import markdown
 from artifactflow.markdown import code_render, markdown_render, markdown_tokens
+from tests.bounded import finishes_within
 
 
 def test_fenced_code_in_a_known_language_is_highlighted_and_escaped():
@@ -75,3 +82,107 @@ def test_structure_tokens_keep_raw_html_apart_and_task_boxes_only_on_request():
     assert "html_inline" in inline(markdown_tokens("a <b>b</b>"))
     assert inline(markdown_tokens("- [ ] open")) == ["text"]
     assert inline(markdown_tokens("- [ ] open", task_lists=True)) == ["html_inline", "text"]
+
+
+# What the probe found hanging a thread for good, and shapes close to it: a
+# comment opener (mcschema), unclosed strings and comments, deep nesting,
+# backslashes, NULs, Chinese, and markdown-it's quadratic cases.
+HOSTILE = (
+    "<!--",
+    "<!--" * 500,
+    '"' + "\\" * 2000,
+    "/*" * 1000 + "(" * 1000,
+    "{[(" * 1000,
+    "\x00\ufeff研究报告<%" * 200,
+    "#" * 3000 + "\n" + "'''" * 500,
+)
+# Past the render's time on any machine; the bound is far above RENDER_SECONDS.
+HANG_BOUND = 30
+
+
+def test_a_fence_in_a_lexer_that_never_ends_is_shown_plain_at_once():
+    with finishes_within(HANG_BOUND):
+        html = markdown_render("```mcschema\n<!--\n```")
+
+    assert html == "<pre><code>&lt;!--\n</code></pre>\n"
+
+
+def test_a_content_type_whose_lexer_never_ends_is_shown_plain_at_once():
+    with finishes_within(HANG_BOUND):
+        html = code_render("<!-- never closed", content_type="text/mcschema")
+
+    assert html == '<pre class="plain">&lt;!-- never closed</pre>'
+
+
+def test_languages_and_types_outside_the_list_are_plain_and_those_on_it_highlighted():
+    assert 'class="k"' not in markdown_render("```mcfunction\ndef f(): pass\n```")
+    assert '<span class="k">def</span>' in markdown_render("```Python\ndef f(): pass\n```")
+    assert '<span class="k">def</span>' in code_render("def f(): pass", content_type="text/x-python; charset=utf-8")
+    assert 'class="highlight"' not in code_render("def f(): pass", content_type="text/x-mcschema")
+
+
+def test_a_highlighter_that_never_ends_is_stopped_when_the_render_is_out_of_time(monkeypatch):
+    # Were mcschema on the list, its endless empty tokens would still stop.
+    monkeypatch.setitem(markdown._by_alias, "mcschema", "MCSchema")
+    monkeypatch.setattr(markdown, "RENDER_SECONDS", 0.2)
+
+    with finishes_within(HANG_BOUND):
+        html = markdown_render("Before.\n\n```mcschema\n<!--\n```")
+
+    assert html.startswith('<p class="meta">Too long to format: shown as plain text.</p><pre class="plain">')
+    assert "Before." in html and "&lt;!--" in html
+
+
+def test_markdown_too_slow_to_parse_is_shown_plain_and_read_as_paragraphs(monkeypatch):
+    # 20,000 "[" take markdown-it seconds: each rescans the rest of the line.
+    text = "研究 " + "[" * 20_000
+    monkeypatch.setattr(markdown, "RENDER_SECONDS", 0.05)
+
+    html = markdown_render(text)
+    tokens = markdown_tokens(text)
+
+    assert html == f'<p class="meta">Too long to format: shown as plain text.</p><pre class="plain">{text}</pre>'
+    assert [t.type for t in tokens] == ["paragraph_open", "inline", "paragraph_close"]
+    assert tokens[1].content == text
+
+
+def test_text_past_the_size_bound_is_plain_without_being_parsed(monkeypatch):
+    monkeypatch.setattr(markdown, "RENDER_MAX_CHARS", 100)
+    text = "# Title\n\n<b>" + "x" * 100
+
+    assert markdown_render(text).endswith(f'<pre class="plain"># Title\n\n&lt;b&gt;{"x" * 100}</pre>')
+    assert code_render("def f(): pass" * 10, content_type="text/x-python").startswith('<pre class="plain">')
+    assert [t.type for t in markdown_tokens(text)][:3] == ["paragraph_open", "inline", "paragraph_close"]
+
+
+@pytest.mark.parametrize("alias", sorted({alias for _, _, aliases, _, _ in LEXERS.values() for alias in aliases}))
+def test_every_fence_language_pygments_knows_renders_hostile_text_within_the_bound(alias):
+    for text in HOSTILE:
+        with finishes_within(HANG_BOUND):
+            html = markdown_render(f"```{alias}\n{text}\n```\n\n```{alias}\n{text}")
+        assert "<pre" in html
+
+
+@pytest.mark.parametrize("mimetype", sorted({m for _, _, _, _, mimetypes in LEXERS.values() for m in mimetypes}))
+def test_every_content_type_pygments_knows_renders_hostile_text_within_the_bound(mimetype):
+    for text in HOSTILE:
+        with finishes_within(HANG_BOUND):
+            html = code_render(text, content_type=mimetype)
+        assert html.startswith(("<pre", '<div class="highlight">'))
+
+
+# Runs of one character after an opener: the inputs on which a lexer's regular
+# expressions backtrack exponentially (Scala's strings, on backslashes, took
+# 0.15 s at 25 characters and did not end at 50). A lexer failing here cannot
+# go on the list: no deadline stops a regular expression inside a thread.
+OPENERS = ("", '"', "'", "`", '"""', "/*", "<", "<!--", "(", "{", "[", "#", "$", "@", "\\", "r'", "${", "%", "--", ":")
+RUNS = (*string.punctuation, " ", "\t", "a", "0", '\\"', "\\'", "\\\\", " a", "a.", "1.", "\\\n", "\n ")
+
+
+@pytest.mark.parametrize("name", sorted(markdown.HIGHLIGHTED_LEXERS))
+def test_no_highlighted_lexer_backtracks_on_runs_of_one_character(name):
+    alias = LEXERS[name][2][0]
+    for opener in OPENERS:
+        for run in RUNS:
+            with finishes_within(HANG_BOUND):
+                assert markdown_render(f"```{alias}\n{opener}{run * 60}\n```").startswith("<pre")

@@ -14,11 +14,13 @@ from django.test.client import BOUNDARY, MULTIPART_CONTENT, encode_multipart
 from django.urls import reverse
 
 from agents.models import Run
+from artifactflow import markdown
 from artifactflow.asgi import application
 from artifacts.branches import branch_shown
 from artifacts.manager import ArtifactManager
 from artifacts.models import Artifact
 from tests.asgi import http_scope
+from tests.bounded import finishes_within
 from tests.factories import (
     ConversationFactory,
     MessageFactory,
@@ -434,3 +436,33 @@ async def test_an_upload_left_while_it_is_read_stops_its_reading(signed_in, conv
 
     assert _reading_children() == []
     assert not await Artifact.objects.aexists()
+
+
+MCSCHEMA_FENCE = "```mcschema\n<!--\n```\n"
+
+
+def test_a_fence_or_type_whose_lexer_never_ends_does_not_hold_the_upload_preview_or_pane(signed_in, conversation):
+    """The probe's 30-byte upload, preview and content type each spun a thread for good."""
+    pane = _url("artifact-pane", conversation)
+    with finishes_within(30):
+        upload = signed_in.post(pane, {"file": SimpleUploadedFile("hang.md", MCSCHEMA_FENCE.encode())}, **HTMX)
+        _flushed(conversation, "schema", "<!-- never closed", content_type="text/mcschema")
+        preview = signed_in.post(_url("artifact-preview", conversation, "hang.md"), {"content": MCSCHEMA_FENCE})
+        schema = signed_in.get(_url("artifact-detail", conversation, "schema"), **HTMX)
+
+    assert upload.status_code == preview.status_code == schema.status_code == 200
+    assert "<pre><code>&lt;!--\n</code></pre>" in upload.content.decode()
+    assert "<pre><code>&lt;!--\n</code></pre>" in preview.content.decode()
+    assert '<pre class="plain">&lt;!-- never closed</pre>' in schema.content.decode()
+
+
+def test_a_preview_past_the_render_bound_shows_its_text_plain(signed_in, conversation, monkeypatch):
+    monkeypatch.setattr(markdown, "RENDER_MAX_CHARS", 1_000)
+    _flushed(conversation, "report", REPORT)
+    text = "# 报告\n\n" + "[" * 2_000
+
+    preview = signed_in.post(_url("artifact-preview", conversation, "report"), {"content": text}, **HTMX)
+
+    assert preview.status_code == 200
+    assert "Too long to format: shown as plain text." in preview.content.decode()
+    assert f'<pre class="plain"># 报告\n\n{"[" * 2_000}</pre>' in preview.content.decode()
