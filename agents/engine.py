@@ -25,6 +25,7 @@ from django.utils import timezone
 
 from artifacts.manager import ArtifactManager
 from artifacts.models import Artifact
+from artifacts.validators import TITLE_MAX_CHARS
 
 from . import compaction, context
 from .config import (
@@ -534,7 +535,8 @@ class Turn:
         artifact_id = f"{name}_{number}"
         self.artifacts.create(
             artifact_id=artifact_id,
-            title=title,
+            # The title quotes the call (a long instruction, a fetched page's address): one line that fits.
+            title=" ".join(title.split())[:TITLE_MAX_CHARS],
             content=result.content,
             content_type="text/xml",
             source=Artifact.Source.RUN,

@@ -40,7 +40,7 @@ class IdConverter:
 
 class ArtifactIdConverter:
     """`<artifact:artifact_id>`: the characters every artifact id is made of
-    (agents' ids and uploads' alike, see artifacts.manager.ARTIFACT_ID)."""
+    (agents' ids and uploads' alike, see artifacts.validators.ARTIFACT_ID)."""
 
     regex = r"[\w.\-]{1,200}"
 

@@ -17,10 +17,10 @@ splices made since, so that a small edit of a large artifact checkpoints small.
 """
 
 import logging
-import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
+from django.core.exceptions import ValidationError
 from django.db import DatabaseError, transaction
 from django.utils import timezone
 
@@ -31,10 +31,9 @@ from .branches import Branch, branch_head, branch_heads, version_is_text, versio
 from .matching import compute_update
 from .models import Artifact, ArtifactVersion
 from .services import artifact_version_save
+from .validators import artifact_id_validate, content_type_validate, title_validate
 
 logger = logging.getLogger(__name__)
-
-ARTIFACT_ID = re.compile(r"^\w[\w\-.]{0,199}$")
 
 
 class ArtifactError(Exception):
@@ -160,10 +159,13 @@ class ArtifactManager:
         content_type: str = "text/markdown",
         source: str = Artifact.Source.AGENT,
     ) -> Change:
-        if not ARTIFACT_ID.match(artifact_id or ""):
-            raise ArtifactError(
-                "An artifact id is 1-200 letters, digits, '_', '-' or '.', starting with a letter or digit."
-            )
+        content_type = content_type or "text/markdown"
+        try:
+            artifact_id_validate(artifact_id)
+            title_validate(title)
+            content_type_validate(content_type)
+        except ValidationError as exc:
+            raise ArtifactError(exc.messages[0]) from None
         if self._get(artifact_id) is not None:
             raise ArtifactError(
                 f"Artifact '{artifact_id}' already exists. Use update_artifact or rewrite_artifact to change it."
@@ -176,7 +178,7 @@ class ArtifactManager:
         ) or 0
         working = WorkingArtifact(
             artifact_id=artifact_id,
-            content_type=content_type or "text/markdown",
+            content_type=content_type,
             title=title or artifact_id,
             content=content,
             source=source,

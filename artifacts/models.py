@@ -2,6 +2,8 @@ from django.db import models
 
 from conversations.models import Conversation
 
+from .validators import artifact_id_validate, content_type_validate, title_validate
+
 
 class ArtifactSession(models.Model):
     """The artifacts of one conversation; it shares the conversation's id."""
@@ -30,9 +32,9 @@ class Artifact(models.Model):
 
     session = models.ForeignKey(ArtifactSession, on_delete=models.CASCADE, related_name="artifacts")
     # The id agents and users name the artifact by (e.g. "task_plan"), unique per session.
-    artifact_id = models.CharField(max_length=200)
-    content_type = models.CharField(max_length=100, default="text/markdown")
-    title = models.CharField(max_length=300, blank=True)
+    artifact_id = models.CharField(max_length=200, validators=[artifact_id_validate])
+    content_type = models.CharField(max_length=100, default="text/markdown", validators=[content_type_validate])
+    title = models.CharField(max_length=300, blank=True, validators=[title_validate])
     content = models.TextField(blank=True)
     # The newest version on any branch, whose text `content` is. Writers lock
     # the row; a write that overlapped another on its branch is told by the
@@ -69,7 +71,7 @@ class ArtifactVersion(models.Model):
     content = models.TextField(blank=True)
     # What the branch shows as the artifact's title; blank in versions saved
     # before titles were kept per version, which show the artifact's.
-    title = models.CharField(max_length=300, blank=True)
+    title = models.CharField(max_length=300, blank=True, validators=[title_validate])
     # The message whose branch the version belongs to: the turn's that wrote
     # it, or the one the user was looking at when uploading or editing. None
     # (before the first message, and for versions older than branches) is on

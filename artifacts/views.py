@@ -15,6 +15,23 @@ from .export import docx_from_markdown
 from .uploads import UploadError, convert_upload_async
 
 PANE = "artifacts/pane.html"
+# Uploaded files served as their own type: none of them a browser runs as script or page.
+INERT_TYPES = frozenset(
+    {
+        "application/pdf",
+        "application/zip",
+        "application/gzip",
+        "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+        "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+        "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+        "image/png",
+        "image/jpeg",
+        "image/gif",
+        "image/webp",
+        "audio/mpeg",
+        "video/mp4",
+    }
+)
 # The pane element's id: its own requests are its refreshes (hx-get on the pane).
 PANE_ID = "artifact-pane"
 
@@ -253,21 +270,28 @@ def artifact_export_docx(request, conversation_id, artifact_id):
 
 @require_GET
 def artifact_raw(request, conversation_id, artifact_id):
-    """The branch's text as a file (.md for markdown), or the uploaded file itself."""
+    """The branch's text as a file (.md for markdown), or the uploaded file itself.
+
+    Always a download, of a type no browser runs: text as text/plain and a
+    file as its own type only when that is one a page cannot execute (an
+    uploaded .js or .svg as script would count as the site's own under the
+    Content-Security-Policy), with nosniff and a sandbox besides."""
     branch = _branch_or_404(request, conversation_id)
     selected = _saved_or_404(branch, artifact_id)
     artifact = selected.saved
     if request.GET.get("original") or not selected.is_text:
         if not artifact.file:
             raise Http404("This artifact has no uploaded original.")
-        return FileResponse(
+        response = FileResponse(
             artifact.file.open("rb"),
             as_attachment=True,
             filename=artifact.metadata.get("original_name") or artifact.artifact_id,
-            content_type=artifact.content_type,
+            content_type=artifact.content_type if artifact.content_type in INERT_TYPES else "application/octet-stream",
         )
-    extension = ".md" if artifact.content_type == "text/markdown" else ""
-    response = HttpResponse(selected.head.content, content_type=f"{artifact.content_type}; charset=utf-8")
-    response["Content-Disposition"] = content_disposition_header(True, _download_name(artifact, extension))
+    else:
+        extension = ".md" if artifact.content_type == "text/markdown" else ""
+        response = HttpResponse(selected.head.content, content_type="text/plain; charset=utf-8")
+        response["Content-Disposition"] = content_disposition_header(True, _download_name(artifact, extension))
     response["X-Content-Type-Options"] = "nosniff"
+    response["Content-Security-Policy"] = "sandbox; default-src 'none'"
     return response

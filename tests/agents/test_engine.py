@@ -148,6 +148,26 @@ def test_an_answer_and_an_artifact_whose_lexer_never_ends_finish_the_turn_shown_
     assert '<pre class="plain">&lt;!-- never closed</pre>' in pane.content.decode()
 
 
+def test_metadata_that_cannot_be_stored_is_refused_to_the_model_which_corrects_it(user, scripted_model):
+    """On Postgres a 301-character title lost the artifact and failed the turn."""
+    scripted_model.add(
+        Text(call("create_artifact", id="report", content="正文", title="标" * 301)),
+        Text(call("create_artifact", id="report", content="正文", content_type="text/html\r\nX-Injected: 1")),
+        Text(call("create_artifact", id="report", content="正文", title="报告", content_type="text/markdown")),
+        Text("Done."),
+    )
+
+    run = _run(user)
+
+    errors = [request["messages"][-1]["content"] for request in scripted_model.requests[1:3]]
+    assert "A title is at most 300 characters; this one has 301." in errors[0]
+    assert "A content type is a media type of at most 100 characters" in errors[1]
+    assert run.status == Run.Status.COMPLETED
+    assert list(Artifact.objects.values_list("artifact_id", "title", "content_type")) == [
+        ("report", "报告", "text/markdown")
+    ]
+
+
 def test_each_agent_has_the_seeds_tool_rounds_unless_the_environment_sets_them(settings):
     settings.MAX_TOOL_ROUNDS = {}
     assert {name: config.max_tool_rounds(name) for name in config.AGENTS} == {

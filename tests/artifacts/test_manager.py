@@ -1,4 +1,5 @@
 import json
+import re
 
 import pytest
 from django.core.cache import cache
@@ -92,10 +93,52 @@ def test_create_refuses_an_id_that_exists_in_memory_or_saved(branch):
         ArtifactManager(branch=branch).create(artifact_id="report.md", content="again")
 
 
-@pytest.mark.parametrize("bad_id", ["", "../x", "a/b", ".hidden", "x" * 201, "sp ace"])
+@pytest.mark.parametrize(
+    "bad_id", ["", "../x", "a/b", ".hidden", "x" * 201, "sp ace", "report\n", "report\r\n", "report\n\n", "报告\u2028"]
+)
 def test_create_refuses_ids_that_are_not_names(branch, bad_id):
     with pytest.raises(ArtifactError, match="artifact id"):
         ArtifactManager(branch=branch).create(artifact_id=bad_id, content="x")
+
+
+def test_ids_of_any_script_are_names(branch):
+    manager = ArtifactManager(branch=branch)
+    for artifact_id in ("报告_第一版.md", "task_plan", "_draft", "x" * 200):
+        manager.create(artifact_id=artifact_id, content="x")
+    manager.flush_all()
+
+    assert Artifact.objects.filter(session=branch.session).count() == 4
+
+
+@pytest.mark.parametrize(
+    ("title", "content_type", "error"),
+    [
+        ("标" * 301, "text/markdown", "A title is at most 300 characters; this one has 301."),
+        ("Report\nX-Injected: 1", "text/markdown", "A title is one line of text"),
+        ("Report", "text/mcschema\r\nX-Injected: 1", "A content type is a media type of at most 100"),
+        ("Report", "text/" + "x" * 96, "A content type is a media type of at most 100"),
+        ("Report", "markdown", "A content type is a media type"),
+        ("Report", "text/html; charset=utf-8\n", "A content type is a media type"),
+        ("Report", 'text/html; x="<script>"', "A content type is a media type"),
+    ],
+)
+def test_create_refuses_titles_and_content_types_that_cannot_be_stored_or_sent(branch, title, content_type, error):
+    manager = ArtifactManager(branch=branch)
+    with pytest.raises(ArtifactError, match=re.escape(error)):
+        manager.create(artifact_id="report", content="x", title=title, content_type=content_type)
+    manager.flush_all()
+
+    assert not Artifact.objects.exists()
+
+
+def test_titles_and_content_types_at_their_bounds_are_stored_as_given(branch):
+    manager = ArtifactManager(branch=branch)
+    manager.create(artifact_id="a", content="x", title="标" * 300, content_type="text/" + "x" * 95)
+    manager.create(artifact_id="b", content="x", title="Tab\tkept", content_type="text/plain; charset=utf-8")
+    manager.flush_all()
+
+    stored = list(Artifact.objects.order_by("artifact_id").values_list("title", "content_type"))
+    assert stored == [("标" * 300, "text/" + "x" * 95), ("Tab\tkept", "text/plain; charset=utf-8")]
 
 
 def test_a_refused_update_changes_nothing(branch):

@@ -4,11 +4,13 @@ import sys
 import threading
 import time
 import traceback
+from importlib import import_module
 from pathlib import Path
 
 import docx
 import pytest
 from asgiref.testing import ApplicationCommunicator
+from django.apps import apps
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test.client import BOUNDARY, MULTIPART_CONTENT, encode_multipart
 from django.urls import reverse
@@ -22,6 +24,7 @@ from artifacts.models import Artifact
 from tests.asgi import http_scope
 from tests.bounded import finishes_within
 from tests.factories import (
+    ArtifactFactory,
     ConversationFactory,
     MessageFactory,
     RunFactory,
@@ -33,6 +36,7 @@ from tests.factories import (
 pytestmark = pytest.mark.django_db
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
+DOCX_TYPE = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 REPORT = """# Findings
 
 Intro with **bold** text.
@@ -466,3 +470,76 @@ def test_a_preview_past_the_render_bound_shows_its_text_plain(signed_in, convers
     assert preview.status_code == 200
     assert "Too long to format: shown as plain text." in preview.content.decode()
     assert f'<pre class="plain"># 报告\n\n{"[" * 2_000}</pre>' in preview.content.decode()
+
+
+def test_a_stored_id_no_url_can_name_leaves_the_page_and_pane_working(signed_in, conversation):
+    """The probe's "report\n", saved around the tools' check, made both a 500 on every load."""
+    _flushed(conversation, "notes", "# Notes")
+    ArtifactFactory(session=conversation.artifact_session, artifact_id="report\n", content="# Hidden")
+
+    page = signed_in.get(reverse("conversation-detail", args=[conversation.pk]))
+    pane = signed_in.get(_url("artifact-pane", conversation), **HTMX)
+
+    assert page.status_code == pane.status_code == 200
+    assert "notes" in pane.content.decode() and "Hidden" not in pane.content.decode()
+
+
+def test_the_migration_renames_ids_and_repairs_titles_and_types_that_break_pages(conversation):
+    session = conversation.artifact_session
+    ArtifactFactory(session=session, artifact_id="report")
+    broken = ArtifactFactory(session=session, artifact_id="report\n", title="Line\none", content_type="text/x\r\nX: 1")
+    odd = ArtifactFactory(session=session, artifact_id="..报告 (final)?", content_type="text/markdown")
+    odd.versions.update(title="第一\r\n版")
+
+    import_module("artifacts.migrations.0004_metadata_validated").metadata_repair(apps, None)
+
+    broken.refresh_from_db()
+    odd.refresh_from_db()
+    assert (broken.artifact_id, broken.title, broken.content_type) == ("report_1", "Line one", "text/plain")
+    assert (odd.artifact_id, odd.content_type) == ("报告_final", "text/markdown")
+    assert list(odd.versions.values_list("title", flat=True)) == ["第一 版"]
+
+
+@pytest.mark.parametrize(
+    ("filename", "data"),
+    [
+        ("evil.js", b"alert(document.cookie)"),
+        ("evil.mjs", b"export default 1; alert(1)"),
+        ("evil.html", b"<script>alert(1)</script>"),
+        ("evil.svg", b'<svg xmlns="http://www.w3.org/2000/svg" onload="alert(1)"/>'),
+        ("evil.xhtml", b'<html xmlns="http://www.w3.org/1999/xhtml"><script>alert(1)</script></html>'),
+        ("evil.bin", b"alert(1)"),
+    ],
+)
+def test_no_artifact_url_serves_an_upload_as_script_or_page(signed_in, conversation, filename, data):
+    """Served inline as its own type, an upload would count as the site's own script under the CSP."""
+    upload = SimpleUploadedFile(filename, data, content_type="application/javascript")
+    signed_in.post(_url("artifact-pane", conversation), {"file": upload}, **HTMX)
+    [artifact] = Artifact.objects.all()
+    urls = [_url(name, conversation, artifact.artifact_id) for name in ("artifact-raw", "artifact-export-docx")]
+    urls += [_url("artifact-raw", conversation, artifact.artifact_id) + "?original=1"]
+    if artifact.is_text:
+        urls += [_url("artifact-detail", conversation, artifact.artifact_id)]
+
+    for url in urls:
+        response = signed_in.get(url)
+        served = response["Content-Type"].split(";")[0]
+        assert response.status_code == 200, url
+        assert served in ("text/plain", "application/octet-stream", "text/html", DOCX_TYPE), url
+        assert response["X-Content-Type-Options"] == "nosniff"
+        if served == "text/html":
+            # The portal's own pages, which show the upload escaped.
+            assert "<script>alert" not in response.content.decode() and "onload=" not in response.content.decode()
+        else:
+            assert response["Content-Disposition"].startswith("attachment")
+        if "raw" in url:
+            assert response["Content-Security-Policy"] == "sandbox; default-src 'none'"
+
+
+def test_a_content_type_with_a_line_break_still_downloads(signed_in, conversation):
+    ArtifactFactory(session=conversation.artifact_session, artifact_id="notes", content_type="text/x\r\nX-Injected: 1")
+
+    response = signed_in.get(_url("artifact-raw", conversation, "notes"))
+
+    assert response.status_code == 200 and response["Content-Type"] == "text/plain; charset=utf-8"
+    assert "X-Injected" not in response
