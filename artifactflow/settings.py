@@ -34,6 +34,19 @@ if USING_SQLITE:
     DATA_DIR.mkdir(parents=True, exist_ok=True)
 
 
+def _owner_only(path: Path) -> None:
+    """Creates the database file readable by its owner alone, like the key
+    beside it; SQLite gives its -wal and -shm files the same mode."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        path.chmod(path.stat().st_mode & 0o700)
+
+
+if USING_SQLITE and DATABASES["default"]["NAME"] not in ("", ":memory:"):
+    _owner_only(Path(DATABASES["default"]["NAME"]))
+
+
 def _local_secret_key() -> str:
     # Kept in a file so the web process and the workers agree on it (django-q2
     # signs task payloads with it) and sessions survive a restart. Only its
@@ -265,8 +278,22 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = DATA_DIR / "static"
 WHITENOISE_USE_FINDERS = DEBUG
 
-# Uploaded files are served only through views that check their owner.
+# Uploaded files are served only through views that check their owner, and
+# only the portal's own user can read them on disk.
 MEDIA_ROOT = DATA_DIR / "media"
+STORAGES = {
+    "default": {
+        "BACKEND": "django.core.files.storage.FileSystemStorage",
+        "OPTIONS": {"file_permissions_mode": 0o600, "directory_permissions_mode": 0o700},
+    },
+    # nginx, another user, serves collectstatic's output from disk.
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+
+# The error page of DEBUG=1 (and error mails) show settings: Django hides those
+# named like secrets, and this filter also the URLs that may carry a password
+# (REDIS_URL, the cache's LOCATION, the channel layer's address).
+DEFAULT_EXCEPTION_REPORTER_FILTER = "artifactflow.errors.SecretsHiddenFilter"
 
 LOGGING = {
     "version": 1,

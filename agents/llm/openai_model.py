@@ -3,6 +3,7 @@ stream's fragments put together into `Delta`s, and a stream that breaks off
 mid-answer asked again."""
 
 import logging
+import re
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -65,9 +66,15 @@ class OpenAIChatModel:
                 error = broken.error
             attempt += 1
             if attempt > self.config.max_retries:
-                raise ModelError(f"The connection to the model service failed: {_brief(error)}")
-            logger.warning("Model stream broke off (%s); asking again, attempt %d", error, attempt + 1)
-            yield Delta(restart=_brief(error))
+                raise ModelError(
+                    f"The connection to the model service failed: {_brief(error, api_key=self.config.api_key)}"
+                )
+            logger.warning(
+                "Model stream broke off (%s); asking again, attempt %d",
+                _brief(error, api_key=self.config.api_key),
+                attempt + 1,
+            )
+            yield Delta(restart=_brief(error, api_key=self.config.api_key))
             time.sleep(min(0.5 * 2 ** (attempt - 1), 8))
 
     def _stream_once(self, request: dict) -> Iterator[Delta]:
@@ -83,7 +90,9 @@ class OpenAIChatModel:
                         received = True
                         yield delta
         except openai.APIStatusError as exc:
-            raise ModelError(f"The model service answered {exc.status_code}: {_brief(exc.message)}") from exc
+            raise ModelError(
+                f"The model service answered {exc.status_code}: {_brief(exc.message, api_key=self.config.api_key)}"
+            ) from exc
         except openai.APITimeoutError as exc:
             if not received:
                 raise ModelError("The model service did not answer in time.") from exc
@@ -91,7 +100,9 @@ class OpenAIChatModel:
         except openai.APIError as exc:
             # Before the stream started the SDK has already retried; after, we do.
             if not received:
-                raise ModelError(f"The connection to the model service failed: {_brief(exc.message)}") from exc
+                raise ModelError(
+                    f"The connection to the model service failed: {_brief(exc.message, api_key=self.config.api_key)}"
+                ) from exc
             raise _BrokenStream(exc.message) from exc
         if not finished:
             # The SDK stops quietly when the response body ends, with or without
@@ -134,6 +145,28 @@ def _deltas(chunk, calls: dict[int, dict]) -> Iterator[Delta]:
             yield Delta(content=delta.content or "", reasoning=reasoning)
 
 
-def _brief(text: str, limit: int = 300) -> str:
-    text = " ".join(str(text).split())
+# What a proxy or a model service may echo back in an error: credentials in
+# headers, key=value pairs and URLs. Error texts reach the person who asked,
+# the run's events and the logs.
+_SECRETS = (
+    re.compile(r"(?i)\b((?:proxy-)?authorization)([\"']?\s*[:=]\s*[\"']?)(?:(?:bearer|basic|token)\s+)?[^\s\"',;}]+"),
+    re.compile(r"(?i)\b(bearer|basic)(\s+)[A-Za-z0-9._~+/=\-]{4,}"),
+    re.compile(
+        r"(?i)\b((?:x-)?api[_-]?key|access[_-]?token|secret|password|passwd)([\"']?\s*[:=]\s*[\"']?)[^\s\"',;&}]+"
+    ),
+    re.compile(r"(?i)(://)([^/\s:@]*:)[^/\s@]+(?=@)"),
+    re.compile(r"()()\b(?:sk|pk|rk)-[A-Za-z0-9_\-]{12,}"),
+)
+
+
+def _redacted(text: str, *, api_key: str) -> str:
+    if len(api_key) >= 6:
+        text = text.replace(api_key, "[redacted]")
+    for pattern in _SECRETS:
+        text = pattern.sub(r"\1\2[redacted]", text)
+    return text
+
+
+def _brief(text: str, *, api_key: str, limit: int = 300) -> str:
+    text = _redacted(" ".join(str(text).split()), api_key=api_key)
     return text if len(text) <= limit else text[:limit] + "…"

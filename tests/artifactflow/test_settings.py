@@ -140,3 +140,55 @@ def test_the_readme_names_every_environment_variable_the_code_reads():
 
     assert {"SECRET_KEY", "DATABASE_URL", "ARTIFACTFLOW_DATA_DIR"} <= read
     assert sorted(name for name in read if f"`{name}`" not in table) == []
+
+
+def test_the_embedded_database_and_uploads_are_readable_by_their_owner_only(tmp_path):
+    """The SQLite file was created 0644 beside a 0600 key."""
+    # The modes are read while the connection is open: SQLite removes its -wal file on closing.
+    probe = (
+        "import django, os, pathlib, stat; django.setup(); from django.db import connection; "
+        "connection.cursor().execute('CREATE TABLE t (x)'); "
+        "from django.core.files.storage import default_storage; from django.core.files.base import ContentFile; "
+        "default_storage.save('artifacts/s/研究.md', ContentFile(b'x')); "
+        "print(sorted((str(p.relative_to(os.environ['ARTIFACTFLOW_DATA_DIR'])), oct(stat.S_IMODE(p.stat().st_mode))) "
+        "for p in pathlib.Path(os.environ['ARTIFACTFLOW_DATA_DIR']).rglob('*')))"
+    )
+    result = _run(tmp_path, "-c", probe)
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == str(
+        [
+            ("artifactflow.sqlite3", "0o600"),
+            ("artifactflow.sqlite3-shm", "0o600"),
+            ("artifactflow.sqlite3-wal", "0o600"),
+            ("media", "0o700"),
+            ("media/artifacts", "0o700"),
+            ("media/artifacts/s", "0o700"),
+            ("media/artifacts/s/研究.md", "0o600"),
+            ("secret_key", "0o600"),
+        ]
+    )
+
+
+def test_a_database_file_made_before_is_made_owner_only(tmp_path):
+    (tmp_path / "artifactflow.sqlite3").touch(mode=0o644)
+
+    assert _load_settings(tmp_path).returncode == 0
+    assert stat.S_IMODE((tmp_path / "artifactflow.sqlite3").stat().st_mode) == 0o600
+
+
+def test_the_debug_error_page_hides_passwords_in_urls_and_addresses(tmp_path):
+    probe = (
+        "import django; django.setup(); from django.views.debug import get_default_exception_reporter_filter as f; "
+        "s = f().get_safe_settings(); print(s['REDIS_URL'], s['CACHES'], s['CHANNEL_LAYERS'], s['DATABASES'])"
+    )
+    server = {
+        "DATABASE_URL": "postgres://u:db-pass-123@127.0.0.1:5432/db",
+        "REDIS_URL": "redis://:redis-pass-456@127.0.0.1:6379/0",
+    }
+
+    result = _run(tmp_path, "-c", probe, DEBUG="1", SECRET_KEY=STRONG_KEY, **server)
+
+    assert result.returncode == 0, result.stderr
+    assert "redis-pass-456" not in result.stdout and "db-pass-123" not in result.stdout
+    assert result.stdout.count("********************") >= 4

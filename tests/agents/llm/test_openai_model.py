@@ -5,7 +5,7 @@ import pytest
 
 from agents.llm.base import ModelError
 from agents.llm.openai_model import ModelSettings, OpenAIChatModel
-from tests.model_server import Text, Truncated
+from tests.model_server import Status, Text, Truncated
 
 
 def _model(server, **settings):
@@ -30,3 +30,36 @@ def test_a_stream_that_keeps_ending_early_is_a_model_error(model_server):
     with pytest.raises(ModelError, match="the stream ended before the answer was finished"):
         list(_model(model_server, max_retries=1).stream([{"role": "user", "content": "Hi"}]))
     assert len(model_server.requests) == 2
+
+
+KEY = "sk-live-0123456789abcdefghij"
+
+
+@pytest.mark.parametrize(
+    "echoed",
+    [
+        f"Authorization: Bearer {KEY}",
+        f'{{"headers": {{"authorization": "Bearer {KEY}"}}}}',
+        f"proxy-authorization=Basic {KEY}",
+        f"upstream https://user:{KEY}@proxy.internal/v1 refused",
+        f"x-api-key: {KEY}; password=hunter2-{KEY}",
+        f"key {KEY} is not valid",
+        f"bearer {KEY[::-1]}",
+        f"api_key='sk-other-{'9' * 20}' rejected",
+    ],
+)
+def test_secrets_a_service_echoes_in_an_error_never_reach_the_person(model_server, echoed):
+    """A proxy that echoed Authorization showed the key to whoever asked."""
+    model_server.add(Status(502, f"bad gateway; 研究 request was: {echoed}"))
+    model = OpenAIChatModel(
+        ModelSettings(model=model_server.model, api_key=KEY, base_url=model_server.url, max_retries=0)
+    )
+
+    with pytest.raises(ModelError) as error:
+        list(model.stream([{"role": "user", "content": "Hi"}]))
+
+    message = str(error.value)
+    assert message.startswith("The model service answered 502: ") and "研究 request was:" in message
+    assert "[redacted]" in message
+    for secret in (KEY, KEY[::-1], "9" * 20, "hunter2"):
+        assert secret not in message
