@@ -50,7 +50,7 @@ HIGHLIGHTED_LEXERS = frozenset(
 # Pygments' own index gives each lexer's names and media types without
 # importing the lexers themselves.
 _by_alias = {alias: LEXERS[name][1] for name in HIGHLIGHTED_LEXERS for alias in LEXERS[name][2]}
-_by_mimetype = {mimetype: LEXERS[name][1] for name in HIGHLIGHTED_LEXERS for mimetype in LEXERS[name][4]}
+_by_mimetype = {mimetype.lower(): LEXERS[name][1] for name in HIGHLIGHTED_LEXERS for mimetype in LEXERS[name][4]}
 
 
 class RenderTimeout(Exception):
@@ -192,7 +192,9 @@ def markdown_render(text: str) -> str:
                 set_tag_attribute_values=_forced,
                 link_rel="noopener noreferrer nofollow",
             )
-    return format_html('<p class="meta">Too long to format: shown as plain text.</p><pre class="plain">{}</pre>', text)
+    return format_html(
+        '<p class="meta">Too long to format: shown as plain text.</p><pre class="unformatted">{}</pre>', text
+    )
 
 
 def code_render(code: str, *, content_type: str) -> str:

@@ -129,7 +129,7 @@ def test_a_highlighter_that_never_ends_is_stopped_when_the_render_is_out_of_time
     with finishes_within(HANG_BOUND):
         html = markdown_render("Before.\n\n```mcschema\n<!--\n```")
 
-    assert html.startswith('<p class="meta">Too long to format: shown as plain text.</p><pre class="plain">')
+    assert html.startswith('<p class="meta">Too long to format: shown as plain text.</p><pre class="unformatted">')
     assert "Before." in html and "&lt;!--" in html
 
 
@@ -141,7 +141,7 @@ def test_markdown_too_slow_to_parse_is_shown_plain_and_read_as_paragraphs(monkey
     html = markdown_render(text)
     tokens = markdown_tokens(text)
 
-    assert html == f'<p class="meta">Too long to format: shown as plain text.</p><pre class="plain">{text}</pre>'
+    assert html == f'<p class="meta">Too long to format: shown as plain text.</p><pre class="unformatted">{text}</pre>'
     assert [t.type for t in tokens] == ["paragraph_open", "inline", "paragraph_close"]
     assert tokens[1].content == text
 
@@ -150,7 +150,7 @@ def test_text_past_the_size_bound_is_plain_without_being_parsed(monkeypatch):
     monkeypatch.setattr(markdown, "RENDER_MAX_CHARS", 100)
     text = "# Title\n\n<b>" + "x" * 100
 
-    assert markdown_render(text).endswith(f'<pre class="plain"># Title\n\n&lt;b&gt;{"x" * 100}</pre>')
+    assert markdown_render(text).endswith(f'<pre class="unformatted"># Title\n\n&lt;b&gt;{"x" * 100}</pre>')
     assert code_render("def f(): pass" * 10, content_type="text/x-python").startswith('<pre class="plain">')
     assert [t.type for t in markdown_tokens(text)][:3] == ["paragraph_open", "inline", "paragraph_close"]
 

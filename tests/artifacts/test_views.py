@@ -469,7 +469,7 @@ def test_a_preview_past_the_render_bound_shows_its_text_plain(signed_in, convers
 
     assert preview.status_code == 200
     assert "Too long to format: shown as plain text." in preview.content.decode()
-    assert f'<pre class="plain"># 报告\n\n{"[" * 2_000}</pre>' in preview.content.decode()
+    assert f'<pre class="unformatted"># 报告\n\n{"[" * 2_000}</pre>' in preview.content.decode()
 
 
 def test_a_stored_id_no_url_can_name_leaves_the_page_and_pane_working(signed_in, conversation):
