@@ -298,3 +298,25 @@ def test_only_staff_allowed_to_purge_see_the_purge_and_can_use_it(client):
     assert client.get(url).status_code == 200
     client.post(url, {"older_than_days": 30, "apply": "1"})
     assert not old.events.filter(type=RunEvent.Type.LLM_CHUNK).exists()
+
+
+# Names that are attributes or methods of a dict or of any object: a template
+# that looked them up on a dict of model-chosen names would find the wrong thing.
+HOSTILE_NAMES = ("items", "keys", "values", "__class__", "get", "update")
+
+
+def test_tools_named_like_a_dicts_methods_are_rows_of_the_trace_like_any_other(staff_client, user, scripted_model):
+    scripted_model.add(*(Text(call(name)) for name in HOSTILE_NAMES), Text(call("items")), Text("Done."))
+    conversation = asking.conversation_start(user=user, content="Call them", enqueue=False)
+    run = run_execute(run_id=conversation.active_branch.runs.get().pk)
+
+    response = staff_client.get(reverse("admin:agents_run_change", args=[run.pk]))
+
+    assert response.status_code == 200
+    rows = lxml.html.fromstring(response.content).xpath("//h3[.='Tools']/following-sibling::table[1]/tbody/tr")
+    tools = {
+        row.xpath("td[1]")[0].text_content(): [td.text_content() for td in row.xpath("td[2]|td[3]")] for row in rows
+    }
+    assert tools == {name: ["2" if name == "items" else "1"] * 2 for name in HOSTILE_NAMES}
+    agents = lxml.html.fromstring(response.content).xpath("//h3[.='Agents']/following-sibling::table[1]/tbody/tr")
+    assert [row.xpath("td[1]")[0].text_content() for row in agents] == ["lead_agent"]
