@@ -124,6 +124,8 @@ def _run_end_failed(*, run_id: int, error: str, with_artifacts: bool) -> Run | N
         if run is None:
             return None
         run.worker_deaths += 1
+        # run_end_unheld saves what the checkpoint carries: without artifacts,
+        # it is shown none, and they are put back once it has ended the run.
         carried = (run.checkpoint or {}).get("artifacts") or []
         if not with_artifacts and carried:
             run.checkpoint = {**run.checkpoint, "artifacts": []}
