@@ -2,6 +2,7 @@ import json
 
 from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -81,6 +82,12 @@ class RunAdmin(ReadOnlyAdmin):
         # A run goes with its conversation, which keeps the thread whole.
         return False
 
+    def has_cancel_permission(self, request):
+        return request.user.has_perm("agents.cancel_run")
+
+    def has_purge_permission(self, request):
+        return request.user.has_perm("agents.purge_chunks")
+
     @admin.display(description="user", ordering="message__conversation__owner__username")
     def user(self, run):
         return run.message.conversation.owner
@@ -122,13 +129,18 @@ class RunAdmin(ReadOnlyAdmin):
     def checkpoint_json(self, run):
         return json_block(run.checkpoint)
 
+    def changelist_view(self, request, extra_context=None):
+        extra_context = {**(extra_context or {}), "has_purge_permission": self.has_purge_permission(request)}
+        return super().changelist_view(request, extra_context)
+
     def change_view(self, request, object_id, form_url="", extra_context=None):
         run = self.get_object(request, object_id)
-        if run is not None:
+        # The trace is read only for whom the page will show it; the others get the admin's refusal.
+        if run is not None and self.has_view_or_change_permission(request, run):
             extra_context = {**(extra_context or {}), "trace": run_trace(run=run)}
         return super().change_view(request, object_id, form_url, extra_context)
 
-    @admin.action(description="Cancel selected runs")
+    @admin.action(description="Cancel selected runs", permissions=["cancel"])
     def runs_cancel(self, request, queryset):
         cancelled, ended = runs_cancel_by_staff(run_ids=list(queryset.values_list("pk", flat=True)))
         if cancelled:
@@ -144,6 +156,8 @@ class RunAdmin(ReadOnlyAdmin):
 
     def chunks_purge_view(self, request):
         """Counts first (a dry run); deletes only when the counted form is sent with "apply"."""
+        if not self.has_purge_permission(request):
+            raise PermissionDenied
         form = PurgeForm(request.POST or None, initial={"older_than_days": 30})
         report = None
         if request.method == "POST" and form.is_valid():

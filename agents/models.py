@@ -46,6 +46,8 @@ class Run(models.Model):
     class Meta:
         ordering = ["created_at", "id"]
         indexes = [models.Index(fields=["status", "heartbeat_at"])]
+        # Stopping another person's turn is more than reading the run: the admin's cancel action needs this.
+        permissions = [("cancel_run", "Can cancel any user's run")]
 
     def __str__(self):
         return f"run {self.pk} ({self.status})"
@@ -86,6 +88,9 @@ class RunEvent(models.Model):
     class Meta:
         ordering = ["run", "seq"]
         constraints = [models.UniqueConstraint(fields=["run", "seq"], name="event_seq_unique_per_run")]
+        # Events are never deleted one by one (the admin's delete stays off);
+        # the admin's purge of finished runs' streamed text needs this.
+        permissions = [("purge_chunks", "Can purge the streamed text of finished runs")]
 
     def __str__(self):
         return f"{self.run_id}#{self.seq} {self.type}"

@@ -152,6 +152,12 @@ class Step:
         return self.kind == TOOL and bool(self.params) and self.tool not in (WEB_SEARCH, WEB_FETCH, *_ARTIFACT_VERBS)
 
     @property
+    def param_pairs(self) -> list[tuple[str, object]]:
+        """(name, value) of each parameter, for templates: the names are the
+        model's, and a template's `params.items` is a lookup of the key "items" first."""
+        return list(self.params.items())
+
+    @property
     def duration_text(self) -> str:
         return _duration_text(self.duration) if self.duration is not None else ""
 

@@ -64,8 +64,11 @@ class Decision:
 class Trace:
     run: Run
     rows: list[TraceRow] = field(default_factory=list)
-    agents: dict[str, Figures] = field(default_factory=lambda: defaultdict(Figures))
-    tools: dict[str, Figures] = field(default_factory=lambda: defaultdict(Figures))
+    # The figures per agent and per tool, summed while the events are folded.
+    # Templates read `agents` and `tools` instead: the names are the model's,
+    # and a template's `.items` on a dict is a lookup of the key "items" first.
+    agent_figures: dict[str, Figures] = field(default_factory=lambda: defaultdict(Figures))
+    tool_figures: dict[str, Figures] = field(default_factory=lambda: defaultdict(Figures))
     models: list[str] = field(default_factory=list)
     sources: list[tuple[str, str]] = field(default_factory=list)  # (tool, url or query)
     decisions: list[Decision] = field(default_factory=list)
@@ -73,8 +76,18 @@ class Trace:
     versions: list[ArtifactVersion] = field(default_factory=list)
 
     @property
+    def agents(self) -> list[tuple[str, Figures]]:
+        """(agent, figures) pairs in the order the agents first called their model."""
+        return list(self.agent_figures.items())
+
+    @property
+    def tools(self) -> list[tuple[str, Figures]]:
+        """(tool, figures) pairs in the order the tools first answered."""
+        return list(self.tool_figures.items())
+
+    @property
     def total_tokens(self) -> int:
-        return sum(figures.total_tokens for figures in self.agents.values())
+        return sum(figures.total_tokens for figures in self.agent_figures.values())
 
 
 def _short(text, limit: int = SUMMARY_CHARS) -> str:
@@ -105,8 +118,8 @@ def run_trace(*, run: Run) -> Trace:
     )
     if run.error and run.error not in trace.errors:
         trace.errors.append(run.error)
-    # Plain dicts: a template's `.items` would be a new key of a defaultdict.
-    trace.agents, trace.tools = dict(trace.agents), dict(trace.tools)
+    # Plain dicts: a lookup that misses is not a new agent or tool.
+    trace.agent_figures, trace.tool_figures = dict(trace.agent_figures), dict(trace.tool_figures)
     return trace
 
 
@@ -124,7 +137,7 @@ def _event_fold(trace: Trace, row: TraceRow, event: RunEvent) -> None:
             row.summary = f"answered: {_short(data.get('response'))}"
         case RunEvent.Type.LLM_COMPLETE:
             usage = data.get("token_usage") or {}
-            figures = trace.agents[agent]
+            figures = trace.agent_figures[agent]
             figures.calls += 1
             figures.prompt_tokens += usage.get("prompt_tokens") or 0
             figures.completion_tokens += usage.get("completion_tokens") or 0
@@ -145,7 +158,7 @@ def _event_fold(trace: Trace, row: TraceRow, event: RunEvent) -> None:
             row.detail = _json(data.get("params") or {})
             _source_note(trace, data)
         case RunEvent.Type.TOOL_COMPLETE:
-            figures = trace.tools[data.get("tool", "")]
+            figures = trace.tool_figures[data.get("tool", "")]
             figures.calls += 1
             figures.duration_ms += data.get("duration_ms") or 0
             row.failed = not data.get("success", True)

@@ -70,7 +70,11 @@ class ConversationAdmin(ServiceDeleteMixin, admin.ModelAdmin):
         for reason in refused:
             self.message_user(request, f"Not deleted, {reason}", messages.ERROR)
 
-    @admin.action(description="Clean up artifacts (dry run)…", permissions=["delete"])
+    def has_cleanup_permission(self, request):
+        # The cleanup deletes artifacts and leaves the conversations: it is the artifacts' permission it needs.
+        return request.user.has_perm("artifacts.delete_artifact")
+
+    @admin.action(description="Clean up artifacts (dry run)…", permissions=["cleanup"])
     def artifacts_cleanup(self, request, queryset):
         include_all = request.POST.get("include_all") == "on"
         plan = cleanup_plan(

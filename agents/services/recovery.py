@@ -2,11 +2,14 @@
 host that is gone, resumed once from their checkpoint, failed the second time;
 and the periodic sweep that looks for them."""
 
+import logging
 from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+
+from artifactflow.db import TRANSIENT_ERRORS
 
 from ..events import RunEventLog
 from ..lease import HOST, worker_gone
@@ -14,7 +17,11 @@ from ..models import Run, RunEvent
 from .permissions import permissions_expire
 from .runs import run_claim, run_claimed_execute, run_end_unheld, run_enqueue
 
+logger = logging.getLogger(__name__)
+
 WORKER_DIED = "The worker running this turn stopped twice. Ask again to retry."
+NOT_RECOVERED = "The worker running this turn stopped, and the turn could not be resumed. It has been logged."
+ARTIFACTS_NOT_RECOVERED = "The artifacts it was writing could not be read back to be saved."
 # A run whose worker dies is resumed once from its checkpoint; a second death
 # fails it. Claims after a permission answer are not deaths.
 WORKER_DEATHS_RESUMED = 1
@@ -72,7 +79,61 @@ def runs_recover() -> int:
     dead = set(running.filter(heartbeat_at__lt=cutoff).values_list("pk", flat=True))
     local = running.filter(worker__startswith=f"{HOST}:").values_list("pk", "worker")
     dead.update(pk for pk, worker in local if worker_gone(worker))
-    return sum(1 for run_id in sorted(dead) if _run_recover_dead(run_id=run_id) is not None)
+    recovered = 0
+    # Each run on its own: one that cannot be recovered must not leave the
+    # others after it running for good.
+    for run_id in sorted(dead):
+        try:
+            run = _run_recover_dead(run_id=run_id)
+        except TRANSIENT_ERRORS:
+            # The database, not the run: the next sweep tries it again.
+            logger.exception("The database failed while run %s was recovered; the next sweep tries again", run_id)
+            continue
+        except Exception:
+            logger.exception("Run %s could not be recovered; it ends failed", run_id)
+            run = _run_fail_unrecovered(run_id=run_id)
+        recovered += run is not None
+    return recovered
+
+
+def _run_fail_unrecovered(*, run_id: int) -> Run | None:
+    """End failed, as any run its worker left is ended (run_end_unheld), a
+    dead run whose recovery raised. When its checkpoint's artifacts are what
+    cannot be read, it ends without saving them; they stay in its checkpoint
+    for an administrator. Returns None when even that failed (logged): the
+    next sweep tries again."""
+    try:
+        return _run_end_failed(run_id=run_id, error=NOT_RECOVERED, with_artifacts=True)
+    except Exception:
+        logger.exception("Run %s could not be ended with its artifacts; it ends without them", run_id)
+    try:
+        return _run_end_failed(run_id=run_id, error=f"{NOT_RECOVERED} {ARTIFACTS_NOT_RECOVERED}", with_artifacts=False)
+    except Exception:
+        logger.exception("Run %s could not be ended failed; the next sweep tries again", run_id)
+        return None
+
+
+def _run_end_failed(*, run_id: int, error: str, with_artifacts: bool) -> Run | None:
+    with transaction.atomic():
+        run = (
+            Run.objects.select_for_update()
+            .select_related("message__conversation")
+            .filter(pk=run_id, status=Run.Status.RUNNING)
+            .first()
+        )
+        if run is None:
+            return None
+        run.worker_deaths += 1
+        # run_end_unheld saves what the checkpoint carries: without artifacts,
+        # it is shown none, and they are put back once it has ended the run.
+        carried = (run.checkpoint or {}).get("artifacts") or []
+        if not with_artifacts and carried:
+            run.checkpoint = {**run.checkpoint, "artifacts": []}
+        run_end_unheld(run=run, log=RunEventLog(run=run), status=Run.Status.FAILED, error=error)
+        if not with_artifacts and carried:
+            run.checkpoint = {**run.checkpoint, "artifacts": carried}
+            run.save(update_fields=["checkpoint"])
+    return run
 
 
 def runs_sweep() -> dict:

@@ -15,6 +15,7 @@ from artifactflow.db import TRANSIENT_ERRORS, transient_retry
 from artifactflow.markdown import markdown_render
 from artifacts.branches import Branch, branch_at
 from artifacts.manager import ArtifactManager, FlushReport
+from artifacts.models import ArtifactSession
 from conversations.models import Conversation
 
 from .. import engine
@@ -161,8 +162,15 @@ def _run_drive(*, run: Run, lease: Lease, log: RunEventLog, artifacts: ArtifactM
 
 
 def _run_branch(run: Run) -> Branch:
-    """The artifacts a turn works on: its message's branch."""
-    return branch_at(session=run.message.conversation.artifact_session, message_id=run.message_id)
+    """The artifacts a turn works on: its message's branch. A conversation
+    made outside the portal's services (by a script) may lack its artifact
+    session: it gets it here, or its runs could never be executed or ended."""
+    conversation = run.message.conversation
+    try:
+        session = conversation.artifact_session
+    except ArtifactSession.DoesNotExist:
+        session, _ = ArtifactSession.objects.get_or_create(conversation=conversation)
+    return branch_at(session=session, message_id=run.message_id)
 
 
 def _run_interrupted(*, run: Run, heartbeat: Heartbeat) -> bool:

@@ -2,6 +2,7 @@ from datetime import timedelta
 
 import lxml.html
 import pytest
+from django.contrib.auth.models import Permission
 from django.urls import reverse
 from django.utils import timezone
 
@@ -23,9 +24,32 @@ from tests.model_server import Text
 
 pytestmark = pytest.mark.django_db
 
+# The apps whose admin is ours.
+OUR_APPS = ("conversations", "artifacts", "agents")
+
 
 def _text(response) -> str:
     return " ".join(lxml.html.fromstring(response.content).text_content().split())
+
+
+def staff_with(*permissions: str):
+    """A staff member (not a superuser) holding only these permissions, each "app_label.codename"."""
+    user = UserFactory(is_staff=True)
+    for permission in permissions:
+        app_label, codename = permission.split(".")
+        user.user_permissions.add(Permission.objects.get(content_type__app_label=app_label, codename=codename))
+    return user
+
+
+def view_only_staff():
+    """A staff member who may view every model of ours and do nothing else."""
+    views = Permission.objects.filter(content_type__app_label__in=OUR_APPS, codename__startswith="view_")
+    return staff_with(*(f"{p.content_type.app_label}.{p.codename}" for p in views.select_related("content_type")))
+
+
+def actions_offered(response) -> list[str]:
+    """The actions a changelist's select offers, the empty choice left out."""
+    return [v for v in lxml.html.fromstring(response.content).xpath("//select[@name='action']/option/@value") if v]
 
 
 def _researched_run(user, scripted_model):
@@ -236,3 +260,63 @@ def test_purge_needs_a_sensible_number_of_days_and_staff(staff_client, client, u
     )
     client.force_login(user)
     assert client.post(url, {"older_than_days": 0, "apply": "1"}).status_code == 302
+
+
+def test_only_staff_allowed_to_cancel_runs_are_offered_the_action_and_can_use_it(client):
+    queued = RunFactory()
+    url = reverse("admin:agents_run_changelist")
+    selection = {"action": "runs_cancel", "_selected_action": [queued.pk]}
+
+    client.force_login(view_only_staff())
+    assert "runs_cancel" not in actions_offered(client.get(url))
+    client.post(url, selection)
+    queued.refresh_from_db()
+    assert (queued.status, queued.cancel_requested) == (Run.Status.QUEUED, False)
+    assert not queued.events.exists()
+
+    client.force_login(staff_with("agents.view_run", "agents.cancel_run"))
+    assert "runs_cancel" in actions_offered(client.get(url))
+    client.post(url, selection)
+    queued.refresh_from_db()
+    assert queued.status == Run.Status.CANCELLED
+
+
+@pytest.mark.events_by_hand
+def test_only_staff_allowed_to_purge_see_the_purge_and_can_use_it(client):
+    old = _chunked_run(ended_days_ago=40)
+    changelist, url = reverse("admin:agents_run_changelist"), reverse("admin:agents_run_purge_chunks")
+
+    client.force_login(view_only_staff())
+    assert url not in client.get(changelist).text
+    assert client.get(url).status_code == 403
+    assert client.post(url, {"older_than_days": 0, "count": "1"}).status_code == 403
+    assert client.post(url, {"older_than_days": 0, "apply": "1"}).status_code == 403
+    assert old.events.filter(type=RunEvent.Type.LLM_CHUNK).count() == 5
+
+    client.force_login(staff_with("agents.view_run", "agents.purge_chunks"))
+    assert url in client.get(changelist).text
+    assert client.get(url).status_code == 200
+    client.post(url, {"older_than_days": 30, "apply": "1"})
+    assert not old.events.filter(type=RunEvent.Type.LLM_CHUNK).exists()
+
+
+# Names that are attributes or methods of a dict or of any object: a template
+# that looked them up on a dict of model-chosen names would find the wrong thing.
+HOSTILE_NAMES = ("items", "keys", "values", "__class__", "get", "update")
+
+
+def test_tools_named_like_a_dicts_methods_are_rows_of_the_trace_like_any_other(staff_client, user, scripted_model):
+    scripted_model.add(*(Text(call(name)) for name in HOSTILE_NAMES), Text(call("items")), Text("Done."))
+    conversation = asking.conversation_start(user=user, content="Call them", enqueue=False)
+    run = run_execute(run_id=conversation.active_branch.runs.get().pk)
+
+    response = staff_client.get(reverse("admin:agents_run_change", args=[run.pk]))
+
+    assert response.status_code == 200
+    rows = lxml.html.fromstring(response.content).xpath("//h3[.='Tools']/following-sibling::table[1]/tbody/tr")
+    tools = {
+        row.xpath("td[1]")[0].text_content(): [td.text_content() for td in row.xpath("td[2]|td[3]")] for row in rows
+    }
+    assert tools == {name: ["2" if name == "items" else "1"] * 2 for name in HOSTILE_NAMES}
+    agents = lxml.html.fromstring(response.content).xpath("//h3[.='Agents']/following-sibling::table[1]/tbody/tr")
+    assert [row.xpath("td[1]")[0].text_content() for row in agents] == ["lead_agent"]

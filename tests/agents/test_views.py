@@ -15,6 +15,7 @@ from agents.services import asking
 from agents.services.runs import run_execute
 from agents.state import pending_request
 from artifactflow.asgi import application
+from tests.agents.test_admin import HOSTILE_NAMES
 from tests.agents.test_engine import call
 from tests.factories import RunFactory
 from tests.model_server import Text
@@ -406,3 +407,38 @@ def test_the_activity_shows_sources_and_reports_as_text_and_links_only_to_the_we
         tree.xpath("//li[contains(@class, 'step-agent')]//li[contains(@class, 'step-tool')]//code")[0].text
         == "web_search"
     )
+
+
+def test_the_activity_of_a_turn_calling_tools_named_like_a_dicts_methods(signed_in, user, scripted_model):
+    scripted_model.add(*(Text(call(name)) for name in HOSTILE_NAMES), Text("Done."))
+    conversation = asking.conversation_start(user=user, content="Call them", enqueue=False)
+    run = run_execute(run_id=conversation.active_branch.runs.get().pk)
+
+    response = signed_in.get(reverse("run-activity", args=[run.pk]))
+
+    assert response.status_code == 200
+    tree = lxml.html.fragment_fromstring(response.content.decode(), create_parent="div")
+    assert tree.xpath("//li[contains(@class, 'step-tool')]//code/text()") == list(HOSTILE_NAMES)
+
+
+@pytest.mark.events_by_hand
+def test_the_activity_lists_parameters_named_like_a_dicts_methods(signed_in, user):
+    params = {name: f"value of {name}" for name in HOSTILE_NAMES}
+    run = RunFactory(message__conversation__owner=user, status=Run.Status.COMPLETED)
+    RunEvent.objects.create(
+        run=run, seq=1, type="tool_start", agent="lead_agent", data={"tool": "lookup", "params": params}
+    )
+    RunEvent.objects.create(
+        run=run,
+        seq=2,
+        type="tool_complete",
+        agent="lead_agent",
+        data={"tool": "lookup", "success": True, "result": "ok"},
+    )
+
+    response = signed_in.get(reverse("run-activity", args=[run.pk]))
+
+    assert response.status_code == 200
+    tree = lxml.html.fragment_fromstring(response.content.decode(), create_parent="div")
+    listed = tree.xpath("//details[@class='step-params']/dl")[0]
+    assert dict(zip(listed.xpath("dt/text()"), listed.xpath("dd/text()"), strict=True)) == params

@@ -1,10 +1,23 @@
-import pytest
-from django.contrib import admin
-from django.urls import reverse
+from datetime import timedelta
 
-from agents.models import RunEvent
+import pytest
+from django.apps import apps
+from django.contrib import admin
+from django.test import RequestFactory
+from django.urls import reverse
+from django.utils import timezone
+
+from agents.models import Run, RunEvent
 from artifacts.models import Artifact, ArtifactVersion
-from tests.factories import ConversationFactory, LibraryDocumentFactory, MessageFactory, RunFactory
+from tests.agents.test_admin import actions_offered, view_only_staff
+from tests.factories import (
+    ArtifactFactory,
+    ConversationFactory,
+    LibraryDocumentFactory,
+    MessageFactory,
+    RunFactory,
+    UserFactory,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -42,3 +55,81 @@ def test_the_admin_is_for_staff_only(client, user):
     client.force_login(user)
     response = client.get(reverse("admin:conversations_conversation_changelist"))
     assert response.status_code == 302
+
+
+# The names of the pages every ModelAdmin has; any other is a view of our own.
+STANDARD_PAGES = ("changelist", "add", "history", "delete", "change")
+
+
+def _our_admins():
+    return [(m, ma) for m, ma in admin.site._registry.items() if m._meta.app_label in OUR_APPS]
+
+
+def _rows() -> dict:
+    """Every row of every model of ours, to tell that nothing changed."""
+    return {
+        model._meta.label: list(model.objects.order_by("pk").values())
+        for model in apps.get_models()
+        if model._meta.app_label in OUR_APPS
+    }
+
+
+def _something_of_everything():
+    owner = UserFactory()
+    conversation = ConversationFactory(owner=owner)
+    finished = RunFactory(
+        message=MessageFactory(conversation=conversation),
+        status=Run.Status.COMPLETED,
+        finished_at=timezone.now() - timedelta(days=40),
+    )
+    RunEvent.objects.create(run=finished, seq=1, type=RunEvent.Type.LLM_CHUNK, data={"content": "tok"})
+    ArtifactFactory(session=conversation.artifact_session, artifact_id="web_fetch_result_1")
+    ArtifactFactory(session=conversation.artifact_session, artifact_id="report", source=Artifact.Source.AGENT)
+    queued = RunFactory(message=MessageFactory(conversation=ConversationFactory(owner=owner)))
+    RunEvent.objects.create(run=queued, seq=1, type=RunEvent.Type.METADATA)
+    LibraryDocumentFactory()
+
+
+def _custom_pages(model_admin) -> list[str]:
+    opts = model_admin.opts
+    standard = {f"{opts.app_label}_{opts.model_name}_{page}" for page in STANDARD_PAGES}
+    return [
+        reverse(f"admin:{pattern.name}")
+        for pattern in model_admin.get_urls()
+        if pattern.name and pattern.name not in standard
+    ]
+
+
+@pytest.mark.events_by_hand
+def test_staff_who_may_only_view_can_view_everything_and_change_nothing(client, admin_user):
+    _something_of_everything()
+    before = _rows()
+    # Every action of every admin of ours, as a superuser is offered them, is tried on every changelist.
+    superuser = RequestFactory().get("/")
+    superuser.user = admin_user
+    every_action = {name for _, model_admin in _our_admins() for name in model_admin.get_actions(superuser)}
+    assert {"runs_cancel", "conversations_delete", "artifacts_cleanup", "delete_selected"} <= every_action
+    client.force_login(view_only_staff())
+
+    for model, model_admin in _our_admins():
+        opts = model._meta
+        changelist = reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist")
+        page = client.get(changelist)
+        assert page.status_code == 200 and actions_offered(page) == [], changelist
+        everything = [str(pk) for pk in model.objects.values_list("pk", flat=True)]
+        for action in sorted(every_action):
+            for confirmed in ({}, {"post": "yes", "include_all": "on"}):
+                client.post(changelist, {"action": action, "_selected_action": everything, **confirmed})
+        obj = model.objects.first()
+        change = reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[obj.pk])
+        assert client.get(change).status_code == 200, change
+        refused = [
+            client.post(reverse(f"admin:{opts.app_label}_{opts.model_name}_add"), {}),
+            client.post(change, {"title": "changed", "status": "cancelled", "content": "changed"}),
+            client.post(reverse(f"admin:{opts.app_label}_{opts.model_name}_delete", args=[obj.pk]), {"post": "yes"}),
+        ]
+        for url in _custom_pages(model_admin):
+            refused += [client.get(url), client.post(url, {"older_than_days": 0, "count": "1", "apply": "1"})]
+        assert [response.status_code for response in refused] == [403] * len(refused), model
+
+    assert _rows() == before

@@ -5,7 +5,7 @@ from django.urls import reverse
 from agents.models import Run
 from artifacts.models import Artifact
 from conversations.models import Conversation
-from tests.agents.test_admin import _text
+from tests.agents.test_admin import _text, actions_offered, staff_with
 from tests.factories import (
     ArtifactFactory,
     ConversationFactory,
@@ -80,3 +80,22 @@ def test_the_cleanup_dry_run_lists_what_it_would_remove_then_removes_exactly_tha
     assert not Artifact.objects.filter(pk=spilled.pk).exists()
     assert Artifact.objects.filter(pk=report.pk).exists()
     assert Artifact.objects.filter(session=busy.artifact_session).exists()
+
+
+def test_the_cleanup_needs_the_permission_to_delete_artifacts_and_deleting_conversations_their_own(client, user):
+    conversation = ConversationFactory(owner=user)
+    spilled = ArtifactFactory(session=conversation.artifact_session, artifact_id="web_fetch_result_1")
+    url = reverse("admin:conversations_conversation_changelist")
+    cleanup = {"action": "artifacts_cleanup", "_selected_action": [conversation.pk], "post": "yes"}
+
+    client.force_login(staff_with("conversations.view_conversation", "conversations.delete_conversation"))
+    assert actions_offered(client.get(url)) == ["conversations_delete"]
+    client.post(url, cleanup)
+    assert Artifact.objects.filter(pk=spilled.pk).exists()
+
+    client.force_login(staff_with("conversations.view_conversation", "artifacts.delete_artifact"))
+    assert actions_offered(client.get(url)) == ["artifacts_cleanup"]
+    client.post(url, {"action": "conversations_delete", "_selected_action": [conversation.pk], "post": "yes"})
+    assert Conversation.objects.filter(pk=conversation.pk).exists()
+    client.post(url, cleanup)
+    assert not Artifact.objects.filter(pk=spilled.pk).exists()

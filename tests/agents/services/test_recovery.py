@@ -1,4 +1,5 @@
 import json
+import logging
 from datetime import timedelta
 
 import pytest
@@ -8,15 +9,16 @@ from django.utils import timezone
 from agents.models import Run, RunEvent
 from agents.selectors import branch_shown_live
 from agents.services.permissions import permission_answer
-from agents.services.recovery import WORKER_DIED, runs_sweep
+from agents.services.recovery import ARTIFACTS_NOT_RECOVERED, NOT_RECOVERED, WORKER_DIED, runs_sweep
 from agents.services.runs import run_cancel, run_execute
 from agents.state import pending_request
 from agents.tasks import run_turn
 from artifacts import selectors as artifact_selectors
-from artifacts.models import Artifact
+from artifacts.models import Artifact, ArtifactSession, ArtifactVersion
 from tests.agents.services.test_runs import _report_saved, _tick, _ticked, _turn, _types
 from tests.agents.test_engine import call
 from tests.artifacts.test_manager import LARGE
+from tests.factories import ConversationFactory, MessageFactory, RunFactory
 from tests.model_server import Text
 
 pytestmark = pytest.mark.django_db
@@ -303,3 +305,64 @@ def test_a_checkpoint_written_before_the_upgrade_still_resumes(user, scripted_mo
     assert (run.status, run.message.response) == (Run.Status.COMPLETED, "Ticked three.")
     assert (report.content, report.current_version) == (_ticked(0, 1, 2), 4)
     assert len(report.versions.get(version=4).changes) == 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_run_that_cannot_be_recovered_ends_failed_and_the_sweep_recovers_the_others(
+    user, scripted_model, settings, caplog
+):
+    first = _turn(user)[1]
+    message, bad = _turn(user, "Tick the first items")
+    _report_saved(message.conversation)
+    scripted_model.add(_tick(0), _tick(1), _tick(2))
+    with pytest.raises(_WorkerKilled):
+        run_execute(run_id=bad.pk, on_event=_killed_in_step(3))
+    # The version its checkpoint's edits apply to is deleted (the admin
+    # deletes versions): the second death's ending cannot replay them.
+    ArtifactVersion.objects.filter(artifact__artifact_id="report").delete()
+    _stale(bad, settings, worker_deaths=1)
+    others = [first, _turn(user)[1], _turn(user)[1]]
+    for run in others:
+        _stale(run, settings, attempts=1)
+
+    with caplog.at_level(logging.ERROR, logger="agents.services.recovery"):
+        assert runs_sweep() == {"recovered": 4, "expired": 0}
+
+    for run in others:
+        run.refresh_from_db()
+        assert run.status == Run.Status.QUEUED
+        assert _types(run) == ["metadata"]
+    bad.refresh_from_db()
+    assert (bad.status, bad.worker_deaths) == (Run.Status.FAILED, 2)
+    assert bad.error == f"{NOT_RECOVERED} {ARTIFACTS_NOT_RECOVERED}"
+    assert bad.events.get(type=RunEvent.Type.ERROR).data["message"] == bad.error
+    # The working copies stay for an administrator to see.
+    assert [entry["artifact_id"] for entry in bad.checkpoint["artifacts"]] == ["report"]
+    logged = [r for r in caplog.records if r.exc_info and f"Run {bad.pk} could not be recovered" in r.getMessage()]
+    assert len(logged) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_run_of_a_conversation_made_without_its_artifact_session_is_recovered_and_gets_one(
+    user, scripted_model, settings
+):
+    scripted_model.add(Text("Answered after all."))
+    # Made by a script rather than asking.conversation_start: no artifact session.
+    resumed, twice = (
+        RunFactory(message=MessageFactory(conversation=ConversationFactory(owner=user, session=None))) for _ in range(2)
+    )
+    assert not ArtifactSession.objects.exists()
+    _stale(resumed, settings, attempts=1)
+    _stale(twice, settings, attempts=2, worker_deaths=1)
+
+    assert runs_sweep() == {"recovered": 2, "expired": 0}
+    run_execute(run_id=resumed.pk)
+
+    resumed.refresh_from_db()
+    twice.refresh_from_db()
+    assert (resumed.status, resumed.message.response) == (Run.Status.COMPLETED, "Answered after all.")
+    assert (twice.status, twice.error) == (Run.Status.FAILED, WORKER_DIED)
+    assert set(ArtifactSession.objects.values_list("conversation_id", flat=True)) == {
+        resumed.message.conversation_id,
+        twice.message.conversation_id,
+    }
