@@ -13,6 +13,7 @@ import pages  # noqa: E402
 import security  # noqa: E402
 import streaming  # noqa: E402
 import thread_page  # noqa: E402
+import websocket_flood  # noqa: E402
 
 # By their package: a plain `import artifacts` (or `admin`) is the Django app's.
 from benchmarks import admin, artifacts  # noqa: E402
@@ -24,6 +25,7 @@ for benchmark in (
     security,
     extraction,
     streaming,
+    websocket_flood,
     artifacts,
     pages,
     thread_page,

@@ -61,6 +61,21 @@ class ConversationConsumer(AsyncWebsocketConsumer):
     # end the websocket the moment the layer fails. `_listen` listens instead.
     channel_layer_alias = None
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.budget = sockets.MessageBudget(
+            burst=settings.WEBSOCKET_MESSAGE_BURST, per_second=settings.WEBSOCKET_MESSAGES_PER_SECOND
+        )
+
+    async def dispatch(self, message):
+        # A frame beyond the page's budget is dropped here, unread: channels
+        # would first close stale database connections in asgiref's one
+        # thread-sensitive thread, which every socket and the layer share, so a
+        # flood of frames delayed everyone's pushes.
+        if message["type"] == "websocket.receive" and not self.budget.take():
+            return
+        await super().dispatch(message)
+
     async def connect(self):
         # run id -> its stream, or None once the page has the run's final state.
         self.streams = {}
@@ -68,9 +83,6 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         self.pusher = self.listener = self.checker = None
         self.last_push = 0.0
         self.polled_active = None
-        self.budget = sockets.MessageBudget(
-            burst=settings.WEBSOCKET_MESSAGE_BURST, per_second=settings.WEBSOCKET_MESSAGES_PER_SECOND
-        )
         user = self.scope["user"]
         if user.is_authenticated:
             self.conversation = await _in_thread(selectors.conversation_get)(
@@ -175,8 +187,6 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         """The page names the runs it shows as running (app.js, on open): any
         of this conversation's that ended while it loaded or was away gets its
         final snapshot. What a page would not send is ignored (sockets)."""
-        if not self.budget.take():
-            return
         named = sockets.running_named(text_data) - self.streams.keys()
         if named:
             # Only this conversation's runs enter `streams`, whatever a page names.
