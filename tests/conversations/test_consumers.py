@@ -259,6 +259,7 @@ async def test_runs_of_another_conversation_named_by_a_page_are_ignored(user, ot
     _, _, foreign_run = await _finished_conversation(other_user)
     communicator = await _connected(conversation, user)
     await _received(communicator, until=lambda html: "artifacts-changed" in html)
+    await communicator.send_to(text_data=json.dumps({"running": [foreign_run.pk]}))
     await communicator.send_to(text_data=json.dumps({"running": [foreign_run.pk, "x", None]}))
     await communicator.send_to(text_data="not json")
     received = []
