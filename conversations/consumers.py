@@ -66,13 +66,14 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         self.budget = sockets.MessageBudget(
             burst=settings.WEBSOCKET_MESSAGE_BURST, per_second=settings.WEBSOCKET_MESSAGES_PER_SECOND
         )
+        self.ended = False
 
     async def dispatch(self, message):
-        # A frame beyond the page's budget is dropped here, unread: channels
-        # would first close stale database connections in asgiref's one
-        # thread-sensitive thread, which every socket and the layer share, so a
-        # flood of frames delayed everyone's pushes.
-        if message["type"] == "websocket.receive" and not self.budget.take():
+        # A frame beyond the page's budget, or after its session ended, is
+        # dropped here, unread: channels would first close stale database
+        # connections in asgiref's one thread-sensitive thread, which every
+        # socket and the layer share, so a flood of frames delayed everyone.
+        if message["type"] == "websocket.receive" and (self.ended or not self.budget.take()):
             return
         await super().dispatch(message)
 
@@ -215,6 +216,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             await self._end(code=TRY_AGAIN_LATER)
 
     async def _end(self, *, code: int):
+        self.ended = True
         await self.close(code=code)
         # Nothing more is pushed; the task that called stops at its next wait.
         self._stop()

@@ -4,6 +4,7 @@ import json
 
 import pytest
 from django.contrib.auth.hashers import make_password
+from django.contrib.sessions.models import Session
 from django.test import Client
 
 from conversations import sockets
@@ -80,8 +81,6 @@ def test_checking_a_session_changes_nothing_and_honours_fallback_keys(db, settin
     type(user).objects.filter(pk=user.pk).update(password=make_password("another"))
     assert not sockets.session_signs_in(session_key=key, user_id=user.pk)
     # Not flushed, as get_user would: the page's next request finds it and decides.
-    from django.contrib.sessions.models import Session
-
     assert Session.objects.filter(session_key=key).exists()
 
 
