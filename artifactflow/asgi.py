@@ -8,14 +8,14 @@ django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from artifactflow.limits import RequestBodyLimit  # noqa: E402
+from artifactflow.origins import OriginValidator  # noqa: E402
 from conversations.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         "http": RequestBodyLimit(django_asgi_app),
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        "websocket": OriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

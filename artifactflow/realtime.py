@@ -1,6 +1,7 @@
 """How workers and web requests tell a conversation's open pages that something
-changed: the group a conversation's websockets listen on, the message types
-their consumer handles, and one way to send, after the commit it describes.
+changed (and a user's, that their session ended): the groups websockets listen
+on, the message types their consumer handles, and one way to send, after the
+commit it describes.
 
 Messages are wake-up calls. The database is the truth: a consumer reads what
 changed from it, so a message lost on the way is healed by the next one or by
@@ -23,6 +24,12 @@ RUN_EVENT = "run.event"
 # The conversation's artifacts or their working copies changed. Handled by
 # ConversationConsumer.artifacts_changed.
 ARTIFACTS_CHANGED = "artifacts.changed"
+# Sent to a user's group. A session signed out (field: session, its tag):
+# the websockets opened with it close. Handled by ConversationConsumer.session_ended.
+SESSION_ENDED = "session.ended"
+# The user's password or account changed: each websocket checks its session
+# again. Handled by ConversationConsumer.session_changed.
+SESSION_CHANGED = "session.changed"
 
 # Sends still on their way; beyond this a stalled layer drops new wake-ups
 # rather than queueing without bound.
@@ -33,10 +40,20 @@ def conversation_group(conversation_id) -> str:
     return f"conversation-{conversation_id}"
 
 
+def user_group(user_id) -> str:
+    """The group every websocket of the user listens on, whatever its conversation."""
+    return f"user-{user_id}"
+
+
 def event_send_on_commit(*, conversation_id, type: str, **fields) -> None:
     """Announce `type` to the conversation's pages once the current transaction
     commits (at once outside a transaction); a rollback announces nothing."""
-    group, message = conversation_group(conversation_id), {"type": type, **fields}
+    group_send_on_commit(group=conversation_group(conversation_id), type=type, **fields)
+
+
+def group_send_on_commit(*, group: str, type: str, **fields) -> None:
+    """event_send_on_commit to any group."""
+    message = {"type": type, **fields}
     # Robust: the commit this announces has happened, whatever befalls the
     # announcement, and its caller goes on.
     transaction.on_commit(lambda: _publisher().send(group, message), robust=True)

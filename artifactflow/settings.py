@@ -346,6 +346,14 @@ WEBSOCKET_PUSH_INTERVAL = 0.05
 # Threads a web process gives its websockets' database work, each with its own
 # database connection.
 WEBSOCKET_THREADS = 8
+# Seconds between the checks an open websocket makes that its session still signs
+# its user in (a password changed elsewhere ends it); signing out closes it at once.
+WEBSOCKET_SESSION_CHECK_INTERVAL = 60.0
+# A page sends its websocket one short message per connection (the turns it shows
+# running): a socket may send this many at once, then one more per second; what
+# comes faster is dropped unread (conversations.sockets).
+WEBSOCKET_MESSAGE_BURST = 5
+WEBSOCKET_MESSAGES_PER_SECOND = 1.0
 
 # --- Artifacts ------------------------------------------------------------------
 

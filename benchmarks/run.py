@@ -14,6 +14,7 @@ import renderers  # noqa: E402
 import security  # noqa: E402
 import streaming  # noqa: E402
 import thread_page  # noqa: E402
+import websocket_flood  # noqa: E402
 
 # By their package: a plain `import artifacts` (or `admin`) is the Django app's.
 from benchmarks import admin, artifacts  # noqa: E402
@@ -26,6 +27,7 @@ for benchmark in (
     renderers,
     extraction,
     streaming,
+    websocket_flood,
     artifacts,
     pages,
     thread_page,

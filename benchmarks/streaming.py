@@ -120,7 +120,7 @@ def _latency(tokens: int = 600) -> None:
         communicator = WebsocketCommunicator(
             application,
             f"/ws/conversations/{conversation.pk}/",
-            headers=[(b"origin", b"http://localhost"), (b"cookie", cookie)],
+            headers=[(b"host", b"localhost"), (b"origin", b"http://localhost"), (b"cookie", cookie)],
         )
         await communicator.connect()
         worker = threading.Thread(target=execute)

@@ -1,5 +1,4 @@
 import asyncio
-import json
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -13,14 +12,17 @@ from django.template.loader import render_to_string
 from agents.models import Run
 from agents.selectors import conversation_active_run
 from agents.streaming import stream_advance, stream_open
+from artifactflow import realtime
 
-from . import selectors
+from . import selectors, sockets
 
 logger = logging.getLogger(__name__)
 
 ARTIFACTS_CHANGED_SIGNAL = '<div id="artifacts-changed" hx-swap-oob="true" hidden></div>'
 # Close code after which the htmx websocket extension reconnects ("try again later").
 TRY_AGAIN_LATER = 1013
+# Close code after which it does not: the page's session signed out.
+NORMAL_CLOSURE = 1000
 # While the channel layer cannot be reached (Redis down), a connection polls its
 # runs this often instead of waiting to be woken, and tries to join again.
 LAYER_DOWN_POLL_INTERVAL = 1.0
@@ -47,18 +49,39 @@ class ConversationConsumer(AsyncWebsocketConsumer):
 
     The layer is best-effort like its wake-ups: while it cannot be reached the
     connection polls the event log instead (`_listen`), so a page goes on
-    streaming through a Redis outage and is woken again once Redis is back."""
+    streaming through a Redis outage and is woken again once Redis is back.
+
+    A connection lives as long as its session signs its user in (sockets):
+    it closes when that session signs out (the user's group on the layer), and
+    checks its session every WEBSOCKET_SESSION_CHECK_INTERVAL, with or without
+    the layer, and at once when the user's password or account changes."""
 
     conversation = None
     # None: channels would listen to the layer itself, beside the socket, and
     # end the websocket the moment the layer fails. `_listen` listens instead.
     channel_layer_alias = None
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.budget = sockets.MessageBudget(
+            burst=settings.WEBSOCKET_MESSAGE_BURST, per_second=settings.WEBSOCKET_MESSAGES_PER_SECOND
+        )
+        self.ended = False
+
+    async def dispatch(self, message):
+        # A frame beyond the page's budget, or after its session ended, is
+        # dropped here, unread: channels would first close stale database
+        # connections in asgiref's one thread-sensitive thread, which every
+        # socket and the layer share, so a flood of frames delayed everyone.
+        if message["type"] == "websocket.receive" and (self.ended or not self.budget.take()):
+            return
+        await super().dispatch(message)
+
     async def connect(self):
         # run id -> its stream, or None once the page has the run's final state.
         self.streams = {}
         self.dirty = set()
-        self.pusher = self.listener = None
+        self.pusher = self.listener = self.checker = None
         self.last_push = 0.0
         self.polled_active = None
         user = self.scope["user"]
@@ -69,6 +92,11 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         if self.conversation is None:
             await self.close()
             return
+        # The key AuthMiddleware found the user by: the session this socket lives by.
+        self.session_key = self.scope["session"].session_key
+        self.session_tag = sockets.session_tag(self.session_key)
+        # Not `groups`: channels would leave those itself, and fail where the layer is down.
+        self.layer_groups = [self.conversation.group_name, realtime.user_group(user.pk)]
         self.channel_layer = get_channel_layer()
         self.channel_name = await self.channel_layer.new_channel()
         # Joined before the snapshot, so that nothing after it goes unannounced.
@@ -83,21 +111,27 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             await self.send(text_data=html)
         await self.artifacts_changed({})
         self.listener = asyncio.create_task(self._listen(joined=joined))
+        self.checker = asyncio.create_task(self._check_session())
 
     async def disconnect(self, code):
-        for task in (self.pusher, self.listener):
-            if task is not None:
-                task.cancel()
+        self._stop()
         if self.conversation is not None:
             try:
-                await self.channel_layer.group_discard(self.conversation.group_name, self.channel_name)
+                for group in self.layer_groups:
+                    await self.channel_layer.group_discard(group, self.channel_name)
             except Exception:
                 # The layer is down; the membership expires with the group.
                 logger.debug("Could not leave the group of conversation %s", self.conversation.pk, exc_info=True)
 
+    def _stop(self):
+        for task in (self.pusher, self.listener, self.checker):
+            if task is not None:
+                task.cancel()
+
     async def _join(self) -> bool:
         try:
-            await self.channel_layer.group_add(self.conversation.group_name, self.channel_name)
+            for group in self.layer_groups:
+                await self.channel_layer.group_add(group, self.channel_name)
         except Exception:
             # Whatever the layer's backend raises when it cannot be reached;
             # the caller warns once, not at every try.
@@ -140,16 +174,25 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             await self.artifacts_changed({})
         self.polled_active = active
 
+    async def _check_session(self):
+        try:
+            while True:
+                await asyncio.sleep(settings.WEBSOCKET_SESSION_CHECK_INTERVAL)
+                await self.session_changed({})
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            await self._give_up("session check")
+
     async def receive(self, text_data=None, bytes_data=None):
         """The page names the runs it shows as running (app.js, on open): any
-        that ended while it loaded or was away gets its final snapshot."""
-        try:
-            shown = json.loads(text_data or "")["running"]
-            run_ids = {int(run_id) for run_id in shown[:100]}
-        except (ValueError, TypeError, KeyError):
-            return
-        self.dirty.update(run_ids - self.streams.keys())
-        self._push_soon()
+        of this conversation's that ended while it loaded or was away gets its
+        final snapshot. What a page would not send is ignored (sockets)."""
+        named = sockets.running_named(text_data) - self.streams.keys()
+        if named:
+            # Only this conversation's runs enter `streams`, whatever a page names.
+            self.dirty.update(await _in_thread(self._runs_here)(named))
+            self._push_soon()
 
     async def run_event(self, event):
         self.dirty.add(event["run_id"])
@@ -158,6 +201,25 @@ class ConversationConsumer(AsyncWebsocketConsumer):
     async def artifacts_changed(self, event):
         # The page re-fetches the artifact it shows (it alone knows which one).
         await self.send(text_data=ARTIFACTS_CHANGED_SIGNAL)
+
+    async def session_ended(self, event):
+        if event["session"] == self.session_tag:
+            await self._end(code=NORMAL_CLOSURE)
+
+    async def session_changed(self, event):
+        signed_in = await _in_thread(sockets.session_signs_in)(
+            session_key=self.session_key, user_id=self.scope["user"].pk
+        )
+        if not signed_in:
+            # A tab whose browser holds a session still (its own password
+            # change gave it a new key) reconnects; any other is refused then.
+            await self._end(code=TRY_AGAIN_LATER)
+
+    async def _end(self, *, code: int):
+        self.ended = True
+        await self.close(code=code)
+        # Nothing more is pushed; the task that called stops at its next wait.
+        self._stop()
 
     async def _give_up(self, what: str):
         # The page reconnects and is sent a fresh snapshot.
@@ -185,6 +247,10 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             await self._give_up("push")
         finally:
             self.pusher = None
+
+    def _runs_here(self, run_ids) -> set[int]:
+        runs = Run.objects.filter(pk__in=run_ids, message__conversation=self.conversation)
+        return set(runs.values_list("pk", flat=True))
 
     def _active_run_ids(self) -> set[int]:
         runs = Run.objects.filter(message__conversation=self.conversation, status__in=Run.ACTIVE_STATUSES)

@@ -209,7 +209,7 @@ async def test_the_websocket_pushes_the_same_prompt_as_the_page(async_client, us
     watcher = WebsocketCommunicator(
         application,
         f"/ws/conversations/{conversation_id}/",
-        headers=[(b"origin", b"http://localhost"), (b"cookie", cookie.encode())],
+        headers=[(b"host", b"localhost"), (b"origin", b"http://localhost"), (b"cookie", cookie.encode())],
     )
     assert (await watcher.connect())[0]
     pushed = await watcher.receive_from(timeout=5)
@@ -339,7 +339,7 @@ async def test_a_cancel_through_the_asgi_app_answers_at_once_and_leaves_other_re
     watcher = WebsocketCommunicator(
         application,
         f"/ws/conversations/{conversation.pk}/",
-        headers=[(b"origin", b"http://localhost"), (b"cookie", cookie.encode())],
+        headers=[(b"host", b"localhost"), (b"origin", b"http://localhost"), (b"cookie", cookie.encode())],
     )
     assert (await watcher.connect())[0]
     while "artifacts-changed" not in await watcher.receive_from(timeout=5):

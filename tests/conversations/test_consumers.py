@@ -1,16 +1,23 @@
 import asyncio
 import json
+import logging
+import re
+import time
 import uuid
 
 import lxml.html
 import pytest
 import redis.asyncio
 from asgiref.sync import sync_to_async
+from channels.auth import AuthMiddlewareStack
 from channels.layers import get_channel_layer
+from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 from django.conf import settings
+from django.contrib.auth.hashers import make_password
 from django.db import connections
 from django.test import Client
+from django.urls import path, reverse
 
 from agents.models import Run, RunEvent
 from agents.services import asking
@@ -20,17 +27,21 @@ from artifactflow.asgi import application
 from artifactflow.markdown import BlockSplitter, markdown_render
 from conversations import consumers
 from tests.answers import long_answer
-from tests.factories import ConversationFactory, MessageFactory, RunFactory
+from tests.factories import PASSWORD, ConversationFactory, MessageFactory, RunFactory
 from tests.model_server import Text
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _cookie(client) -> bytes:
+    return f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}".encode()
 
 
 @sync_to_async
 def _session_cookie(user):
     client = Client()
     client.force_login(user)
-    return f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}".encode()
+    return _cookie(client)
 
 
 @sync_to_async
@@ -45,8 +56,8 @@ def _execute_in_thread(run_id):
         connections.close_all()
 
 
-def _communicator(conversation, cookie=b"", origin=b"http://localhost"):
-    headers = [(b"origin", origin)]
+def _communicator(conversation, cookie=b"", origin=b"http://localhost", host=b"localhost"):
+    headers = [(b"host", host), (b"origin", origin)]
     if cookie:
         headers.append((b"cookie", cookie))
     return WebsocketCommunicator(application, f"/ws/conversations/{conversation.pk}/", headers=headers)
@@ -72,7 +83,7 @@ async def test_another_users_conversation_is_refused(user, other_user):
     "path", ["/ws/nothing/", "/ws/conversations/not-a-uuid/", f"/ws/conversations/{uuid.uuid4()}/", "/", "/admin/"]
 )
 async def test_a_websocket_nothing_serves_is_refused_cleanly(user, path):
-    headers = [(b"origin", b"http://localhost"), (b"cookie", await _session_cookie(user))]
+    headers = [(b"host", b"localhost"), (b"origin", b"http://localhost"), (b"cookie", await _session_cookie(user))]
     communicator = WebsocketCommunicator(application, path, headers=headers)
     # A server error would raise here instead of answering.
     connected, _ = await communicator.connect()
@@ -84,6 +95,70 @@ async def test_a_foreign_origin_is_refused(user):
     conversation = await _conversation(user)
     communicator = _communicator(conversation, await _session_cookie(user), origin=b"https://evil.example")
     assert not await _connects(communicator)
+
+
+async def test_only_the_sites_own_origin_scheme_host_and_port_opens_a_websocket(user):
+    conversation = await _conversation(user)
+    cookie = await _session_cookie(user)
+    # The site at http://localhost:8000; the pages of the probe on other ports
+    # and schemes of the same host, each with the user's cookie.
+    opened = {}
+    for origin in [
+        "http://localhost:8000",
+        "http://localhost:8001",
+        "http://localhost",
+        "https://localhost:8000",
+        "http://127.0.0.1:8000",
+        "http://localhost:8000/",
+        "http://user@localhost:8000",
+        "null",
+    ]:
+        communicator = _communicator(conversation, cookie, origin=origin.encode(), host=b"localhost:8000")
+        opened[origin] = await _connects(communicator)
+    assert opened == {origin: origin == "http://localhost:8000" for origin in opened}
+
+
+async def test_a_websocket_needs_one_origin_and_one_allowed_host(user):
+    conversation = await _conversation(user)
+    cookie = await _session_cookie(user)
+    path = f"/ws/conversations/{conversation.pk}/"
+    for headers in [
+        [(b"host", b"localhost:8000")],
+        [(b"host", b"localhost:8000"), (b"origin", b"http://localhost:8000"), (b"origin", b"http://localhost:8001")],
+        [(b"origin", b"http://localhost:8000")],
+        # A name not in ALLOWED_HOSTS (DNS rebinding), on both sides.
+        [(b"host", b"rebound.example:8000"), (b"origin", b"http://rebound.example:8000")],
+    ]:
+        communicator = WebsocketCommunicator(application, path, headers=[*headers, (b"cookie", cookie)])
+        assert not await _connects(communicator), headers
+
+
+async def test_behind_a_proxy_the_websocket_opens_from_csrf_trusted_origins_alone(user, settings):
+    settings.ALLOWED_HOSTS = ["portal.example.com", "localhost"]
+    settings.CSRF_TRUSTED_ORIGINS = ["https://portal.example.com"]
+    conversation = await _conversation(user)
+    cookie = await _session_cookie(user)
+    opened = {}
+    # TLS ends at the proxy: daphne sees ws:// with the public Host.
+    for origin, host in [
+        ("https://portal.example.com", "portal.example.com"),
+        ("https://portal.example.com:443", "portal.example.com"),
+        ("http://portal.example.com", "portal.example.com"),
+        ("https://portal.example.com:8443", "portal.example.com"),
+        ("https://evil.portal.example.com", "portal.example.com"),
+        # The handshake's own origin counts for nothing once origins are named.
+        ("http://localhost", "localhost"),
+    ]:
+        communicator = _communicator(conversation, cookie, origin=origin.encode(), host=host.encode())
+        opened[origin] = await _connects(communicator)
+    assert opened == {
+        "https://portal.example.com": True,
+        "https://portal.example.com:443": True,
+        "http://portal.example.com": False,
+        "https://portal.example.com:8443": False,
+        "https://evil.portal.example.com": False,
+        "http://localhost": False,
+    }
 
 
 class Page:
@@ -181,16 +256,18 @@ async def test_a_run_the_page_shows_as_running_but_that_ended_is_sent_in_its_fin
 
 async def test_runs_of_another_conversation_named_by_a_page_are_ignored(user, other_user):
     conversation = await _conversation(user)
-    _, foreign_message, foreign_run = await _finished_conversation(other_user)
+    _, _, foreign_run = await _finished_conversation(other_user)
     communicator = await _connected(conversation, user)
     await _received(communicator, until=lambda html: "artifacts-changed" in html)
+    await communicator.send_to(text_data=json.dumps({"running": [foreign_run.pk]}))
     await communicator.send_to(text_data=json.dumps({"running": [foreign_run.pk, "x", None]}))
     await communicator.send_to(text_data="not json")
     received = []
     while not await communicator.receive_nothing(timeout=0.5):
         received.append(await communicator.receive_from())
     await communicator.disconnect()
-    assert not any("Done already" in html or f"message-{foreign_message.pk}" in html for html in received)
+    # Not even the composer: nothing this page has changed.
+    assert received == []
 
 
 async def test_a_long_answer_streams_as_appended_text_and_ends_rendered_whole(user, scripted_model, settings):
@@ -446,3 +523,224 @@ async def test_a_websocket_polls_while_redis_is_dead_and_is_woken_again_once_it_
     await asyncio.to_thread(disposable_redis.start)
     await _woken_after_joining(disposable_redis, communicator, page, conversation, message, run, 3, monkeypatch)
     await communicator.disconnect()
+
+
+# --- A websocket lives as long as its session ---------------------------------------
+
+
+@sync_to_async
+def _browser(user):
+    """A browser signed in as `user`: its client and the cookie its websockets send."""
+    client = Client()
+    client.force_login(user)
+    return client, _cookie(client)
+
+
+async def _open(conversation, cookie):
+    communicator = _communicator(conversation, cookie)
+    connected, _ = await communicator.connect()
+    assert connected
+    await _received(communicator, until=lambda html: "artifacts-changed" in html)
+    return communicator
+
+
+async def _closed(communicator, *, timeout=10.0) -> int:
+    """Wait for the server to close the websocket; its close code."""
+    async with asyncio.timeout(timeout):
+        while (output := await communicator.receive_output(timeout=timeout))["type"] != "websocket.close":
+            pass
+    return output.get("code", 1000)
+
+
+async def _still_open(communicator, user):
+    """Whatever the user's group was sent before reached this socket, and it is open."""
+    await get_channel_layer().group_send(realtime.user_group(user.pk), {"type": realtime.ARTIFACTS_CHANGED})
+    assert "artifacts-changed" in await communicator.receive_from(timeout=5)
+
+
+async def test_signing_out_closes_the_websockets_of_that_session_and_no_other(user):
+    conversation = await _conversation(user)
+    (browser, cookie), (_, other_cookie) = await _browser(user), await _browser(user)
+    tabs = [await _open(conversation, cookie), await _open(conversation, cookie)]
+    elsewhere = await _open(conversation, other_cookie)
+
+    response = await sync_to_async(browser.post)(reverse("logout"))
+    assert response.status_code == 302
+    # Closed for good: the htmx extension does not reconnect after 1000.
+    assert [await _closed(tab) for tab in tabs] == [1000, 1000]
+    await _still_open(elsewhere, user)
+    await elsewhere.disconnect()
+
+
+@sync_to_async
+def _password_changed_elsewhere(user):
+    # As a script or another process would: no signal tells anyone.
+    type(user).objects.filter(pk=user.pk).update(password=make_password("changed-elsewhere"))
+
+
+async def test_a_websocket_closes_at_its_next_session_check_once_the_password_changed_elsewhere(user, settings):
+    settings.WEBSOCKET_SESSION_CHECK_INTERVAL = 0.1
+    conversation = await _conversation(user)
+    _, cookie = await _browser(user)
+    communicator = await _open(conversation, cookie)
+    await _password_changed_elsewhere(user)
+    # Try again later: a page whose browser is still signed in reconnects.
+    assert await _closed(communicator) == consumers.TRY_AGAIN_LATER
+
+
+async def test_changing_the_password_closes_the_other_browsers_websockets_at_once(user):
+    conversation = await _conversation(user)
+    (browser, cookie), (_, other_cookie) = await _browser(user), await _browser(user)
+    here, elsewhere = await _open(conversation, cookie), await _open(conversation, other_cookie)
+    response = await sync_to_async(browser.post)(
+        reverse("password_change"),
+        {"old_password": PASSWORD, "new_password1": "a-new-pw-3141", "new_password2": "a-new-pw-3141"},
+    )
+    assert response.status_code == 302
+    # Long before WEBSOCKET_SESSION_CHECK_INTERVAL (a minute).
+    assert await _closed(elsewhere, timeout=5) == consumers.TRY_AGAIN_LATER
+    # The browser that changed it was given a new session key: its tab's
+    # websocket closes too, and opens again with the new key.
+    assert await _closed(here, timeout=5) == consumers.TRY_AGAIN_LATER
+    assert _cookie(browser) != cookie
+    reopened = await _open(conversation, _cookie(browser))
+    await reopened.disconnect()
+
+
+@pytest.mark.events_by_hand
+async def test_the_session_check_closes_a_websocket_while_redis_is_down(user, settings, disposable_redis, monkeypatch):
+    monkeypatch.setattr(consumers, "LAYER_DOWN_POLL_INTERVAL", 0.1)
+    settings.WEBSOCKET_SESSION_CHECK_INTERVAL = 0.1
+    conversation = await _conversation(user)
+    _, cookie = await _browser(user)
+    disposable_redis.kill()
+    communicator = await _open(conversation, cookie)
+    await _password_changed_elsewhere(user)
+    assert await _closed(communicator) == consumers.TRY_AGAIN_LATER
+
+
+# --- What a page sends its websocket --------------------------------------------------
+
+
+@sync_to_async
+def _finished_turns(user, count):
+    """A conversation of `count` finished turns: its messages and their runs, oldest first."""
+    conversation = ConversationFactory(owner=user)
+    parent, messages, runs = None, [], []
+    for i in range(count):
+        parent = MessageFactory(conversation=conversation, parent=parent, content=f"Turn {i}?", response=f"Answer {i}.")
+        parent.response_html = markdown_render(parent.response)
+        parent.save()
+        messages.append(parent)
+        runs.append(RunFactory(message=parent, status=Run.Status.COMPLETED))
+    return conversation, messages, runs
+
+
+async def _snapshots(communicator, *, quiet=0.5) -> set[int]:
+    """The ids of the messages pushed whole until the socket has been quiet a while."""
+    shown = set()
+    while not await communicator.receive_nothing(timeout=quiet):
+        shown.update(int(pk) for pk in re.findall(r'<article id="message-(\d+)"', await communicator.receive_from()))
+    return shown
+
+
+async def test_a_page_names_at_most_twenty_runs_a_message(user):
+    conversation, messages, runs = await _finished_turns(user, 25)
+    communicator = await _connected(conversation, user)
+    await _received(communicator, until=lambda html: "artifacts-changed" in html)
+    await communicator.send_to(text_data=json.dumps({"running": [run.pk for run in runs]}))
+    shown = await _snapshots(communicator)
+    await communicator.disconnect()
+    assert shown == {message.pk for message in messages[:20]}
+
+
+async def test_messages_faster_than_a_page_sends_them_are_dropped(user, settings):
+    settings.WEBSOCKET_MESSAGE_BURST, settings.WEBSOCKET_MESSAGES_PER_SECOND = 3, 1.0
+    conversation, messages, runs = await _finished_turns(user, 12)
+    communicator = await _connected(conversation, user)
+    await _received(communicator, until=lambda html: "artifacts-changed" in html)
+    began = time.monotonic()
+    for run in runs:
+        await communicator.send_to(text_data=json.dumps({"running": [run.pk]}))
+    shown = await _snapshots(communicator)
+    elapsed = time.monotonic() - began
+    await communicator.disconnect()
+    assert shown == {message.pk for message in messages[: len(shown)]}
+    assert 3 <= len(shown) <= 3 + int(elapsed * 1.0) + 1 < len(runs)
+
+
+def _kept(instances):
+    """The websocket stack with each consumer it makes kept for the test to look into."""
+
+    async def consumer(scope, receive, send):
+        instance = consumers.ConversationConsumer()
+        instances.append(instance)
+        return await instance(scope, receive, send)
+
+    return AuthMiddlewareStack(URLRouter([path("ws/conversations/<uuid:conversation_id>/", consumer)]))
+
+
+async def test_a_flood_of_run_ids_leaves_the_table_to_this_conversations_runs(user, other_user, settings):
+    settings.WEBSOCKET_MESSAGE_BURST = 1000
+    conversation, _, runs = await _finished_turns(user, 2)
+    _, _, foreign_runs = await _finished_turns(other_user, 3)
+    instances = []
+    communicator = WebsocketCommunicator(
+        _kept(instances),
+        f"/ws/conversations/{conversation.pk}/",
+        headers=[(b"cookie", await _session_cookie(user))],
+    )
+    assert (await communicator.connect())[0]
+    await _received(communicator, until=lambda html: "artifacts-changed" in html)
+    foreign = [run.pk for run in foreign_runs]
+    for start in range(1, 20_000, 100):
+        named = [*foreign, *range(runs[-1].pk + start, runs[-1].pk + start + 97), runs[0].pk]
+        await communicator.send_to(text_data=json.dumps({"running": named}))
+    (consumer,) = instances
+    async with asyncio.timeout(60):
+        while not communicator.input_queue.empty() or consumer.pusher is not None or consumer.dirty:
+            await asyncio.sleep(0.01)
+    await communicator.disconnect()
+    assert consumer.streams.keys() <= {run.pk for run in runs}
+
+
+HOSTILE_FRAMES = [
+    '{"running":[Infinity]}',
+    '{"running":[-Infinity]}',
+    '{"running":[NaN]}',
+    '{"running":[1e999]}',
+    '{"running":[' + "9" * 4000 + "]}",
+    '{"running":[18446744073709551616]}',
+    '{"running":[-1, 0, 1.5, true]}',
+    '{"running":[[1], {"id": 1}, null, "x", "\\ud800"]}',
+    '{"running": 5}',
+    '{"running": "12"}',
+    '{"running": {"0": 1}}',
+    '{"running": null}',
+    '{"running":[1]',
+    "[" * 4000,
+    '{"running":[' + ",".join(["1"] * 5000) + "]}",
+    '[{"running":[1]}]',
+    '"running"',
+    "null",
+    "12",
+    "not json",
+    "\x00",
+]
+
+
+async def test_malformed_messages_are_ignored_quietly_and_the_socket_stays_open(user, settings, caplog):
+    settings.WEBSOCKET_MESSAGE_BURST = 1000
+    conversation, message, run = await _finished_conversation(user)
+    communicator = await _connected(conversation, user)
+    await _received(communicator, until=lambda html: "artifacts-changed" in html)
+    for frame in HOSTILE_FRAMES:
+        await communicator.send_to(text_data=frame)
+    await communicator.send_to(bytes_data=json.dumps({"running": [run.pk]}).encode())
+    assert await communicator.receive_nothing(timeout=0.5)
+    # Still open, and still answering its page.
+    await communicator.send_to(text_data=json.dumps({"running": [run.pk]}))
+    html = await communicator.receive_from(timeout=5)
+    await communicator.disconnect()
+    assert f'id="message-{message.pk}"' in html
+    assert [record for record in caplog.records if record.levelno >= logging.WARNING] == []
