@@ -43,18 +43,23 @@ def _worker_dead(run: Run) -> bool:
     return run.heartbeat_at is None or run.heartbeat_at < cutoff or worker_gone(run.worker)
 
 
+def _running_locked(*, run_id: int) -> Run | None:
+    """The run, locked until the transaction ends, if it is still running."""
+    return (
+        Run.objects.select_for_update()
+        .select_related("message__conversation")
+        .filter(pk=run_id, status=Run.Status.RUNNING)
+        .first()
+    )
+
+
 def _run_recover_dead(*, run_id: int) -> Run | None:
     """A running run whose worker died is queued again to continue from its
     last checkpoint — once; the second death fails it, its artifacts saved and
     the answer the page showed kept. Returns the run when it was recovered
     either way."""
     with transaction.atomic():
-        run = (
-            Run.objects.select_for_update()
-            .select_related("message__conversation")
-            .filter(pk=run_id, status=Run.Status.RUNNING)
-            .first()
-        )
+        run = _running_locked(run_id=run_id)
         if run is None or not _worker_dead(run):
             return None
         run.worker_deaths += 1
@@ -115,12 +120,7 @@ def _run_fail_unrecovered(*, run_id: int) -> Run | None:
 
 def _run_end_failed(*, run_id: int, error: str, with_artifacts: bool) -> Run | None:
     with transaction.atomic():
-        run = (
-            Run.objects.select_for_update()
-            .select_related("message__conversation")
-            .filter(pk=run_id, status=Run.Status.RUNNING)
-            .first()
-        )
+        run = _running_locked(run_id=run_id)
         if run is None:
             return None
         run.worker_deaths += 1
