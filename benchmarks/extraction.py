@@ -36,7 +36,7 @@ from agents.services import asking
 from artifactflow.documents import DocumentError, docx_markdown, pdf_text
 from artifactflow.extraction import document_read
 from tests.asgi import http_scope
-from tests.factories import docx_of_xml, pdf_sharing_one_stream
+from tests.factories import docx_of_xml, pdf_sharing_one_stream, pdf_written
 
 BASELINE_SECONDS = 10.0
 PAGE_REQUESTS = 100
@@ -69,16 +69,7 @@ def _realistic_pdf(pages: int) -> bytes:
         )
         objects.append(b"<< /Length %d /Filter /FlateDecode >>\nstream\n%s\nendstream" % (len(content), content))
     objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
-    pdf = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for number, body in enumerate(objects, start=1):
-        offsets.append(len(pdf))
-        pdf += b"%d 0 obj\n%s\nendobj\n" % (number, body)
-    xref = len(pdf)
-    pdf += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    pdf += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
-    pdf += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
-    return bytes(pdf)
+    return pdf_written(objects)
 
 
 def _realistic_docx(pages: int) -> bytes:

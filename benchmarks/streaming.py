@@ -18,7 +18,6 @@ import threading
 import time
 
 from asgiref.sync import sync_to_async
-from channels.testing import WebsocketCommunicator
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connections
@@ -28,9 +27,9 @@ from agents.models import Run, RunEvent
 from agents.services import asking
 from agents.services.runs import run_execute
 from agents.streaming import stream_advance, stream_open
-from artifactflow.asgi import application
 from artifactflow.markdown import markdown_render
 from tests.answers import long_answer
+from tests.asgi import conversation_socket, session_cookie
 from tests.model_server import ScriptedModelServer, Text
 
 TOKENS_PER_SECOND = 50
@@ -105,7 +104,7 @@ def _latency(tokens: int = 600) -> None:
     user = _user()
     client = Client()
     client.force_login(user)
-    cookie = f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}".encode()
+    cookie = session_cookie(client)
     conversation = asking.conversation_start(user=user, content="latency", enqueue=False)
     run = conversation.active_branch.runs.get()
     seen: dict[str, float] = {}
@@ -117,11 +116,7 @@ def _latency(tokens: int = 600) -> None:
             connections.close_all()
 
     async def watch():
-        communicator = WebsocketCommunicator(
-            application,
-            f"/ws/conversations/{conversation.pk}/",
-            headers=[(b"host", b"localhost"), (b"origin", b"http://localhost"), (b"cookie", cookie)],
-        )
+        communicator = conversation_socket(conversation.pk, cookie=cookie)
         await communicator.connect()
         worker = threading.Thread(target=execute)
         await asyncio.sleep(1)

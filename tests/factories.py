@@ -137,7 +137,7 @@ def pdf_bytes(page_texts: list[str], *, title: str | None = None) -> bytes:
         objects.append(b"<< /Title (%s) >>" % title.encode("latin-1"))
         info = b" /Info %d 0 R" % len(objects)
 
-    return _pdf_written(objects, info=info)
+    return pdf_written(objects, info=info)
 
 
 def pdf_sharing_one_stream(*, pages: int, content: bytes) -> bytes:
@@ -153,10 +153,11 @@ def pdf_sharing_one_stream(*, pages: int, content: bytes) -> bytes:
     page = b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 3 0 R /Resources << /Font << /F1 %d 0 R >> >> >>"
     objects += [page % (4 + pages)] * pages
     objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
-    return _pdf_written(objects)
+    return pdf_written(objects)
 
 
-def _pdf_written(objects: list[bytes], *, info: bytes = b"") -> bytes:
+def pdf_written(objects: list[bytes], *, info: bytes = b"") -> bytes:
+    """A PDF file of these objects, numbered from 1 (the catalog), with its cross-reference table."""
     pdf = bytearray(b"%PDF-1.4\n")
     offsets = []
     for number, body in enumerate(objects, start=1):

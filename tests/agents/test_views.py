@@ -6,7 +6,6 @@ from xml.sax.saxutils import escape
 import lxml.html
 import pytest
 from asgiref.sync import sync_to_async
-from channels.testing import WebsocketCommunicator
 from django.test import Client
 from django.urls import reverse
 
@@ -14,9 +13,9 @@ from agents.models import Run, RunEvent
 from agents.services import asking
 from agents.services.runs import run_execute
 from agents.state import pending_request
-from artifactflow.asgi import application
 from tests.agents.test_admin import HOSTILE_NAMES
 from tests.agents.test_engine import call
+from tests.asgi import conversation_socket, session_cookie
 from tests.factories import RunFactory
 from tests.model_server import Text
 
@@ -198,19 +197,14 @@ def test_approving_a_url_with_a_user_before_its_host_reads_nothing_and_tells_the
 
 
 @pytest.mark.django_db(transaction=True)
-async def test_the_websocket_pushes_the_same_prompt_as_the_page(async_client, user, scripted_model, listener, settings):
+async def test_the_websocket_pushes_the_same_prompt_as_the_page(async_client, user, scripted_model, listener):
     port = listener.getsockname()[1]
     url = HOSTILE_URLS["a user name spelt like a path"][0].format(port=port)
     run = await sync_to_async(_fetch_waiting)(user, scripted_model, url)
     conversation_id = await sync_to_async(lambda: run.message.conversation_id)()
     await async_client.aforce_login(user)
     page = await async_client.get(reverse("conversation-detail", args=[conversation_id]))
-    cookie = f"{settings.SESSION_COOKIE_NAME}={async_client.cookies[settings.SESSION_COOKIE_NAME].value}"
-    watcher = WebsocketCommunicator(
-        application,
-        f"/ws/conversations/{conversation_id}/",
-        headers=[(b"host", b"localhost"), (b"origin", b"http://localhost"), (b"cookie", cookie.encode())],
-    )
+    watcher = conversation_socket(conversation_id, cookie=session_cookie(async_client))
     assert (await watcher.connect())[0]
     pushed = await watcher.receive_from(timeout=5)
     while 'class="permission"' not in pushed:
@@ -327,20 +321,13 @@ def test_the_activity_of_a_turn_with_its_metrics_for_its_owner_only(client, user
 
 
 @pytest.mark.django_db(transaction=True)
-async def test_a_cancel_through_the_asgi_app_answers_at_once_and_leaves_other_requests_working(
-    async_client, user, settings
-):
+async def test_a_cancel_through_the_asgi_app_answers_at_once_and_leaves_other_requests_working(async_client, user):
     # The web process announces through the realtime module's own loop: the
     # request neither waits for the channel layer nor binds a loop to its thread.
     conversation = await sync_to_async(asking.conversation_start)(user=user, content="Stop", enqueue=False)
     run = await sync_to_async(conversation.active_branch.runs.get)()
     await async_client.aforce_login(user)
-    cookie = f"{settings.SESSION_COOKIE_NAME}={async_client.cookies[settings.SESSION_COOKIE_NAME].value}"
-    watcher = WebsocketCommunicator(
-        application,
-        f"/ws/conversations/{conversation.pk}/",
-        headers=[(b"host", b"localhost"), (b"origin", b"http://localhost"), (b"cookie", cookie.encode())],
-    )
+    watcher = conversation_socket(conversation.pk, cookie=session_cookie(async_client))
     assert (await watcher.connect())[0]
     while "artifacts-changed" not in await watcher.receive_from(timeout=5):
         pass

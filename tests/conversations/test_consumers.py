@@ -13,7 +13,6 @@ from channels.auth import AuthMiddlewareStack
 from channels.layers import get_channel_layer
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
-from django.conf import settings
 from django.contrib.auth.hashers import make_password
 from django.db import connections
 from django.test import Client
@@ -27,21 +26,18 @@ from artifactflow.asgi import application
 from artifactflow.markdown import BlockSplitter, markdown_render
 from conversations import consumers
 from tests.answers import long_answer
+from tests.asgi import conversation_socket, session_cookie
 from tests.factories import PASSWORD, ConversationFactory, MessageFactory, RunFactory
 from tests.model_server import Text
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def _cookie(client) -> bytes:
-    return f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}".encode()
-
-
 @sync_to_async
 def _session_cookie(user):
     client = Client()
     client.force_login(user)
-    return _cookie(client)
+    return session_cookie(client)
 
 
 @sync_to_async
@@ -56,11 +52,8 @@ def _execute_in_thread(run_id):
         connections.close_all()
 
 
-def _communicator(conversation, cookie=b"", origin=b"http://localhost", host=b"localhost"):
-    headers = [(b"host", host), (b"origin", origin)]
-    if cookie:
-        headers.append((b"cookie", cookie))
-    return WebsocketCommunicator(application, f"/ws/conversations/{conversation.pk}/", headers=headers)
+def _communicator(conversation, cookie=b"", **handshake):
+    return conversation_socket(conversation.pk, cookie=cookie, **handshake)
 
 
 async def _connects(communicator):
@@ -533,7 +526,7 @@ def _browser(user):
     """A browser signed in as `user`: its client and the cookie its websockets send."""
     client = Client()
     client.force_login(user)
-    return client, _cookie(client)
+    return client, session_cookie(client)
 
 
 async def _open(conversation, cookie):
@@ -602,8 +595,8 @@ async def test_changing_the_password_closes_the_other_browsers_websockets_at_onc
     # The browser that changed it was given a new session key: its tab's
     # websocket closes too, and opens again with the new key.
     assert await _closed(here, timeout=5) == consumers.TRY_AGAIN_LATER
-    assert _cookie(browser) != cookie
-    reopened = await _open(conversation, _cookie(browser))
+    assert session_cookie(browser) != cookie
+    reopened = await _open(conversation, session_cookie(browser))
     await reopened.disconnect()
 
 
