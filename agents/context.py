@@ -7,6 +7,7 @@ from pathlib import Path
 
 from django.utils import timezone
 
+from artifacts.edits import PeopleEdit
 from artifacts.manager import ArtifactManager
 from artifacts.selectors import TASK_PLAN
 from conversations.tree import message_path
@@ -47,7 +48,39 @@ def system_prompt(*, config, artifacts: ArtifactManager, tool_mode: str) -> str:
         # The whole plan, every call: it is how progress survives a long turn.
         parts.append(f"# Current task plan (artifact task_plan, version {plan['version']})\n\n{plan['content']}")
     parts.append(_inventory_text(inventory))
+    edits = artifacts.people_edits()
+    if edits:
+        parts.append(_people_edits_text(edits, person=_person(artifacts)))
     return "\n\n".join(parts)
+
+
+def _person(artifacts: ArtifactManager) -> str:
+    """Who edits a conversation's artifacts: its owner, the only one who can."""
+    owner = artifacts.session.conversation.owner
+    return owner.get_full_name() or owner.get_username()
+
+
+def _people_edits_text(edits: dict[str, PeopleEdit], *, person: str) -> str:
+    lines = [
+        "# Changed by people",
+        "",
+        "A person changed these artifacts since an agent last saved them. What they wrote is the user's "
+        "work: change such an artifact with update_artifact and keep their text; never rewrite it away.",
+        "",
+    ]
+    today = timezone.localdate()
+    for edit in edits.values():
+        at = timezone.localtime(edit.at)
+        when = f"{at:%H:%M}" if at.date() == today else f"{at:%Y-%m-%d %H:%M}"
+        lines.append(
+            f"- `{edit.artifact_id}` (version {edit.version}, after version {edit.since_version}): "
+            f"edited by {person} at {when}: {edit.summary}"
+        )
+        if edit.diff:
+            lines.append("  ```diff\n" + "\n".join(f"  {line}" for line in edit.diff.splitlines()) + "\n  ```")
+        else:
+            lines.append(f"  (Too long to show here: read_artifact `{edit.artifact_id}` before you change it.)")
+    return "\n".join(lines)
 
 
 def _time_text() -> str:

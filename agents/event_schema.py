@@ -156,6 +156,8 @@ class PermissionResult(TypedDict):
 class ArtifactsFlush(TypedDict):
     flushed: list[str]
     conflicts: list[str]
+    # Saved without lines a person wrote there; absent from older events.
+    dropped: NotRequired[list[str]]
     failed: dict[str, str]
 
 

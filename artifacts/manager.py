@@ -28,12 +28,17 @@ from artifactflow.db import transient_retry
 
 from . import live
 from .branches import Branch, branch_head, branch_heads, version_is_text, version_title
+from .edits import PeopleEdit, people_edits
 from .matching import compute_update
 from .models import Artifact, ArtifactVersion
 from .services import artifact_version_save
 from .validators import artifact_id_validate, content_type_validate, title_validate
 
 logger = logging.getLogger(__name__)
+
+
+# How a turn's save met a person's text (FlushReport, and the conflict the pane shows).
+OVERLAPPED, DROPPED = "overlap", "dropped"
 
 
 class ArtifactError(Exception):
@@ -118,12 +123,17 @@ class Change:
     # For an update: the matching layer that found old_str, and how closely.
     layer: str = "exact"
     similarity: float = 1.0
+    # Lines a person wrote in the artifact since an agent last saved it that
+    # the change took out: the tool's result asks the model to put them back.
+    dropped: list[str] = field(default_factory=list)
 
 
 @dataclass
 class FlushReport:
     flushed: list[str] = field(default_factory=list)
     conflicts: list[str] = field(default_factory=list)
+    # Saved without lines a person wrote there since an agent last saved it.
+    dropped: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
 
 
@@ -147,6 +157,7 @@ class ArtifactManager:
         # True when the last publishing to the live cache failed (it was down):
         # `live_republish` tries again.
         self._live_unpublished = False
+        self._people_edits: dict[str, PeopleEdit] | None = None
 
     # --- operations ------------------------------------------------------------
 
@@ -206,7 +217,12 @@ class ArtifactManager:
         working.count_change()
         self._changed(working)
         return Change(
-            artifact=working, removed=end - start, added=len(new_str), layer=result.layer, similarity=result.similarity
+            artifact=working,
+            removed=end - start,
+            added=len(new_str),
+            layer=result.layer,
+            similarity=result.similarity,
+            dropped=self._dropped(working),
         )
 
     def rewrite(self, *, artifact_id: str, content: str) -> Change:
@@ -217,7 +233,7 @@ class ArtifactManager:
             working.update_type = "rewrite"
         working.count_change()
         self._changed(working)
-        return Change(artifact=working, removed=removed, added=len(content))
+        return Change(artifact=working, removed=removed, added=len(content), dropped=self._dropped(working))
 
     def read(self, *, artifact_id: str, version: int | None = None) -> dict:
         """The working copy, or a version saved on this branch."""
@@ -245,6 +261,22 @@ class ArtifactManager:
         }
         entries.update(self._working)
         return [working.snapshot() for working in entries.values()]
+
+    def people_edits(self) -> dict[str, PeopleEdit]:
+        """What people changed in the branch's artifacts since an agent last
+        saved them, as saved when the turn first asked: the turn's own saves
+        do not change it."""
+        if self._people_edits is None:
+            self._people_edits = people_edits(branch=self.branch)
+        return self._people_edits
+
+    def _dropped(self, working: WorkingArtifact) -> list[str]:
+        """The lines a person wrote in the version this turn read that the
+        working copy no longer holds."""
+        edit = self.people_edits().get(working.artifact_id)
+        if edit is None or edit.version != working.read_version:
+            return []
+        return edit.dropped_from(working.content)
 
     def working_state(self) -> list[dict]:
         """The unsaved changes, for a run's checkpoint: a run resumed after its
@@ -312,8 +344,10 @@ class ArtifactManager:
                 continue
             working.dirty = False
             report.flushed.append(working.artifact_id)
-            if conflicted:
+            if conflicted == OVERLAPPED:
                 report.conflicts.append(working.artifact_id)
+            elif conflicted == DROPPED:
+                report.dropped.append(working.artifact_id)
         # What failed is reported in the run's terminal event; a finished run's
         # working copies are not shown any more either way.
         live.live_clear(session_id=self.session.pk, run_id=self.run_id)
@@ -321,18 +355,18 @@ class ArtifactManager:
             self._on_change()
         return report
 
-    def _flush_with_retry(self, working: WorkingArtifact) -> bool:
+    def _flush_with_retry(self, working: WorkingArtifact) -> str:
         started = timezone.now()
         attempts = 0
 
-        def write() -> bool:
+        def write() -> str:
             nonlocal attempts
             attempts += 1
             with transaction.atomic():
                 if self._fence is not None:
                     self._fence()
                 if attempts > 1 and self._already_written(working, since=started):
-                    return False
+                    return ""
                 return self._write(working)
 
         return transient_retry(write, what=f"artifact {working.artifact_id}")
@@ -348,8 +382,10 @@ class ArtifactManager:
             content=working.content,
         ).exists()
 
-    def _write(self, working: WorkingArtifact) -> bool:
-        """Returns True when someone else wrote the artifact on this branch since it was read."""
+    def _write(self, working: WorkingArtifact) -> str:
+        """Returns OVERLAPPED when someone else wrote the artifact on this
+        branch since it was read, DROPPED when the text saved left out lines
+        a person wrote in the version it was read from, else ""."""
         row = Artifact.objects.select_for_update().filter(session=self.session, artifact_id=working.artifact_id).first()
         if row is None:
             row = Artifact.objects.create(
@@ -360,14 +396,17 @@ class ArtifactManager:
                 source=working.source,
                 current_version=0,
             )
-            conflicted = False
+            conflicted, head = "", None
         else:
             # A user edit landed on this branch since this turn read the
             # artifact: the later writer becomes the newer version and both
             # texts stay in the history. Another branch's versions are not in
             # the way, but their numbers are taken.
             head = branch_head(branch=self.branch, artifact=row)
-            conflicted = (head.version if head else None) != working.read_version
+            if (head.version if head else None) != working.read_version:
+                conflicted = OVERLAPPED
+            else:
+                conflicted = DROPPED if self._dropped(working) else ""
             working.version = max(working.version, row.current_version + 1)
             row.title, row.content_type = working.title, working.content_type
         artifact_version_save(
@@ -380,6 +419,8 @@ class ArtifactManager:
             message_id=self.branch.leaf_id,
             run_id=self.run_id,
             conflict_writer="agent" if conflicted else "",
+            conflict_kind=conflicted,
+            overlapped=head.version if head else None,
         )
         working.read_version = working.taken = working.version
         working.changes = []

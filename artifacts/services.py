@@ -86,21 +86,25 @@ def artifact_version_save(
     changes=None,
     run_id: int | None = None,
     conflict_writer: str = "",
+    conflict_kind: str = "",
+    overlapped: int | None = None,
 ) -> ArtifactVersion:
     """Save `content` as `version` on the branch of `message_id`; as the newest
     version of all, it is the artifact's current text too. With
-    `conflict_writer`, note that this write overlapped another one on the
-    branch since the writer read the artifact (the pane shows it)."""
+    `conflict_writer`, note what the pane must show: that this write
+    overlapped another one on the branch since the writer read the artifact,
+    or with `conflict_kind` "dropped", that it left out lines a person wrote
+    in the version before it: `overlapped`, by default the newest version."""
     if conflict_writer:
-        artifact.metadata = {
-            **artifact.metadata,
-            "conflict": {
-                "version": version,
-                "overlapped": artifact.current_version,
-                "writer": conflict_writer,
-                "at": timezone.now().isoformat(),
-            },
+        conflict = {
+            "version": version,
+            "overlapped": artifact.current_version if overlapped is None else overlapped,
+            "writer": conflict_writer,
+            "at": timezone.now().isoformat(),
         }
+        if conflict_kind:
+            conflict["kind"] = conflict_kind
+        artifact.metadata = {**artifact.metadata, "conflict": conflict}
     artifact.content, artifact.current_version = content, version
     artifact.save()
     return ArtifactVersion.objects.create(

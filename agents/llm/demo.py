@@ -7,11 +7,13 @@ lead's artifact inventory says what earlier turns left — and answers with the
 XML tool calls of seed 003:
 
     lead:   task_plan → search_agent → tick → crawl_agent → tick → report → tick → answer
+            (a follow-up reads the report, then adds its section with update_artifact)
     search: web_search(the question) → the hits as a list, or that there are none
     crawl:  web_fetch(each hit, through the permission prompt) → what each page says, or why it was not read
 
-A follow-up in the same conversation rewrites the plan and the report it
-finds instead of creating them again. A search that finds nothing ends the
+A follow-up in the same conversation rewrites the plan it finds and adds a
+section to the end of the report, so the report keeps every earlier question's
+section and whatever a person wrote in it. A search that finds nothing ends the
 research there, and the plan says so. The lead's answer is made from the
 tool results alone, so it claims no read, write or find that did not happen.
 """
@@ -32,6 +34,8 @@ REPORT_TITLE = "Research report"
 SEARCH_STEP, READ_STEP, REPORT_STEP = "Search the team library", "Read the best sources", "Write the report"
 MAX_SOURCES = 2
 EXCERPT_CHARS = 1200
+# A follow-up appends to the report after its last lines, read from its end.
+ANCHOR_LINES, TAIL_CHARS = 3, 2000
 
 _RESULT = re.compile(r"<tool_result tool=\"([^\"]+)\">\n(.*?)\n</tool_result>", re.DOTALL)
 _HIT = re.compile(r"<result>\s*<title>(.*?)</title>\s*<url>(.*?)</url>\s*<snippet>(.*?)</snippet>", re.DOTALL)
@@ -41,7 +45,12 @@ _SEARCHED = re.compile(r"<search_results provider=\"([^\"]*)\"")
 # The lines of the search agent's report and the lead's inventory this module writes or reads.
 _SOURCE_LINE = re.compile(r"^- \[(.+?)\]\(((?:library|https?)://\S+?)\)", re.MULTILINE)
 _INVENTORY_LINE = re.compile(r"^- `([^`]+)` — (.*) \([^()]*, version \d+, from \w+\): ", re.MULTILINE)
-_ARTIFACT_TOOLS = {"create_artifact": "create", "rewrite_artifact": "rewrite", "update_artifact": "update"}
+_ARTIFACT_TOOLS = {
+    "create_artifact": "create",
+    "rewrite_artifact": "rewrite",
+    "update_artifact": "update",
+    "read_artifact": "read",
+}
 _DONE = {"create": "Created", "rewrite": "Rewrote", "update": "Updated"}
 
 
@@ -158,9 +167,13 @@ class DemoChatModel:
                         )
                     ),
                     lambda: _tick(READ_STEP),
-                    lambda: _report_write(question, crawl=done[3], existing=existing),
-                    lambda: _tick(REPORT_STEP),
                 ]
+                # The inventory lists this turn's working copies too: a report created this turn is not a follow-up's.
+                created = any(e.tool == "create_artifact" and e.params.get("id") == REPORT_ID for e in done)
+                if REPORT_ID in existing and not created:
+                    steps += _report_add_steps(question, done=done, at=len(steps))
+                else:
+                    steps += [lambda: _report_create(question, crawl=done[3]), lambda: _tick(REPORT_STEP)]
         if len(done) < len(steps):
             return steps[len(done)]()
         return _answer(done, existing=existing)
@@ -237,17 +250,66 @@ def _tick(step: str) -> str:
     )
 
 
-def _report_write(question: str, *, crawl: _Exchange, existing: dict) -> str:
-    read = _subagent_text(crawl) or "No source could be read, so there is nothing to report."
+def _report_section(crawl: _Exchange) -> str:
+    return _subagent_text(crawl) or "No source could be read, so there is nothing to report."
+
+
+def _report_create(question: str, *, crawl: _Exchange) -> str:
     report = (
         f"# {question[:200]}\n\n"
         "*Written by the offline demo model from the team library; "
         "it quotes its sources rather than analysing them.*\n\n"
-        f"## What the sources say\n\n{read}\n"
+        f"## What the sources say\n\n{_report_section(crawl)}\n"
     )
-    if REPORT_ID in existing:
-        return "Rewriting the report for this question." + _call("rewrite_artifact", id=REPORT_ID, content=report)
     return "Writing the report." + _call("create_artifact", id=REPORT_ID, title=REPORT_TITLE, content=report)
+
+
+def _report_add_steps(question: str, *, done: list[_Exchange], at: int) -> list:
+    """A follow-up adds a section at the end of the report, as the lead's
+    prompt asks: the earlier sections and whatever a person wrote there stay.
+    It reads the report first, and its end too when one read is not all of it.
+    A report it cannot read stays as it was, and the plan's last step open."""
+    steps = [lambda: "Reading the report to add to it." + _call("read_artifact", id=REPORT_ID)]
+    if len(done) > at:
+        if not done[at].ok:
+            return steps
+        tail = _tail_offset(done[at])
+        if tail is not None:
+            steps.append(lambda: "Reading the end of the report." + _call("read_artifact", id=REPORT_ID, offset=tail))
+    read_at = at + len(steps) - 1
+    steps += [lambda: _report_add(question, crawl=done[3], read=done[read_at]), lambda: _tick(REPORT_STEP)]
+    return steps
+
+
+def _read_text(exchange: _Exchange) -> str:
+    content = re.search(r"<content>(.*)</content>", exchange.content, re.DOTALL)
+    return html.unescape(content.group(1)) if content else ""
+
+
+def _tail_offset(exchange: _Exchange) -> int | None:
+    """Where to read the end of an artifact one read did not return whole."""
+    part = re.match(r'<artifact [^>]*\bchars="(\d+)-(\d+)" of="(\d+)"', exchange.content)
+    if not exchange.ok or part is None or int(part.group(2)) >= int(part.group(3)):
+        return None
+    return max(0, int(part.group(3)) - TAIL_CHARS)
+
+
+def _report_add(question: str, *, crawl: _Exchange, read: _Exchange) -> str:
+    section = f"## {question[:200]}\n\n{_report_section(crawl)}"
+    text = _read_text(read).rstrip()
+    if not text:
+        return "The report is empty; writing it for this question." + _call(
+            "rewrite_artifact", id=REPORT_ID, content=section + "\n"
+        )
+    # Its last lines, as many as it takes for one place in it to hold them, are where the section goes.
+    lines = text.splitlines()
+    count = ANCHOR_LINES
+    while count < len(lines) and text.count("\n".join(lines[-count:])) > 1:
+        count += 1
+    anchor = "\n".join(lines[-count:])
+    return "Adding a section to the report." + _call(
+        "update_artifact", id=REPORT_ID, old_str=anchor, new_str=f"{anchor}\n\n{section}"
+    )
 
 
 # --- the lead's answer ------------------------------------------------------------
@@ -305,6 +367,8 @@ def _artifact_lines(done: list[_Exchange], *, existing: dict) -> list[str]:
             message = re.search(r"<message>(.*?)</message>", exchange.content, re.DOTALL)
             said = html.unescape(message.group(1)) if message else _text(exchange.content)
             failed.append(f"- Could not {verb} `{artifact_id}`: {said}")
+            continue
+        if verb == "read":
             continue
         title = exchange.params.get("title") or existing.get(artifact_id)
         named = f"`{artifact_id}` ({title})" if title else f"`{artifact_id}`"

@@ -215,7 +215,14 @@ def _run_checkpoint(*, run: Run, lease: Lease, state: engine.TurnState, artifact
 
 
 def _flush_data(flush: FlushReport) -> dict:
-    return {"artifacts": {"flushed": flush.flushed, "conflicts": flush.conflicts, "failed": flush.failed}}
+    return {
+        "artifacts": {
+            "flushed": flush.flushed,
+            "conflicts": flush.conflicts,
+            "dropped": flush.dropped,
+            "failed": flush.failed,
+        }
+    }
 
 
 def _run_finish(*, run: Run, lease: Lease, log: RunEventLog, outcome: engine.TurnOutcome, flush: FlushReport) -> None:

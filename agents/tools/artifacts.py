@@ -20,12 +20,35 @@ def _error(tool: str, artifact_id: str, message: str) -> ToolResult:
     )
 
 
+# The person's lines a warning quotes, each cut to this length.
+DROPPED_QUOTED, DROPPED_QUOTE_CHARS = 3, 120
+
+
+def _dropped_note(dropped: list[str]) -> str:
+    """Tells the model, and the user in the step, that a change took out text
+    a person wrote: the change stands, but the model is asked to put it back."""
+    if not dropped:
+        return ""
+    quoted = "; ".join(
+        f"“{line[:DROPPED_QUOTE_CHARS]}{'…' if len(line) > DROPPED_QUOTE_CHARS else ''}”"
+        for line in dropped[:DROPPED_QUOTED]
+    )
+    more = f" and {len(dropped) - DROPPED_QUOTED} more" if len(dropped) > DROPPED_QUOTED else ""
+    note = (
+        f"This change left out {len(dropped)} line{'s' if len(dropped) != 1 else ''} a person wrote in the "
+        f"artifact since an agent last saved it: {quoted}{more}. Put their text back with update_artifact "
+        "unless the user asked for it to go; if it stays out, the user is told when the turn ends."
+    )
+    return f"\n<note>{escape(note)}</note>"
+
+
 def _changed(change: Change, message: str, **attrs) -> ToolResult:
     working = change.artifact
     extra = "".join(f" {key}={quoteattr(str(value))}" for key, value in attrs.items())
     return ToolResult(
         success=True,
-        content=f'<artifact version="{working.version}"{extra}><id>{escape(working.artifact_id)}</id>{escape(message)}</artifact>',
+        content=f'<artifact version="{working.version}"{extra}><id>{escape(working.artifact_id)}</id>{escape(message)}</artifact>'
+        + _dropped_note(change.dropped),
         metadata={
             "artifact_change": {
                 "artifact_id": working.artifact_id,

@@ -4,6 +4,7 @@ from datetime import datetime
 
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
 from agents import config
 from agents.engine import (
@@ -14,11 +15,14 @@ from agents.engine import (
     checkpoint_state,
 )
 from agents.models import Run, RunEvent
+from agents.selectors import run_activity
 from agents.services import asking
 from agents.services.permissions import permission_answer, permissions_expire
 from agents.services.runs import RunStateError, run_execute
 from agents.state import pending_request
+from artifacts.branches import branch_shown
 from artifacts.models import Artifact, ArtifactVersion
+from artifacts.services import artifact_edit
 from tests.bounded import finishes_within
 from tests.factories import LibraryDocumentFactory
 from tests.model_server import Status, Text, ToolCalls
@@ -69,6 +73,7 @@ def test_a_turn_that_ticks_the_task_plan_three_times_writes_one_version(user, sc
     assert _events(run, RunEvent.Type.COMPLETE)[0].data["artifacts"] == {
         "flushed": ["task_plan"],
         "conflicts": [],
+        "dropped": [],
         "failed": {},
     }
     streamed = "".join(e.data["content"] for e in _events(run, RunEvent.Type.LLM_CHUNK))
@@ -741,3 +746,108 @@ def test_a_subagents_report_too_long_for_the_context_is_stored_as_an_artifact(us
     assert 'artifact="search_agent_report_1"' in seen and report[:50] in seen and len(seen) < 1000
     [handed_back] = [e for e in _events(run, RunEvent.Type.TOOL_COMPLETE) if e.agent == "lead_agent"]
     assert handed_back.data["stored_as"] == "search_agent_report_1"
+
+
+REPORT = "# WAL report\n\n## Findings\n\nReaders do not block the writer.\n"
+TEAM_NOTE = "TEAM NOTE: 检查点每晚运行 — checkpoints run nightly."
+EDITED = REPORT + f"\n## Risks\n\n{TEAM_NOTE}\n"
+
+
+def _report_edited_by_a_person(user, scripted_model):
+    """A turn writes the report; the user adds a section to it by hand."""
+    scripted_model.add(Text(call("create_artifact", id="research_report", content=REPORT)), Text("Written."))
+    first = _run(user)
+    conversation = first.message.conversation
+    report = Artifact.objects.get(artifact_id="research_report")
+    artifact_edit(branch=branch_shown(conversation=conversation), artifact=report, content=EDITED, base_version=1)
+    return conversation
+
+
+def _follow_up(conversation, content="And for a busy site?"):
+    message = asking.message_post(conversation=conversation, content=content, enqueue=False)
+    run = message.runs.get()
+    run_execute(run_id=run.pk)
+    run.refresh_from_db()
+    return run
+
+
+def test_the_leads_next_prompt_names_a_persons_edit_with_its_diff(user, scripted_model):
+    conversation = _report_edited_by_a_person(user, scripted_model)
+    scripted_model.requests.clear()
+    scripted_model.add(Text("Noted."))
+
+    _follow_up(conversation)
+
+    system = scripted_model.requests[0]["messages"][0]["content"]
+    edited_at = timezone.localtime(ArtifactVersion.objects.get(version=2).created_at)
+    assert "# Changed by people" in system
+    assert (
+        f"- `research_report` (version 2, after version 1): edited by {user.get_username()} "
+        f"at {edited_at:%H:%M}: +2 lines, −0 in “Risks”"
+    ) in system
+    assert f"  + {TEAM_NOTE}" in system
+    assert "keep their text" in system
+
+
+def test_once_an_agent_saves_the_artifact_its_edit_is_no_longer_news(user, scripted_model):
+    conversation = _report_edited_by_a_person(user, scripted_model)
+    scripted_model.add(
+        Text(call("update_artifact", id="research_report", old_str="## Findings", new_str="## Findings (checked)")),
+        Text("Updated."),
+    )
+    _follow_up(conversation)
+    scripted_model.requests.clear()
+    scripted_model.add(Text("Nothing new."))
+
+    _follow_up(conversation, "Anything else?")
+
+    assert "# Changed by people" not in scripted_model.requests[0]["messages"][0]["content"]
+
+
+def test_a_rewrite_that_drops_a_persons_text_is_told_to_the_model_and_the_user(user, scripted_model):
+    conversation = _report_edited_by_a_person(user, scripted_model)
+    scripted_model.add(
+        Text(call("rewrite_artifact", id="research_report", content="# WAL report\n\nAll new.\n")), Text("Rewrote it.")
+    )
+
+    run = _follow_up(conversation)
+
+    told = scripted_model.requests[-1]["messages"][-1]["content"]
+    assert "left out 2 lines a person wrote" in told and TEAM_NOTE in told
+    [step] = [step for step in run_activity(run=run).steps if step.tool == "rewrite_artifact"]
+    assert any("left out 2 lines a person wrote" in note for note in step.notes)
+    report = Artifact.objects.get(artifact_id="research_report")
+    assert report.current_version == 3 and TEAM_NOTE not in report.content
+    assert {key: report.metadata["conflict"][key] for key in ("version", "overlapped", "writer", "kind")} == {
+        "version": 3,
+        "overlapped": 2,
+        "writer": "agent",
+        "kind": "dropped",
+    }
+    assert _events(run, RunEvent.Type.COMPLETE)[0].data["artifacts"]["dropped"] == ["research_report"]
+    # Both texts are in the history.
+    assert TEAM_NOTE in ArtifactVersion.objects.get(artifact=report, version=2).content
+
+
+def test_a_rewrite_the_model_mends_after_the_warning_saves_with_no_conflict(user, scripted_model):
+    conversation = _report_edited_by_a_person(user, scripted_model)
+    scripted_model.add(
+        Text(call("rewrite_artifact", id="research_report", content="# WAL report\n\nAll new.\n")),
+        Text(
+            call(
+                "update_artifact",
+                id="research_report",
+                old_str="All new.",
+                new_str=f"All new.\n\n## Risks\n\n{TEAM_NOTE}",
+            )
+        ),
+        Text("Rewrote it, keeping the team's note."),
+    )
+
+    run = _follow_up(conversation)
+
+    mended = scripted_model.requests[-1]["messages"][-1]["content"]
+    assert "left out" not in mended
+    report = Artifact.objects.get(artifact_id="research_report")
+    assert TEAM_NOTE in report.content and "conflict" not in report.metadata
+    assert _events(run, RunEvent.Type.COMPLETE)[0].data["artifacts"]["dropped"] == []

@@ -412,3 +412,60 @@ def test_a_checkpoint_of_whole_working_copies_still_restores(branch):
     assert _saved(branch.session, "report")[1] == [(1, "- [ ] item 1: a\n"), (2, "- [x] item 1: a\n")]
     assert _saved(branch.session, "notes")[1] == [(2, "- [x] item 2: b\n")]
     assert Artifact.objects.get(artifact_id="notes").title == "Notes"
+
+
+NOTE = "团队备注：每晚运行检查点。"
+
+
+def _edited_by_a_person(branch):
+    """The agents' report (version 1) with a line the user added (version 2)."""
+    seed = ArtifactManager(branch=branch, run_id=RunFactory(message_id=branch.leaf_id).pk)
+    seed.create(artifact_id="report", content="# Report\n\nbase\n")
+    seed.flush_all()
+    artifact = Artifact.objects.get(artifact_id="report")
+    services.artifact_edit(branch=branch, artifact=artifact, content=f"# Report\n\nbase\n{NOTE}\n", base_version=1)
+
+
+def test_a_rewrite_without_a_persons_lines_is_told_and_saved_as_a_conflict(branch):
+    _edited_by_a_person(branch)
+    agent = ArtifactManager(branch=branch, run_id=RunFactory(message_id=branch.leaf_id).pk)
+
+    change = agent.rewrite(artifact_id="report", content="# Report\n\nnew\n")
+    report = agent.flush_all()
+
+    assert change.dropped == [NOTE]
+    assert report.dropped == ["report"] and report.conflicts == []
+    artifact, versions = _saved(branch.session, "report")
+    assert [number for number, _ in versions] == [1, 2, 3] and NOTE in versions[1][1]
+    assert artifact.metadata["conflict"] | {"at": None} == {
+        "version": 3,
+        "overlapped": 2,
+        "writer": "agent",
+        "kind": "dropped",
+        "at": None,
+    }
+
+
+def test_an_update_that_keeps_the_persons_lines_is_no_conflict(branch):
+    _edited_by_a_person(branch)
+    agent = ArtifactManager(branch=branch, run_id=RunFactory(message_id=branch.leaf_id).pk)
+
+    change = agent.update(artifact_id="report", old_str="base", new_str="base, checked")
+    report = agent.flush_all()
+
+    assert change.dropped == [] and report.dropped == []
+    assert "conflict" not in Artifact.objects.get(artifact_id="report").metadata
+
+
+def test_a_person_editing_during_the_turn_is_an_overlap_not_a_drop(branch):
+    _edited_by_a_person(branch)
+    agent = ArtifactManager(branch=branch, run_id=RunFactory(message_id=branch.leaf_id).pk)
+    agent.rewrite(artifact_id="report", content="# Report\n\nnew\n")
+    artifact = Artifact.objects.get(artifact_id="report")
+    services.artifact_edit(branch=branch, artifact=artifact, content=f"{NOTE}\nmore\n", base_version=2)
+
+    report = agent.flush_all()
+
+    assert report.conflicts == ["report"] and report.dropped == []
+    conflict = Artifact.objects.get(artifact_id="report").metadata["conflict"]
+    assert (conflict["kind"], conflict["overlapped"], conflict["version"]) == ("overlap", 3, 4)

@@ -116,7 +116,7 @@ def test_a_failed_search_is_said_not_hidden(user, demo_model, settings):
     assert not Artifact.objects.filter(artifact_id=REPORT_ID).exists()
 
 
-def test_a_follow_up_rewrites_the_plan_and_the_report(user, demo_model):
+def test_a_follow_up_rewrites_the_plan_and_adds_a_section_to_the_report(user, demo_model):
     first, _ = _answer_until_done(_turn(user, WAL_QUESTION), user, "approve")
     conversation = first.message.conversation
 
@@ -127,20 +127,75 @@ def test_a_follow_up_rewrites_the_plan_and_the_report(user, demo_model):
     assert run.status == Run.Status.COMPLETED and asked
     assert _failed_tools(run) == []
     tools = [event.data["tool"] for event in run.events.filter(type=RunEvent.Type.TOOL_START, agent="lead_agent")]
-    assert "create_artifact" not in tools and tools.count("rewrite_artifact") == 2
+    assert "create_artifact" not in tools and tools.count("rewrite_artifact") == 1
+    assert tools.count("read_artifact") == 1
     plan = Artifact.objects.get(artifact_id="task_plan")
     assert plan.current_version == 8
     assert plan.content.startswith("Question: Why are solid-state batteries hard to make?")
     assert plan.content.count("- [x]") == 3 and "- [ ]" not in plan.content
     report = Artifact.objects.get(artifact_id=REPORT_ID)
     assert report.current_version == 2
-    assert "Solid-state batteries" in report.content and "checkpoint" not in report.content
-    # The first turn's report is kept as the version before.
-    assert "checkpoint" in ArtifactVersion.objects.get(artifact=report, version=1).content
+    first_report = ArtifactVersion.objects.get(artifact=report, version=1).content
+    # The first turn's report stays whole, with the follow-up's section after it.
+    assert report.content.startswith(first_report.rstrip())
+    assert "## Why are solid-state batteries hard to make?" in report.content
+    assert report.content.index("checkpoint") < report.content.index("Solid-state batteries")
     answer = run.message.response
     assert "- Rewrote `task_plan` (Task plan), now at version 8." in answer
-    assert "- Rewrote `research_report` (Research report), now at version 2." in answer
+    assert "- Updated `research_report` (Research report), now at version 2." in answer
     assert "Created" not in answer
+
+
+FOLLOW_UPS = (
+    "Why are solid-state batteries hard to make?",
+    "How efficient are heat pumps in cold weather?",
+    "What is retrieval-augmented generation?",
+)
+TEAM_NOTE = "TEAM NOTE: 我们在生产环境中也启用了 WAL 模式 — keep checkpoints small."
+
+
+def test_follow_ups_keep_every_topic_and_a_persons_edit(user, demo_model):
+    first, _ = _answer_until_done(_turn(user, WAL_QUESTION), user, "approve")
+    conversation = first.message.conversation
+    report = Artifact.objects.get(artifact_id=REPORT_ID)
+    branch = branch_shown(conversation=conversation)
+    edited = report.content.replace("## What the sources say", f"{TEAM_NOTE}\n\n## What the sources say")
+    artifact_services.artifact_edit(branch=branch, artifact=report, content=edited, base_version=1)
+
+    for question in FOLLOW_UPS:
+        run, _ = _answer_until_done(_follow_up(conversation, question), user, "approve")
+        assert run.status == Run.Status.COMPLETED and _failed_tools(run) == []
+
+    report.refresh_from_db()
+    assert report.content.count(TEAM_NOTE) == 1
+    headings = [WAL_QUESTION, *FOLLOW_UPS]
+    positions = [report.content.index(question) for question in headings]
+    assert positions == sorted(positions)
+    for topic in ("checkpoint", "Solid-state", "Heat pump", "Retrieval"):
+        assert topic.lower() in report.content.lower()
+    # No agent's save dropped the person's text, so no conflict was noted.
+    assert "conflict" not in report.metadata
+
+
+def test_a_follow_up_adds_to_a_report_longer_than_one_read(user, demo_model, settings):
+    settings.TOOL_RESULT_MAX_CHARS = 2_000
+    first, _ = _answer_until_done(_turn(user, WAL_QUESTION), user, "approve")
+    conversation = first.message.conversation
+    report = Artifact.objects.get(artifact_id=REPORT_ID)
+    long_text = report.content + "\n" + "".join(f"- 第 {n} 条笔记：检查点。\n" for n in range(600))
+    artifact_services.artifact_edit(
+        branch=branch_shown(conversation=conversation), artifact=report, content=long_text, base_version=1
+    )
+
+    run, _ = _answer_until_done(_follow_up(conversation, FOLLOW_UPS[0]), user, "approve")
+
+    assert run.status == Run.Status.COMPLETED and _failed_tools(run) == []
+    reads = run.events.filter(type=RunEvent.Type.TOOL_START, data__tool="read_artifact").count()
+    assert reads == 2
+    report.refresh_from_db()
+    assert report.content.startswith(long_text.rstrip())
+    assert report.content.rstrip().endswith(report.content.rstrip().split("\n")[-1])
+    assert f"## {FOLLOW_UPS[0]}" in report.content[len(long_text) :]
 
 
 def test_a_follow_up_the_library_does_not_cover_leaves_the_report(user, demo_model):
@@ -172,8 +227,10 @@ def test_a_report_that_could_not_be_written_is_not_claimed(user, demo_model):
     run, _ = _answer_until_done(_execute(conversation.active_branch.runs.get()), user, "approve")
 
     assert run.status == Run.Status.COMPLETED
-    assert [failure["tool"] for failure in _failed_tools(run)] == ["rewrite_artifact"]
+    assert [failure["tool"] for failure in _failed_tools(run)] == ["read_artifact"]
     answer = run.message.response
-    assert f"- Could not rewrite `{REPORT_ID}`: Artifact '{REPORT_ID}' is a binary file (image/png)" in answer
+    assert f"- Could not read `{REPORT_ID}`: Artifact '{REPORT_ID}' is a binary file (image/png)" in answer
     assert f"`{REPORT_ID}` (" not in answer
-    assert "- Created `task_plan` (Task plan), now at version 4." in answer
+    # The report was not written, so the plan's last step stays open.
+    assert "- Created `task_plan` (Task plan), now at version 3." in answer
+    assert "- [ ] Write the report" in Artifact.objects.get(artifact_id="task_plan").content

@@ -117,7 +117,7 @@ def test_a_run_whose_worker_dies_twice_saves_its_artifacts_and_keeps_the_answer_
     assert Artifact.objects.get(artifact_id="notes").content == "found before the crashes"
     assert shown and run.message.response == shown.strip()
     error = run.events.get(type=RunEvent.Type.ERROR)
-    assert error.data["artifacts"] == {"flushed": ["notes"], "conflicts": [], "failed": {}}
+    assert error.data["artifacts"] == {"flushed": ["notes"], "conflicts": [], "dropped": [], "failed": {}}
     assert run.checkpoint["artifacts"] == []
 
 
