@@ -10,6 +10,7 @@ import faults  # noqa: E402
 import matching  # noqa: E402
 import message_path  # noqa: E402
 import pages  # noqa: E402
+import people_edits  # noqa: E402
 import renderers  # noqa: E402
 import security  # noqa: E402
 import streaming  # noqa: E402
@@ -29,6 +30,7 @@ for benchmark in (
     streaming,
     websocket_flood,
     artifacts,
+    people_edits,
     pages,
     thread_page,
     admin,
