@@ -12,7 +12,7 @@ from datetime import datetime
 from urllib.parse import urlencode
 
 from django.conf import settings
-from django.db.models import Count
+from django.db.models import Count, Q
 from django.db.models.functions import Left
 from django.urls import reverse
 
@@ -20,7 +20,7 @@ from artifactflow.ids import ArtifactIdConverter, id_from_text
 from artifactflow.markdown import markdown_tokens
 
 from . import live
-from .branches import Branch, branch_heads, version_is_text, version_title
+from .branches import Branch, branch_heads, branch_ordinal, version_is_text, version_title
 from .models import Artifact, ArtifactVersion
 from .uploads import upload_too_large_message
 from .validators import artifact_id_valid
@@ -244,6 +244,46 @@ def artifact_versions(*, artifact: Artifact, branch: Branch) -> list[ArtifactVer
         else:
             version.where = f"“{question}”" if question else ""
     return versions
+
+
+@dataclass(frozen=True)
+class SavedVersion:
+    artifact_id: str
+    name: VersionName
+    # Whether the run asked about saved it.
+    by_run: bool
+
+
+def run_versions(
+    *, branch: Branch, run_id: int, named: Iterable[tuple[str, int]], saved_by: datetime | None
+) -> list[SavedVersion]:
+    """What a turn's activity links to, named on the turn's `branch`, in one
+    query: every version the run saved, and those of the versions `named` (an
+    artifact id and a number each, which the run read) that were saved by
+    `saved_by`. An artifact deleted since, and made again, numbers its versions
+    afresh: a version of it saved later is not the one the run read."""
+    named = set(named)
+    read = Q(pk__in=[])
+    if named and saved_by is not None:
+        read = Q(
+            artifact__artifact_id__in={artifact_id for artifact_id, _ in named},
+            version__in={number for _, number in named},
+            created_at__lte=saved_by,
+        )
+    rows = (
+        ArtifactVersion.objects.filter(Q(run_id=run_id) | read, artifact__session=branch.session)
+        .annotate(ordinal=branch_ordinal(branch=branch))
+        .values_list("artifact__artifact_id", "version", "message_id", "run_id", "ordinal")
+    )
+    return [
+        SavedVersion(
+            artifact_id=artifact_id,
+            name=VersionName(number=number, ordinal=ordinal if branch.holds_message(message_id) else None),
+            by_run=by == run_id,
+        )
+        for artifact_id, number, message_id, by, ordinal in rows
+        if by == run_id or (artifact_id, number) in named
+    ]
 
 
 @dataclass(frozen=True)

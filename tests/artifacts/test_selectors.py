@@ -2,6 +2,7 @@
 can follow, with the artifact's own number, which counts every branch's."""
 
 import pytest
+from django.utils import timezone
 
 from agents.models import Run
 from agents.selectors import session_active_runs
@@ -133,3 +134,25 @@ def test_a_working_copy_is_the_version_after_the_branchs_newest_and_unsaved(fork
     shown = {view.artifact_id: str(view.name) for view in selectors.artifact_list(branch=page)}
 
     assert shown == {"report": "version 3 on this branch (unsaved)", "notes": "version 1 on this branch (unsaved)"}
+
+
+def test_a_runs_versions_and_the_versions_it_read_are_found_in_one_query(fork, django_assert_num_queries):
+    conversation, root, left, right = fork
+    run = RunFactory(message=left)
+    _written(conversation, "plan", [root, left], run=run)
+    report = _written(conversation, "report", [root, right, left])
+    report.versions.filter(version=3).update(run=run)
+    branch = branch_at(session=conversation.artifact_session, message_id=left.pk)
+
+    with django_assert_num_queries(1):
+        found = selectors.run_versions(
+            branch=branch, run_id=run.pk, named=[("report", 1), ("report", 2), ("gone", 1)], saved_by=timezone.now()
+        )
+
+    assert sorted((v.artifact_id, str(v.name), v.by_run) for v in found) == [
+        ("plan", "version 1 on this branch (v1)", True),
+        ("plan", "version 2 on this branch (v2)", True),
+        ("report", "v2 · other branch", False),
+        ("report", "version 1 on this branch (v1)", False),
+        ("report", "version 2 on this branch (v3)", True),
+    ]
