@@ -10,16 +10,18 @@ run, a conversation's active one, the tools always allowed on a branch.
 """
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from artifacts.branches import Branch, branch_shown
+from artifacts.branches import Branch, branch_at, branch_shown
 from artifacts.live import ActiveRun
+from artifacts.models import ArtifactSession
+from artifacts.selectors import run_versions
 from conversations.tree import message_path
 
 from .config import LEAD_AGENT
 from .models import LIBRARY_URL_PREFIX, LibraryDocument, Run, RunEvent
 from .state import ALLOWING
-from .steps import Step, StepFold, quoted, shortened, status_line, step_fold_apply
+from .steps import ArtifactRef, Step, StepFold, quoted, shortened, status_line, step_fold_apply
 from .toolcalls import text_before_calls
 from .tools.web import WEB_FETCH, FetchTarget, fetch_target
 
@@ -229,11 +231,69 @@ def run_activity(*, run: Run) -> StepFold:
     """What the agents did in this run, for the activity folded under an
     answer: the fold the page's live list is made of, over every event but
     the streamed text, which makes no step (and the clock only sums the gaps
-    between the events it sees, so skipping some changes no duration)."""
+    between the events it sees, so skipping some changes no duration); each
+    artifact it names with the version saved, to link to."""
     fold = StepFold()
     for event in run.events.exclude(type__in=(RunEvent.Type.LLM_CHUNK, RunEvent.Type.LLM_COMPLETE)).order_by("seq"):
         step_fold_apply(fold, event)
+    _versions_find(fold=fold, run=run)
     return fold
+
+
+def _steps_all(steps: list[Step]):
+    for step in steps:
+        yield step
+        yield from _steps_all(step.children)
+
+
+def _versions_find(*, fold: StepFold, run: Run) -> None:
+    """Names each artifact ref of the fold by the version it stands for, in
+    one query. What the run wrote is the version it saved: the first of its
+    saved versions numbered as high as the working copy's count (a turn saves
+    once, at its end, at the next free number, so that number is at least the
+    count). What it read of others' is the version read, if that is still there."""
+    steps = [step for step in _steps_all(fold.steps) if step.artifact or step.stored]
+    if not steps:
+        return
+    named = {
+        (ref.artifact_id, ref.version)
+        for step in steps
+        for ref in (step.artifact, step.stored)
+        if ref and not ref.working and ref.version is not None
+    }
+    conversation_id = run.message.conversation_id
+    branch = branch_at(session=ArtifactSession(conversation_id=conversation_id), message_id=run.message_id)
+    saved = run_versions(branch=branch, run_id=run.pk, named=named, saved_by=fold.last_at)
+    by_run, by_number = {}, {}
+    for version in sorted(saved, key=lambda version: version.name.number):
+        if version.by_run:
+            by_run.setdefault(version.artifact_id, []).append(version.name)
+        by_number[version.artifact_id, version.name.number] = version.name
+    for step in steps:
+        if step.artifact:
+            step.artifact = _ref_found(step.artifact, fold=fold, run=run, by_run=by_run, by_number=by_number)
+        if step.stored:
+            step.stored = _ref_found(step.stored, fold=fold, run=run, by_run=by_run, by_number=by_number)
+
+
+def _ref_found(ref: ArtifactRef, *, fold: StepFold, run: Run, by_run: dict, by_number: dict) -> ArtifactRef:
+    if ref.working:
+        count = ref.version or 0
+        saved = next((name for name in by_run.get(ref.artifact_id, []) if name.number >= count), None)
+    elif ref.version is not None:
+        saved = by_number.get((ref.artifact_id, ref.version))
+    else:
+        # A ref of no version (an event of another shape) opens the artifact as it is.
+        return ref
+    if saved is not None:
+        return replace(ref, saved=saved)
+    if run.is_active:
+        missing = "not saved yet: the turn saves it when it ends"
+    elif ref.artifact_id in fold.unsaved:
+        missing = "not saved: saving it failed"
+    else:
+        missing = "deleted since"
+    return replace(ref, missing=missing)
 
 
 def conversation_active_run(*, conversation_id) -> Run | None:

@@ -14,6 +14,7 @@ from html import unescape
 
 from artifactflow.ids import ArtifactIdConverter
 from artifactflow.markdown import markdown_render
+from artifacts.selectors import VersionName
 
 from .config import CALL_SUBAGENT, LEAD_AGENT
 from .models import RunEvent
@@ -69,9 +70,19 @@ class Source:
 
 @dataclass(frozen=True)
 class ArtifactRef:
+    """An artifact a step wrote or read, and which version of it."""
+
     artifact_id: str
     title: str = ""
     version: int | None = None
+    # True when `version` counts the run's working copy (what it wrote, and a
+    # read of what it wrote), which the turn saves at its end under a number
+    # of its own: only the saved version can be linked to, and `saved` names
+    # it once agents.selectors has looked it up.
+    working: bool = False
+    saved: VersionName | None = None
+    # Why a ref that names a version has none to link to.
+    missing: str = ""
 
     @property
     def linkable(self) -> bool:
@@ -98,7 +109,7 @@ class Step:
     detail: str = ""
     params: dict = field(default_factory=dict)
     status: str = RUNNING
-    # The result in a few words: "4 results", "v3", an error's first line.
+    # The result in a few words: "4 results", "reported back", an error's first line.
     outcome: str = ""
     # A permission question about this call: "asked", then the decision.
     permission: str = ""
@@ -187,6 +198,9 @@ class StepFold:
     asking: Step | None = None
     # Titles seen in this run by URL and artifact id, to name what a later call reads.
     titles: dict[str, str] = field(default_factory=dict)
+    # The artifacts the run wrote (its working copies), and those its ending failed to save.
+    written: set[str] = field(default_factory=set)
+    unsaved: set[str] = field(default_factory=set)
     last_at: datetime | None = None
 
     @property
@@ -292,6 +306,9 @@ def step_fold_apply(fold: StepFold, event: RunEvent) -> None:
             retry.text = str(data.get("reason", ""))
             _place(fold, agent).append(retry)
         case RunEvent.Type.COMPLETE | RunEvent.Type.ERROR:
+            flush = data.get("artifacts")
+            if isinstance(flush, dict) and isinstance(flush.get("failed"), dict):
+                fold.unsaved = set(flush["failed"])
             if fold.asking is not None:
                 fold.asking.permission, fold.asking = "unanswered", None
             for step in fold.running.values():
@@ -438,13 +455,21 @@ def _result_read(fold: StepFold, step: Step, data: dict) -> None:
     step.notes = [unescape(note) for note in _NOTE.findall("\n<note>" + notes)] if notes else []
     change = data.get("artifact_change")
     if isinstance(change, dict) and change.get("artifact_id"):
-        step.artifact = ArtifactRef(str(change["artifact_id"]), str(change.get("title") or ""), change.get("version"))
+        version = change.get("version")
+        step.artifact = ArtifactRef(
+            str(change["artifact_id"]),
+            str(change.get("title") or ""),
+            version if isinstance(version, int) else None,
+            working=True,
+        )
+        fold.written.add(step.artifact.artifact_id)
         if change.get("title"):
             fold.titles[step.artifact.artifact_id] = step.artifact.title
     opening = _OPENING.match(result)
     tag, attributes = (opening[1], _attributes(opening[2])) if opening else ("", {})
     if tag == "stored_result":
-        step.stored = ArtifactRef(attributes.get("artifact", ""))
+        step.stored = ArtifactRef(attributes.get("artifact", ""), working=True)
+        fold.written.add(step.stored.artifact_id)
         # The preview is the start of the result itself, escaped once more.
         preview = _PREVIEW.search(result)
         result = unescape(preview[1]) if preview else ""
@@ -475,8 +500,10 @@ def _result_read(fold: StepFold, step: Step, data: dict) -> None:
         # read_artifact names what it read in its attributes; the changing tools in artifact_change.
         artifact_id = attributes.get("id") or unescape(_TAG.sub("", inner.split("</id>", 1)[0]))
         version = attributes.get("version", "")
+        # Without a version asked for, a read of what the run wrote reads its working copy.
+        working = artifact_id in fold.written and step.params.get("version") is None
         step.artifact = ArtifactRef(
-            artifact_id, attributes.get("title", ""), int(version) if version.isdigit() else None
+            artifact_id, attributes.get("title", ""), int(version) if version.isdigit() else None, working=working
         )
     elif tag == "subagent_result":
         step.body = step.body or unescape(inner.rsplit("</subagent_result>", 1)[0]).strip()
@@ -493,6 +520,7 @@ def _outcome(step: Step, data: dict) -> str:
     if step.tool == WEB_SEARCH:
         count = len(step.sources)
         return f"{count} result{'s' if count != 1 else ''}" if count else "no results"
-    if step.artifact and step.artifact.version is not None:
-        return f"v{step.artifact.version}"
+    # An artifact step says no version: while the turn runs, what it wrote is
+    # unsaved, and its count is not the number the save takes. The activity
+    # names the version saved (agents.selectors.run_activity).
     return ""

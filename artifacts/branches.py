@@ -12,7 +12,7 @@ artifact with no version on the path does not exist on the branch.
 
 from dataclasses import dataclass
 
-from django.db.models import OuterRef, Q, Subquery
+from django.db.models import Count, OuterRef, Q, Subquery
 
 from conversations.tree import message_path_ids
 
@@ -38,7 +38,11 @@ class Branch:
         return Q(message_id__in=self.path) | Q(message__isnull=True)
 
     def holds(self, version: ArtifactVersion) -> bool:
-        return version.message_id is None or version.message_id in self.path
+        return self.holds_message(version.message_id)
+
+    def holds_message(self, message_id: int | None) -> bool:
+        """Whether a version written at `message_id` is on the branch."""
+        return message_id is None or message_id in self.path
 
 
 def branch_at(*, session: ArtifactSession, message_id: int | None, active_runs: tuple[ActiveRun, ...] = ()) -> Branch:
@@ -58,9 +62,26 @@ def branch_shown(*, conversation, active_runs: tuple[ActiveRun, ...] = ()) -> Br
     return branch_at(session=session, message_id=conversation.active_branch_id, active_runs=active_runs)
 
 
-def branch_heads(*, branch: Branch, artifact_id: str | None = None) -> list[ArtifactVersion]:
+def branch_ordinal(*, branch: Branch) -> Subquery:
+    """An annotation of ArtifactVersion: how many of its artifact's versions on
+    the branch are as old as it or older. For a version on the branch that is
+    its place there, 1 for the first: the number a person follows, where the
+    artifact's own numbers skip the versions of other branches."""
+    return Subquery(
+        ArtifactVersion.objects.filter(
+            branch.visible(), artifact=OuterRef("artifact"), version__lte=OuterRef("version")
+        )
+        .order_by()
+        .values("artifact")
+        .annotate(count=Count("pk"))
+        .values("count")
+    )
+
+
+def branch_heads(*, branch: Branch, artifact_id: str | None = None, counted: bool = False) -> list[ArtifactVersion]:
     """Each artifact's newest version on the branch (or only `artifact_id`'s),
-    with its artifact, in the order the artifacts were created."""
+    with its artifact, in the order the artifacts were created; `counted`
+    adds each one's `ordinal`, which is how many versions the branch has."""
     newest = (
         ArtifactVersion.objects.filter(branch.visible(), artifact=OuterRef("artifact"))
         .order_by("-version")
@@ -75,6 +96,8 @@ def branch_heads(*, branch: Branch, artifact_id: str | None = None) -> list[Arti
     )
     if artifact_id is not None:
         heads = heads.filter(artifact__artifact_id=artifact_id)
+    if counted:
+        heads = heads.annotate(ordinal=branch_ordinal(branch=branch))
     return list(heads)
 
 

@@ -47,12 +47,15 @@ _ALIGNMENTS = {
 }
 
 
-def docx_from_markdown(*, markdown: str, title: str = "") -> bytes:
-    """The markdown as a .docx file, headed by `title` when one is given."""
+def docx_from_markdown(*, markdown: str, title: str = "", subtitle: str = "") -> bytes:
+    """The markdown as a .docx file, headed by `title` and `subtitle` when given."""
     writer = _DocxWriter()
     title = _XML_INVALID.sub("", title).strip()
     if title:
         writer.title_add(title)
+    subtitle = _XML_INVALID.sub("", subtitle).strip()
+    if subtitle:
+        writer.subtitle_add(subtitle)
     writer.tokens_add(markdown_tokens(_XML_INVALID.sub("", markdown)))
     return writer.to_bytes()
 
@@ -106,6 +109,9 @@ class _DocxWriter:
 
     def title_add(self, title: str) -> None:
         self._paragraph_append(style="Title").add_run(title)
+
+    def subtitle_add(self, subtitle: str) -> None:
+        self._paragraph_append(style="Subtitle").add_run(subtitle)
 
     def tokens_add(self, tokens: list[Token]) -> None:
         for token in tokens:

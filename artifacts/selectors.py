@@ -6,12 +6,13 @@ was saved (flushed) only. The history lists every version, each branch's."""
 import difflib
 import logging
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from urllib.parse import urlencode
 
 from django.conf import settings
-from django.db.models import Count
+from django.db.models import Count, Q
 from django.db.models.functions import Left
 from django.urls import reverse
 
@@ -19,7 +20,7 @@ from artifactflow.ids import ArtifactIdConverter, id_from_text
 from artifactflow.markdown import markdown_tokens
 
 from . import live
-from .branches import Branch, branch_heads, version_is_text, version_title
+from .branches import Branch, branch_heads, branch_ordinal, version_is_text, version_title
 from .models import Artifact, ArtifactVersion
 from .uploads import upload_too_large_message
 from .validators import artifact_id_valid
@@ -57,6 +58,46 @@ def _markdown_words(text: str) -> str:
 
 
 @dataclass(frozen=True)
+class VersionName:
+    """How the pages name a version: by its place among the versions of the
+    branch shown, "version 4 on this branch", which a person can follow, with
+    the artifact's own number beside it, "v36", which counts the versions of
+    every branch and which URLs use. A version of another branch has only the
+    artifact's number; a running turn's working copy only its place."""
+
+    # The artifact's number; None for a working copy not saved yet.
+    number: int | None
+    # The place on the branch, 1 for the first; None for another branch's version.
+    ordinal: int | None
+
+    @property
+    def on_branch(self) -> bool:
+        return self.ordinal is not None
+
+    def __str__(self) -> str:
+        if self.ordinal is None:
+            return f"v{self.number} · other branch"
+        if self.number is None:
+            return f"version {self.ordinal} on this branch (unsaved)"
+        return f"version {self.ordinal} on this branch (v{self.number})"
+
+
+def _names(*, versions: Iterable[ArtifactVersion], branch: Branch) -> dict[int, VersionName]:
+    """The name of each of an artifact's versions, all of them given, by number."""
+    names, place = {}, 0
+    for version in sorted(versions, key=lambda version: version.version):
+        on_branch = branch.holds(version)
+        place += on_branch
+        names[version.version] = VersionName(number=version.version, ordinal=place if on_branch else None)
+    return names
+
+
+def version_names(*, artifact: Artifact, branch: Branch) -> dict[int, VersionName]:
+    """What the pages call each of the artifact's saved versions on `branch`, by number."""
+    return _names(versions=artifact.versions.only("artifact", "version", "message"), branch=branch)
+
+
+@dataclass(frozen=True)
 class Progress:
     done: int
     total: int
@@ -78,6 +119,15 @@ class ArtifactView:
     live: bool = False
     # When the branch's version was saved; None for an unsaved working copy.
     updated_at: datetime | None = None
+    # How many versions the branch has saved.
+    saved_count: int = 0
+
+    @property
+    def name(self) -> VersionName:
+        """The text shown: the branch's newest version, or the working copy that will follow it."""
+        if self.live:
+            return VersionName(number=None, ordinal=self.saved_count + 1)
+        return VersionName(number=self.version, ordinal=self.saved_count)
 
     @property
     def preview(self) -> str:
@@ -124,6 +174,7 @@ def _view(head: ArtifactVersion, working: dict | None) -> ArtifactView:
         saved=row,
         head=head,
         updated_at=head.created_at,
+        saved_count=head.ordinal,
     )
     if working is not None:
         view.title, view.content, view.version = working["title"], working["content"], working["version"]
@@ -147,7 +198,8 @@ def _working_view(working: dict) -> ArtifactView:
 def artifact_list(*, branch: Branch) -> list[ArtifactView]:
     """The branch's saved and unsaved artifacts, `task_plan` first, then oldest first."""
     working = live.live_get(session_id=branch.session.pk, path=branch.path, runs=branch.active_runs)
-    views = [_view(head, working.pop(head.artifact.artifact_id, None)) for head in branch_heads(branch=branch)]
+    heads = branch_heads(branch=branch, counted=True)
+    views = [_view(head, working.pop(head.artifact.artifact_id, None)) for head in heads]
     views += [_working_view(w) for w in working.values()]
     shown = [view for view in views if artifact_id_valid(view.artifact_id)]
     if len(shown) < len(views):
@@ -159,7 +211,7 @@ def artifact_list(*, branch: Branch) -> list[ArtifactView]:
 
 def artifact_get(*, branch: Branch, artifact_id: str) -> ArtifactView | None:
     working = live.live_get(session_id=branch.session.pk, path=branch.path, runs=branch.active_runs).get(artifact_id)
-    heads = branch_heads(branch=branch, artifact_id=artifact_id)
+    heads = branch_heads(branch=branch, artifact_id=artifact_id, counted=True)
     if not heads:
         return _working_view(working) if working else None
     return _view(heads[0], working)
@@ -169,9 +221,9 @@ QUESTION_CHARS = 60
 
 
 def artifact_versions(*, artifact: Artifact, branch: Branch) -> list[ArtifactVersion]:
-    """Every saved version, newest first, each with `on_branch` and `where`
-    it was written: "turn 3" on this branch, "other branch: “question…”" with
-    the start of the other branch's question, or "" for a version on every branch."""
+    """Every saved version, newest first, each with `on_branch`, its `name`
+    and `where` it was written: "turn 3" on this branch, the start of the
+    other branch's question, or "" for a version on every branch."""
     # The related manager hands each row its artifact by reading the row's
     # artifact_id: deferred, that read is a query per version.
     versions = list(
@@ -179,17 +231,59 @@ def artifact_versions(*, artifact: Artifact, branch: Branch) -> list[ArtifactVer
         .only("artifact", "version", "update_type", "created_at", "message")
         .annotate(question=Left("message__content", QUESTION_CHARS + 1))
     )
+    names = _names(versions=versions, branch=branch)
     turns = {message_id: number for number, message_id in enumerate(branch.path, start=1)}
     for version in versions:
-        version.on_branch = branch.holds(version)
+        version.name = names[version.version]
+        version.on_branch = version.name.on_branch
         question = version.question or ""
         if len(question) > QUESTION_CHARS:
             question = question[:QUESTION_CHARS].rstrip() + "…"
         if version.message_id in turns:
             version.where = f"turn {turns[version.message_id]}"
         else:
-            version.where = f"other branch: “{question}”" if question else ""
+            version.where = f"“{question}”" if question else ""
     return versions
+
+
+@dataclass(frozen=True)
+class SavedVersion:
+    artifact_id: str
+    name: VersionName
+    # Whether the run asked about saved it.
+    by_run: bool
+
+
+def run_versions(
+    *, branch: Branch, run_id: int, named: Iterable[tuple[str, int]], saved_by: datetime | None
+) -> list[SavedVersion]:
+    """What a turn's activity links to, named on the turn's `branch`, in one
+    query: every version the run saved, and those of the versions `named` (an
+    artifact id and a number each, which the run read) that were saved by
+    `saved_by`. An artifact deleted since, and made again, numbers its versions
+    afresh: a version of it saved later is not the one the run read."""
+    named = set(named)
+    read = Q(pk__in=[])
+    if named and saved_by is not None:
+        read = Q(
+            artifact__artifact_id__in={artifact_id for artifact_id, _ in named},
+            version__in={number for _, number in named},
+            created_at__lte=saved_by,
+        )
+    rows = (
+        ArtifactVersion.objects.filter(Q(run_id=run_id) | read, artifact__session=branch.session)
+        .annotate(ordinal=branch_ordinal(branch=branch))
+        .values_list("artifact__artifact_id", "version", "message_id", "run_id", "ordinal")
+    )
+    return [
+        SavedVersion(
+            artifact_id=artifact_id,
+            name=VersionName(number=number, ordinal=ordinal if branch.holds_message(message_id) else None),
+            by_run=by == run_id,
+        )
+        for artifact_id, number, message_id, by, ordinal in rows
+        if by == run_id or (artifact_id, number) in named
+    ]
 
 
 @dataclass(frozen=True)
@@ -337,11 +431,18 @@ def _page_url(*, conversation_url: str, selected: ArtifactView | None, version, 
 
 
 def pane_context(
-    *, branch: Branch, selected: ArtifactView | None = None, version=None, diff=None, notice: str = ""
+    *,
+    branch: Branch,
+    selected: ArtifactView | None = None,
+    version=None,
+    diff=None,
+    notice: str = "",
+    restored: tuple[int, int] | None = None,
 ) -> dict:
     """What the artifact pane template needs: the branch's list, the artifact
     shown (the one chosen, else `artifact_default`'s), its saved versions, and
-    the URL of the conversation page that shows the same (`page_url`)."""
+    the URL of the conversation page that shows the same (`page_url`).
+    `restored` is the (old, new) numbers of a restore just made, for its notice."""
     session = branch.session
     artifacts = artifact_list(branch=branch)
     conversation_url = reverse("conversation-detail", args=[session.pk])
@@ -350,9 +451,13 @@ def pane_context(
     page_url = _page_url(conversation_url=conversation_url, selected=selected, version=version, diff=diff)
     if selected is None:
         selected = artifact_default(artifacts=artifacts)
-    if version is not None:
-        version.on_branch = branch.holds(version)
     versions = artifact_versions(artifact=selected.saved, branch=branch) if selected and selected.saved else []
+    # The version shown and the pair compared are rows of the list, named as it names them.
+    names = {v.version: v.name for v in versions}
+    for shown in (version, *((diff["old"], diff["new"]) if diff else ())):
+        if shown is not None:
+            shown.name = names[shown.version]
+            shown.on_branch = shown.name.on_branch
     return {
         "conversation_id": session.pk,
         "conversation_url": conversation_url,
@@ -371,6 +476,7 @@ def pane_context(
         "shown_version": version,
         "diff": diff,
         "pane_notice": notice,
+        "restored": {"from": names[restored[0]], "to": names[restored[1]]} if restored else None,
         # The browser refuses a file over the limit before sending it.
         "upload_max_bytes": settings.ARTIFACT_UPLOAD_MAX_BYTES,
         "upload_too_large": upload_too_large_message(),

@@ -71,8 +71,9 @@ def _version_or_404(artifact, number):
     return version
 
 
-def _pane(request, branch, *, selected=None, version=None, diff=None, status=200, push=True, **extra):
-    context = {**selectors.pane_context(branch=branch, selected=selected, version=version, diff=diff), **extra}
+def _pane(request, branch, *, selected=None, version=None, diff=None, restored=None, status=200, push=True, **extra):
+    pane = selectors.pane_context(branch=branch, selected=selected, version=version, diff=diff, restored=restored)
+    context = {**pane, **extra}
     template = f"{PANE}#pane" if request.htmx else PANE
     response = render(request, template, context, status=status)
     # The conversation page's URL says what the pane shows, so that a reload,
@@ -189,7 +190,7 @@ def artifact_restore(request, conversation_id, artifact_id):
         branch,
         selected=_artifact_or_404(branch, artifact_id),
         saved_conflict=conflicted,
-        restored={"from": version.version, "to": restored.version},
+        restored=(version.version, restored.version),
     )
 
 
@@ -247,24 +248,32 @@ def _upload_shown(request, branch, *, artifact_id):
     return _pane(request, branch, selected=_artifact_or_404(branch, artifact_id))
 
 
-def _download_name(artifact, extension):
+def _download_name(artifact, extension, *, version=None):
+    """The artifact's id as a file name, with the artifact's number of the
+    version in it when given: the one version name that never changes."""
     name = artifact.artifact_id
-    return name if name.lower().endswith(extension) else name + extension
+    if extension and name.lower().endswith(extension):
+        name = name[: -len(extension)]
+    return f"{name}-v{version}{extension}" if version else name + extension
 
 
 @require_GET
 def artifact_export_docx(request, conversation_id, artifact_id):
-    """The branch's text, or with `?version=` that version's, as a Word document."""
+    """The branch's text, or with `?version=` that version's, as a Word document
+    that says which version it is, as the pane names it."""
     branch = _branch_or_404(request, conversation_id)
     selected = _saved_or_404(branch, artifact_id)
     number = _version_number(request, "version")
-    version = None if number is None else _version_or_404(selected.saved, number)
-    content = version.content if version else selected.head.content
-    data = docx_from_markdown(markdown=content, title=selected.title)
+    version = selected.head if number is None else _version_or_404(selected.saved, number)
+    name = selectors.version_names(artifact=selected.saved, branch=branch)[version.version]
+    data = docx_from_markdown(
+        markdown=version.content, title=selected.title, subtitle=f"{selected.artifact_id} · {name}"
+    )
     response = HttpResponse(
         data, content_type="application/vnd.openxmlformats-officedocument.wordprocessingml.document"
     )
-    response["Content-Disposition"] = content_disposition_header(True, _download_name(selected, ".docx"))
+    filename = _download_name(selected, ".docx", version=version.version)
+    response["Content-Disposition"] = content_disposition_header(True, filename)
     return response
 
 

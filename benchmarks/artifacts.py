@@ -179,6 +179,7 @@ def _deferred_fk_versions(*, artifact, branch):
     versions = list(artifact.versions.order_by("-version").only("version", "update_type", "created_at", "message"))
     for version in versions:
         version.on_branch, version.where = branch.holds(version), ""
+        version.name = selectors.VersionName(number=version.version, ordinal=None)
     return versions
 
 

@@ -121,6 +121,20 @@ document.addEventListener("keydown", (event) => {
 phone.addEventListener("change", overlaysClose);
 document.addEventListener("DOMContentLoaded", paneShow);
 document.addEventListener("htmx:afterSettle", paneShow);
+// A link in the thread that opens a version in the pane (an Activity's
+// artifact) shows the pane it filled: the sheet on a phone, the pane beside
+// the chat if it was folded away.
+document.addEventListener("htmx:afterSwap", (event) => {
+  const link = event.detail.requestConfig && event.detail.requestConfig.elt;
+  const toggle = document.querySelector(".pane-toggle");
+  if (!link || link.getAttribute("hx-target") !== "#artifact-pane" || !link.closest("#thread") || !toggle) return;
+  if (phone.matches) {
+    overlayOpen("sheet-open", toggle);
+  } else if (paneHidden()) {
+    localStorage.setItem("artifactflow.paneHidden", "0");
+    paneShow();
+  }
+});
 
 // Rename and Edit open on their field, and Escape folds them again. Only an
 // opening the user asked for moves focus: a turn re-rendered over the

@@ -2,6 +2,8 @@ from datetime import UTC, datetime, timedelta
 from xml.sax.saxutils import escape, quoteattr
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from agents.library import library_document_fetch
 from agents.models import Run, RunEvent
@@ -12,7 +14,9 @@ from agents.services.runs import run_execute
 from agents.state import pending_request
 from agents.tools.base import tool_error
 from agents.tools.search import web_search
-from tests.factories import LibraryDocumentFactory, RunFactory
+from artifacts.models import Artifact
+from artifacts.services import artifact_version_save
+from tests.factories import LibraryDocumentFactory, MessageFactory, RunFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -154,7 +158,7 @@ def test_each_agents_steps_sit_under_its_hand_over_with_their_results_and_times(
     fold = run_activity(run=run)
 
     assert _tree(fold.steps) == [
-        ("tool", LEAD, "create_artifact", "“Task plan”", "ok", "v1", "500 ms", []),
+        ("tool", LEAD, "create_artifact", "“Task plan”", "ok", "", "500 ms", []),
         (
             "agent",
             SEARCH,
@@ -331,7 +335,7 @@ def test_search_results_fetched_pages_and_artifacts_are_read_from_the_tools_xml(
         "notes",
         "My notes",
         4,
-        "v4",
+        "",
     )
     assert (update.status, update.text, update.outcome) == (
         "failed",
@@ -453,7 +457,7 @@ def test_a_worker_that_died_mid_call_leaves_the_call_interrupted_and_the_redo_it
     assert [(s.kind, s.tool, s.status, s.outcome) for s in steps] == [
         ("tool", "create_artifact", "stopped", "interrupted, done again"),
         ("resumed", "", "ok", ""),
-        ("tool", "create_artifact", "ok", "v1"),
+        ("tool", "create_artifact", "ok", ""),
     ]
 
 
@@ -621,3 +625,145 @@ def test_a_compaction_and_a_retry_are_steps_of_the_agent_they_happened_to(user):
     assert "<h2>Goal</h2>" in compaction.body_html
     assert (retry.kind, retry.agent, retry.text) == ("retry", SEARCH, "The stream broke off after 12 s.")
     assert (lead_retry.kind, lead_retry.agent, handover.status) == ("retry", LEAD, "running")
+
+
+# --- the versions an activity links to ------------------------------------------------
+
+
+def _written(run, events):
+    """Logs an artifact tool's calls as a worker would, now: (tool, params, result XML, artifact_change or None)."""
+    seq = 0
+    for tool, params, result, change in events:
+        data = {"tool": tool, "success": True, "result": result, "truncated": False, "duration_ms": 5}
+        if change:
+            data["artifact_change"] = change
+        for type, event in (("tool_start", {"tool": tool, "params": params}), ("tool_complete", data)):
+            seq += 1
+            RunEvent.objects.create(run=run, seq=seq, type=type, agent=LEAD, data=event)
+    return seq
+
+
+def _ended(run, seq, *, failed=None):
+    flush = {"flushed": [], "conflicts": [], "failed": failed or {}}
+    RunEvent.objects.create(run=run, seq=seq + 1, type="complete", agent="", data={"response": "", "artifacts": flush})
+
+
+def _created(artifact_id, version, title="Report"):
+    return (
+        "create_artifact",
+        {"id": artifact_id, "content": "…", "title": title},
+        f'<artifact version="{version}"><id>{artifact_id}</id>Created.</artifact>',
+        {"artifact_id": artifact_id, "title": title, "version": version, "length": 1, "removed": 0, "added": 1},
+    )
+
+
+def _links(run) -> list[tuple[str, str, str]]:
+    refs = [step.artifact or step.stored for step in run_activity(run=run).steps]
+    return [(ref.artifact_id, str(ref.saved) if ref.saved else "", ref.missing) for ref in refs]
+
+
+@pytest.mark.events_by_hand
+def test_what_a_turn_wrote_is_the_version_it_saved_whatever_its_working_count(user):
+    """The turn counted its edit as version 2, but another branch took 2 and 3
+    meanwhile: it saved version 4, the second on its branch."""
+    root = MessageFactory(conversation__owner=user, content="热泵还是燃气？")
+    turn = MessageFactory(conversation=root.conversation, parent=root)
+    sibling = MessageFactory(conversation=root.conversation, parent=root, shown=False)
+    run = RunFactory(message=turn, status=Run.Status.COMPLETED)
+    report = Artifact.objects.create(session=root.conversation.artifact_session, artifact_id="report")
+    for number, message, by in ((1, root, None), (2, sibling, None), (3, sibling, None), (4, turn, run.pk)):
+        artifact_version_save(
+            artifact=report,
+            content=f"v{number}",
+            version=number,
+            update_type="update",
+            message_id=message.pk,
+            run_id=by,
+        )
+    read = (
+        '<artifact id="report" version="1" content_type="text/markdown" title="Report"><content>v1</content></artifact>'
+    )
+    changed = {"artifact_id": "report", "title": "Report", "version": 2, "length": 2, "removed": 2, "added": 2}
+    seq = _written(
+        run,
+        [
+            ("read_artifact", {"id": "report"}, read, None),
+            ("update_artifact", {"id": "report", "old_str": "v1", "new_str": "v2"}, '<artifact version="2"/>', changed),
+            # A read of what it wrote reads its working copy: that is saved as version 4 too.
+            ("read_artifact", {"id": "report"}, read.replace('version="1"', 'version="2"'), None),
+            ("read_artifact", {"id": "report", "version": 1}, read, None),
+        ],
+    )
+    _ended(run, seq)
+
+    assert _links(run) == [
+        ("report", "version 1 on this branch (v1)", ""),
+        ("report", "version 2 on this branch (v4)", ""),
+        ("report", "version 2 on this branch (v4)", ""),
+        ("report", "version 1 on this branch (v1)", ""),
+    ]
+
+
+@pytest.mark.events_by_hand
+@pytest.mark.parametrize(
+    "status, failed, missing",
+    [
+        (Run.Status.RUNNING, None, "not saved yet: the turn saves it when it ends"),
+        (Run.Status.FAILED, {"draft": "disk full"}, "not saved: saving it failed"),
+        (Run.Status.COMPLETED, None, "deleted since"),
+    ],
+)
+def test_a_write_with_no_saved_version_says_why_and_links_to_none(user, status, failed, missing):
+    run = RunFactory(message__conversation__owner=user, status=status)
+    seq = _written(run, [_created("draft", 1)])
+    if status != Run.Status.RUNNING:
+        _ended(run, seq, failed=failed)
+
+    assert _links(run) == [("draft", "", missing)]
+
+
+@pytest.mark.events_by_hand
+def test_a_version_read_is_not_confused_with_one_of_an_artifact_made_again_since(user):
+    run = RunFactory(message__conversation__owner=user, status=Run.Status.COMPLETED)
+    session = run.message.conversation.artifact_session
+    notes = Artifact.objects.create(session=session, artifact_id="notes")
+    artifact_version_save(artifact=notes, content="笔记", version=1, update_type="create", message_id=None)
+    read = (
+        '<artifact id="notes" version="1" content_type="text/markdown" title="Notes"><content>笔记</content></artifact>'
+    )
+    _ended(run, _written(run, [("read_artifact", {"id": "notes"}, read, None)]))
+    found_then = _links(run)
+    notes.delete()
+    again = Artifact.objects.create(session=session, artifact_id="notes")
+    artifact_version_save(artifact=again, content="新的笔记", version=1, update_type="create", message_id=None)
+
+    assert found_then == [("notes", "version 1 on this branch (v1)", "")]
+    assert _links(run) == [("notes", "", "deleted since")]
+
+
+@pytest.mark.events_by_hand
+def test_the_activity_of_40_artifacts_costs_the_queries_of_one_of_2(user, django_assert_num_queries):
+    def run_of(count):
+        run = RunFactory(message__conversation__owner=user, status=Run.Status.COMPLETED)
+        session = run.message.conversation.artifact_session
+        for n in range(count):
+            artifact = Artifact.objects.create(session=session, artifact_id=f"notes_{n}")
+            artifact_version_save(
+                artifact=artifact,
+                content="…",
+                version=1,
+                update_type="create",
+                message_id=run.message_id,
+                run_id=run.pk,
+            )
+        _ended(run, _written(run, [_created(f"notes_{n}", 1) for n in range(count)]))
+        return run
+
+    small, large = run_of(2), run_of(40)
+    with CaptureQueriesContext(connection) as baseline:
+        run_activity(run=small)
+
+    with django_assert_num_queries(len(baseline)):
+        links = _links(large)
+
+    assert links == [(f"notes_{n}", "version 1 on this branch (v1)", "") for n in range(40)]

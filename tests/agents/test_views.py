@@ -13,6 +13,7 @@ from agents.models import Run, RunEvent
 from agents.services import asking
 from agents.services.runs import run_execute
 from agents.state import pending_request
+from artifacts.services import artifact_delete
 from tests.agents.test_admin import HOSTILE_NAMES
 from tests.agents.test_engine import call
 from tests.asgi import conversation_socket, session_cookie
@@ -311,9 +312,10 @@ def test_the_activity_of_a_turn_with_its_metrics_for_its_owner_only(client, user
     page = client.get(url).content.decode()
 
     assert page.count('class="run-step step-tool') == 2
-    # Both calls name the artifact, linked to open it in the pane.
+    # Both calls name the artifact, linked to open the version the turn saved in the pane.
     pane = reverse("artifact-detail", args=[conversation.pk, "notes"])
-    assert page.count(f'hx-get="{pane}" hx-target="#artifact-pane"') == 2
+    assert page.count(f'hx-get="{pane}?version=1" hx-target="#artifact-pane"') == 2
+    assert page.count("version 1 on this branch (v1)") == 2
     assert "word word" not in page, "the artifact's text is the pane's to show"
     assert "<caption>Model use</caption>" in page and "lead_agent" in page and "2 tool calls" in page
     detail = client.get(reverse("conversation-detail", args=[conversation.pk])).content.decode()
@@ -429,3 +431,86 @@ def test_the_activity_lists_parameters_named_like_a_dicts_methods(signed_in, use
     tree = lxml.html.fragment_fromstring(response.content.decode(), create_parent="div")
     listed = tree.xpath("//details[@class='step-params']/dl")[0]
     assert dict(zip(listed.xpath("dt/text()"), listed.xpath("dd/text()"), strict=True)) == params
+
+
+REPORT = "# 研究报告\n\n热泵在零下十度仍然有效。\n"
+
+
+def _turn(conversation, content):
+    message = asking.message_post(
+        conversation=conversation, content=content, parent=asking.ACTIVE_BRANCH, enqueue=False
+    )
+    return run_execute(run_id=message.runs.get().pk)
+
+
+def _artifact_links(html) -> list[tuple[str, str, str]]:
+    """Each artifact a step names: (its title, the pane URL it opens or "", what it says of the version)."""
+    tree = lxml.html.fragment_fromstring(html, create_parent="div")
+    return [
+        (
+            p.xpath("string(a)") or p.text.strip(),
+            p.xpath("string(a/@hx-get)"),
+            p.xpath("string(span[@class='meta'])"),
+        )
+        for p in tree.xpath("//p[@class='step-artifact']")
+    ]
+
+
+def test_a_turns_activity_opens_the_version_it_saved_after_later_turns_wrote_newer_ones(
+    signed_in, user, other_user, scripted_model
+):
+    scripted_model.add(
+        Text(call("create_artifact", id="research_report", title="Research report", content=REPORT)),
+        Text("第一稿。"),
+        # Two edits, saved as one version at the turn's end.
+        Text(call("update_artifact", id="research_report", old_str="有效", new_str="高效")),
+        Text(call("update_artifact", id="research_report", old_str="十度", new_str="十五度")),
+        Text("第二稿。"),
+        *(
+            reply
+            for n in (3, 4, 5)
+            for reply in (
+                Text(call("rewrite_artifact", id="research_report", content=f"# 研究报告\n\n第{n}稿。\n")),
+                Text(f"第{n}稿完成。"),
+            )
+        ),
+    )
+    conversation = asking.conversation_start(user=user, content="热泵还是燃气？", enqueue=False)
+    run_execute(run_id=conversation.active_branch.runs.get().pk)
+    turn_2 = _turn(conversation, "再改一下")
+    for n in (3, 4, 5):
+        _turn(conversation, f"第{n}次修改")
+
+    html = signed_in.get(reverse("run-activity", args=[turn_2.pk])).content.decode()
+
+    pane = reverse("artifact-detail", args=[conversation.pk, "research_report"])
+    saved = turn_2.artifact_versions.get()
+    assert saved.version == 3
+    assert _artifact_links(html) == [("Research report", f"{pane}?version=3", "version 2 on this branch (v3)")] * 2
+    opened = signed_in.get(f"{pane}?version=3", **HTMX).content.decode()
+    assert "热泵在零下十五度仍然高效。" in opened
+    assert "You are viewing version 2 of 5 on this branch (v3) — not the current text." in opened
+    # Another user gets neither the activity nor the version it links to.
+    client = Client()
+    client.force_login(other_user)
+    assert client.get(reverse("run-activity", args=[turn_2.pk])).status_code == 404
+    assert client.get(f"{pane}?version=3", **HTMX).status_code == 404
+    export = reverse("artifact-export-docx", args=[conversation.pk, "research_report"])
+    assert client.get(f"{export}?version=3").status_code == 404
+
+
+def test_an_artifact_deleted_since_the_turn_is_named_but_not_linked(signed_in, user, scripted_model):
+    scripted_model.add(
+        Text(call("create_artifact", id="notes", title="Notes", content="笔记")),
+        Text(call("read_artifact", id="notes")),
+        Text("Done."),
+    )
+    conversation = asking.conversation_start(user=user, content="记下来", enqueue=False)
+    run = run_execute(run_id=conversation.active_branch.runs.get().pk)
+    artifact = run.artifact_versions.get().artifact
+    artifact_delete(artifact=artifact, active_runs=())
+
+    html = signed_in.get(reverse("run-activity", args=[run.pk])).content.decode()
+
+    assert _artifact_links(html) == [("Notes", "", "deleted since")] * 2
+    assert reverse("artifact-detail", args=[conversation.pk, "notes"]) not in html

@@ -89,8 +89,16 @@ def test_a_chosen_artifact_stays_when_the_pane_refreshes(signed_in, conversation
     ("query", "shown", "text"),
     [
         ("?artifact=notes", "notes", "<h1>Notes v2</h1>"),
-        ("?artifact=notes&version=1", "notes", "You are viewing version 1 of 2 — not the current text."),
-        ("?artifact=notes&from=1&to=2", "notes", "Changes from v1 to v2"),
+        (
+            "?artifact=notes&version=1",
+            "notes",
+            "You are viewing version 1 of 2 on this branch (v1) — not the current text.",
+        ),
+        (
+            "?artifact=notes&from=1&to=2",
+            "notes",
+            "Changes from version 1 on this branch (v1) to version 2 on this branch (v2)",
+        ),
     ],
 )
 def test_the_page_url_opens_the_pane_on_what_it_names(signed_in, conversation, notes_and_report, query, shown, text):

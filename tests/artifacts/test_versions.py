@@ -17,7 +17,7 @@ from tests.factories import MessageFactory, RunFactory
 
 pytestmark = pytest.mark.django_db
 
-OLD_VERSION_NOTICE = "You are viewing version 1 of 3 — not the current text."
+OLD_VERSION_NOTICE = "You are viewing version 1 of 3 on this branch (v1) — not the current text."
 
 
 @pytest.fixture
@@ -57,8 +57,8 @@ def test_restore_saves_the_old_text_as_a_new_version(signed_in, conversation, re
         (3, "rewrite"),
         (4, "restore"),
     ]
-    assert "The text of version 1 is current again, as version 4." in html
-    assert "not the current text" not in html and "version 4" in html
+    assert "The text of version 1 on this branch (v1) is current again, as version 4 on this branch (v4)." in html
+    assert "not the current text" not in html
     # The page's URL now names the artifact, no longer the old version.
     assert response["HX-Push-Url"] == conversation.get_absolute_url() + "?artifact=report"
 
@@ -115,7 +115,7 @@ def test_while_a_turn_writes_the_artifact_an_old_version_is_not_offered_for_rest
 
     html = signed_in.get(conversation.get_absolute_url() + "?artifact=report&version=1").content.decode()
 
-    assert "You are viewing version 1 of 4 — not the current text." in html
+    assert "You are viewing version 1 of 3 on this branch (v1) — not the current text." in html
     assert "It can be restored once the running turn has saved its work." in html
     assert "Restore this version" not in html
 
@@ -134,7 +134,7 @@ def test_edit_starts_from_the_version_shown_and_saves_a_new_one(signed_in, conve
     )
 
     assert '<textarea id="artifact-content" name="content" rows="18"># First draft\n</textarea>' in html
-    assert "Starting from the text of version 1" in html
+    assert "Starting from the text of version 1 on this branch (v1)" in html
     # The editor is a passing state: the address stays on what was shown.
     assert "HX-Push-Url" not in form
     report.refresh_from_db()

@@ -21,6 +21,7 @@ from artifactflow.asgi import application
 from artifacts.branches import branch_shown
 from artifacts.manager import ArtifactManager
 from artifacts.models import Artifact
+from artifacts.services import artifact_version_save
 from tests.asgi import http_scope
 from tests.bounded import finishes_within
 from tests.factories import (
@@ -214,7 +215,7 @@ def test_the_docx_export_keeps_headings_lists_and_tables(signed_in, conversation
 
     response = signed_in.get(_url("artifact-export-docx", conversation, "report"))
 
-    assert response["Content-Disposition"] == 'attachment; filename="report.docx"'
+    assert response["Content-Disposition"] == 'attachment; filename="report-v1.docx"'
     document = docx.Document(io.BytesIO(response.content))
     styled = [(p.style.name, p.text) for p in document.paragraphs]
     assert ("Heading 1", "Findings") in styled
@@ -224,6 +225,38 @@ def test_the_docx_export_keeps_headings_lists_and_tables(signed_in, conversation
     [table] = document.tables
     assert [cell.text for cell in table.rows[0].cells] == ["name", "value"]
     assert [cell.text for cell in table.rows[1].cells] == ["a", "1"]
+
+
+def test_the_docx_export_says_which_version_it_is(signed_in, conversation):
+    root = MessageFactory(conversation=conversation, content="热泵还是燃气？")
+    other = MessageFactory(conversation=conversation, parent=root, content="太阳能呢？", shown=False)
+    shown = MessageFactory(conversation=conversation, parent=root)
+    report = Artifact.objects.create(session=conversation.artifact_session, artifact_id="报告.md", current_version=0)
+    for number, message in ((1, root), (2, other), (3, shown)):
+        artifact_version_save(
+            artifact=report,
+            content=f"# 报告 第{number}版\n",
+            version=number,
+            update_type="update",
+            message_id=message.pk,
+        )
+    url = _url("artifact-export-docx", conversation, "报告.md")
+
+    def exported(query=""):
+        response = signed_in.get(url + query)
+        subtitle = [
+            p.text for p in docx.Document(io.BytesIO(response.content)).paragraphs if p.style.name == "Subtitle"
+        ]
+        return response["Content-Disposition"], subtitle
+
+    assert exported() == (
+        "attachment; filename*=utf-8''%E6%8A%A5%E5%91%8A.md-v3.docx",
+        ["报告.md · version 2 on this branch (v3)"],
+    )
+    assert exported("?version=2") == (
+        "attachment; filename*=utf-8''%E6%8A%A5%E5%91%8A.md-v2.docx",
+        ["报告.md · v2 · other branch"],
+    )
 
 
 def test_the_raw_download_is_the_text_as_a_markdown_file(signed_in, conversation):
@@ -259,7 +292,9 @@ def test_a_non_ascii_name_downloads_under_its_own_name(signed_in, conversation):
 
     # RFC 6266: the UTF-8 name in filename*, percent-encoded.
     assert raw["Content-Disposition"] == "attachment; filename*=utf-8''%E6%8A%A5%E5%91%8A_%E6%9C%80%E7%BB%88.md"
-    assert export["Content-Disposition"] == "attachment; filename*=utf-8''%E6%8A%A5%E5%91%8A_%E6%9C%80%E7%BB%88.md.docx"
+    assert (
+        export["Content-Disposition"] == "attachment; filename*=utf-8''%E6%8A%A5%E5%91%8A_%E6%9C%80%E7%BB%88.md-v1.docx"
+    )
 
 
 @pytest.mark.parametrize("name", ["upload", "diff", "edit", "raw", "export.docx"])

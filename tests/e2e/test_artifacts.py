@@ -39,10 +39,12 @@ def test_the_pane_follows_a_running_turn(portal, model_server, page, screenshot)
     expect(pane.locator(".artifact-head")).to_contain_text("unsaved work of the running turn", timeout=TURN_TIMEOUT)
     expect(pane.locator(".artifact-content")).to_contain_text("search")
     expect(pane.locator("li.pinned .progress")).to_contain_text("0 of 2 done")
+    expect(pane.locator("li.pinned .meta")).to_contain_text("version 1 on this branch (unsaved)")
     screenshot(page, name="live-plan")
     expect(page.locator("article.turn")).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
     expect(pane.locator(".artifact-head")).not_to_contain_text("unsaved work", timeout=TURN_TIMEOUT)
-    expect(pane.locator(".artifact-head")).to_contain_text("version 2")
+    # Created and edited in one turn, the plan has one version, which its two changes numbered 2.
+    expect(pane.locator(".artifact-head")).to_contain_text("version 1 on this branch (v2)")
     expect(pane.locator(".artifact-content li", has_text="search").get_by_role("checkbox")).to_be_checked()
     expect(pane.locator(".artifact-content li", has_text="write").get_by_role("checkbox")).not_to_be_checked()
     expect(pane.locator("li.pinned progress")).to_have_attribute("value", "1")
@@ -81,7 +83,7 @@ def test_upload_edit_compare_and_export(portal, model_server, page, screenshot, 
     expect(pane.locator(".diff .diff-add")).to_have_text("+- third")
     screenshot(page, name="compare")
 
-    pane.get_by_label("Version").select_option("1")
+    pane.get_by_label("Version", exact=True).select_option("1")
     expect(pane.locator(".artifact-head")).to_contain_text("version 1 of 2")
     with page.expect_download() as download:
         pane.get_by_role("link", name="Export .docx").click()
@@ -158,6 +160,9 @@ def _shots(page, screenshot, *, name):
     page.emulate_media(color_scheme="light")
 
 
+RESTORED = "The text of version 1 on this branch (v1) is current again, as version 4 on this branch (v4)."
+
+
 def _save_edit(pane, *, text, version):
     pane.get_by_role("link", name="Edit").click()
     pane.get_by_label("Content of").fill(text)
@@ -203,20 +208,22 @@ def test_an_old_version_is_compared_word_by_word_and_restored(portal, model_serv
     assert short["height"] < 1.5 * line_height
     _shots(page, screenshot, name="diff")
 
-    pane.get_by_label("Version").select_option("1")
-    expect(pane.locator(".old-version")).to_contain_text("You are viewing version 1 of 3 — not the current text.")
+    pane.get_by_label("Version", exact=True).select_option("1")
+    expect(pane.locator(".old-version")).to_contain_text(
+        "You are viewing version 1 of 3 on this branch (v1) — not the current text."
+    )
     expect(page).to_have_url(re.compile(r"\?artifact=pumps\.md&version=1$"))
     _shots(page, screenshot, name="old-version")
     pane.get_by_role("button", name="Restore this version").click()
 
-    expect(pane.locator(".artifact-head")).to_contain_text("version 4")
-    expect(pane).to_contain_text("The text of version 1 is current again, as version 4.")
+    expect(pane.locator(".artifact-head")).to_contain_text("version 4 on this branch (v4)")
+    expect(pane).to_contain_text(RESTORED)
     # The restore's own change signal brings nothing new: the message stays.
     with page.expect_response(lambda r: r.url.endswith("/artifacts/pumps.md/")) as refresh:
         page.evaluate(SIGNAL_ARTIFACTS_CHANGED_JS)
     refresh.value.finished()
     page.wait_for_timeout(300)
-    expect(pane).to_contain_text("The text of version 1 is current again, as version 4.")
+    expect(pane).to_contain_text(RESTORED)
     expect(pane.locator(".old-version")).to_have_count(0)
     expect(pane.locator(".artifact-content")).not_to_contain_text("checked twice")
     expect(pane.locator(".artifact-content table")).to_contain_text("3")
@@ -303,7 +310,7 @@ def test_each_branch_has_its_own_artifacts_and_a_diff_compares_across_them(porta
     expect(turn.locator(".answer")).to_have_text("Heat pumps, in the report.")
     expect(pane.locator(".artifact-content")).to_contain_text("Heat pumps win.")
     expect(pane.locator(".artifact-list")).to_contain_text("Heat pump report")
-    expect(pane.get_by_label("Version")).to_contain_text("other branch: “Solar or gas?”")
+    expect(pane.get_by_label("Version", exact=True)).to_contain_text("v2 · other branch · “Solar or gas?”")
 
     # This branch's version 1 against the other branch's version 2.
     pane.get_by_label("Compare").select_option("1")
@@ -366,3 +373,67 @@ def test_a_document_shows_as_converting_and_a_refusal_keeps_the_draft(portal, mo
     expect(pane.get_by_label("Content of")).to_have_value(draft)
     expect(pane.locator(".artifact-list")).not_to_contain_text("bomb.docx")
     screenshot(page, name="refused")
+
+
+def _next_turn(page, *, question, number):
+    page.locator("#composer-input").fill(question)
+    page.get_by_role("button", name="Send", exact=True).click()
+    turn = page.locator("article.turn").nth(number - 1)
+    expect(turn).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
+    return turn
+
+
+@pytest.mark.parametrize("width", [1366, 390])
+def test_an_activity_link_opens_the_version_its_turn_saved(portal, model_server, new_page, screenshot, width):
+    """Turn 2 edits the report twice, saved as one version: v3, the second on
+    the branch. Turns 3 and 4 write newer ones; turn 2's Activity still opens v3."""
+    report = "# Research report\n\nHeat pumps work at -10 °C."
+    model_server.add(
+        Text(call("create_artifact", id="research_report", title="Research report", content=report)),
+        Text("First draft."),
+        Text(call("update_artifact", id="research_report", old_str="work", new_str="still work")),
+        Text(call("update_artifact", id="research_report", old_str="-10 °C", new_str="-15 °C")),
+        Text("Second draft."),
+        *(
+            reply
+            for n in (3, 4)
+            for reply in (
+                Text(call("rewrite_artifact", id="research_report", content=f"# Research report\n\nDraft {n}.")),
+                Text(f"Draft {n}."),
+            )
+        ),
+    )
+    page = new_page(viewport={"width": width, "height": 900 if width > 600 else 844})
+    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    ask(page, question="Heat pumps or gas?")
+    expect(page.locator("article.turn")).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
+    turn_2 = _next_turn(page, question="Make it colder", number=2)
+    for n in (3, 4):
+        _next_turn(page, question=f"Draft {n}, please", number=n)
+    pane = page.locator("#artifact-pane")
+
+    turn_2.locator(".activity-log summary").click()
+    links = turn_2.locator(".step-artifact")
+    expect(links).to_have_count(2)
+    expect(links.first).to_have_text("Research report version 2 on this branch (v3)")
+    _shots(page, screenshot, name=f"{width}-activity")
+    links.first.get_by_role("link", name="Research report").click()
+
+    expect(page).to_have_url(re.compile(r"\?artifact=research_report&version=3$"))
+    expect(pane).to_be_visible()
+    expect(pane.locator(".artifact-content")).to_have_text("Research report\nHeat pumps still work at -15 °C.")
+    expect(pane.locator(".artifact-head")).to_contain_text("version 2 of 4 on this branch (v3)")
+    expect(pane.locator(".old-version")).to_contain_text(
+        "You are viewing version 2 of 4 on this branch (v3) — not the current text."
+    )
+    expect(pane.locator(".artifact-list")).to_contain_text("version 4 on this branch (v5)")
+    expect(pane.get_by_label("Version", exact=True)).to_have_value("3")
+    _shots(page, screenshot, name=f"{width}-activity-version")
+
+    pane.get_by_label("Compare").select_option("3")
+    pane.get_by_label("with").select_option("5")
+    pane.get_by_role("button", name="Compare", exact=True).click()
+    expect(pane.locator(".diff > .meta")).to_have_text(
+        "Changes from version 2 on this branch (v3) to version 4 on this branch (v5)"
+    )
+    _shots(page, screenshot, name=f"{width}-compare")
