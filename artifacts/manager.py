@@ -31,6 +31,7 @@ from .branches import Branch, branch_head, branch_heads, version_is_text, versio
 from .edits import PeopleEdit, people_edits
 from .matching import compute_update
 from .models import Artifact, ArtifactVersion
+from .selectors import TASK_PLAN
 from .services import artifact_version_save
 from .validators import artifact_id_validate, content_type_validate, title_validate
 
@@ -272,7 +273,11 @@ class ArtifactManager:
 
     def _dropped(self, working: WorkingArtifact) -> list[str]:
         """The lines a person wrote in the version this turn read that the
-        working copy no longer holds."""
+        working copy no longer holds. The task plan is the lead's checklist,
+        which its prompt has it rewrite for each new request: a person's
+        change to it is in the prompt, and is not kept against the lead."""
+        if working.artifact_id == TASK_PLAN:
+            return []
         edit = self.people_edits().get(working.artifact_id)
         if edit is None or edit.version != working.read_version:
             return []

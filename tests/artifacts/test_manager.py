@@ -469,3 +469,24 @@ def test_a_person_editing_during_the_turn_is_an_overlap_not_a_drop(branch):
     assert report.conflicts == ["report"] and report.dropped == []
     conflict = Artifact.objects.get(artifact_id="report").metadata["conflict"]
     assert (conflict["kind"], conflict["overlapped"], conflict["version"]) == ("overlap", 3, 4)
+
+
+def test_the_task_plan_rewritten_for_a_new_request_is_no_conflict(branch):
+    seed = ArtifactManager(branch=branch, run_id=RunFactory(message_id=branch.leaf_id).pk)
+    seed.create(artifact_id="task_plan", content=PLAN)
+    seed.flush_all()
+    services.artifact_edit(
+        branch=branch,
+        artifact=Artifact.objects.get(artifact_id="task_plan"),
+        content=PLAN + "- [ ] 也看看成本\n",
+        base_version=1,
+    )
+    agent = ArtifactManager(branch=branch, run_id=RunFactory(message_id=branch.leaf_id).pk)
+    # The lead is told of the edit all the same.
+    assert list(agent.people_edits()) == ["task_plan"]
+
+    change = agent.rewrite(artifact_id="task_plan", content="# New plan\n\n- [ ] other\n")
+    report = agent.flush_all()
+
+    assert change.dropped == [] and report.dropped == []
+    assert "conflict" not in Artifact.objects.get(artifact_id="task_plan").metadata
