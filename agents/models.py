@@ -39,6 +39,9 @@ class Run(models.Model):
     # Set by the user; the engine checks it between steps and while streaming.
     cancel_requested = models.BooleanField(default=False)
     metrics = models.JSONField(default=dict, blank=True)
+    # The failed or cancelled run this one tries again: at the same message,
+    # or at a new branch beside it when that message had later turns (run_retry).
+    retry_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="retries")
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

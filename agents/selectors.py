@@ -93,6 +93,8 @@ class RunView:
     model: str = ""
     demo: bool = False
     run_id: int | None = None
+    # Tried again as a new branch (runs.run_retry): the run its message keeps.
+    retried: bool = False
     # The open permission request.
     pending: PermissionQuestion | None = None
     # The last event folded in.
@@ -111,7 +113,7 @@ class RunView:
 
     @property
     def can_retry(self):
-        return self.run_id is not None and self.status in (Run.Status.FAILED, Run.Status.CANCELLED)
+        return self.run_id is not None and not self.retried and self.status in (Run.Status.FAILED, Run.Status.CANCELLED)
 
     @property
     def question(self) -> PermissionQuestion | None:
@@ -218,6 +220,8 @@ def run_views(*, runs: list[Run]) -> dict[int, RunView]:
                 model=run.model,
                 demo=run.model == "demo",
                 run_id=run.pk,
+                # Annotated by the thread; a run read alone is offered a retry its service may refuse.
+                retried=getattr(run, "retried", False),
             )
     for event in RunEvent.objects.filter(run_id__in=active).order_by("run_id", "seq"):
         run_view_apply(views[event.run_id], event)

@@ -5,7 +5,7 @@ events), and its siblings for the branch switcher."""
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from django.db.models import Prefetch, Q, prefetch_related_objects
+from django.db.models import Exists, OuterRef, Prefetch, Q, prefetch_related_objects
 
 from artifactflow.markdown import live_answer, markdown_render
 from conversations.models import Conversation, Message
@@ -48,7 +48,8 @@ def thread_entries(*, messages: list[Message]) -> list[ThreadEntry]:
     # Each run brings its own copy of the message from the same statement, so a
     # finished run's status and its stored response are read together even while
     # the worker commits the end of the turn.
-    prefetch_related_objects(messages, Prefetch("runs", queryset=Run.objects.select_related("message")))
+    runs = Run.objects.select_related("message").annotate(retried=Exists(Run.objects.filter(retry_of=OuterRef("pk"))))
+    prefetch_related_objects(messages, Prefetch("runs", queryset=runs))
     latest = {m.pk: (list(m.runs.all()) or [None])[-1] for m in messages}
     views = run_views(runs=[run for run in latest.values() if run is not None])
     siblings = _siblings(messages)

@@ -2,6 +2,9 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import retarget
+
+from conversations.views import thread_response
 
 from . import selectors, thread
 from .models import Run
@@ -64,9 +67,26 @@ def run_cancel(request, run_id):
     return _acting(request, run_id, lambda: runs.run_cancel(run_id=run_id, user=request.user))
 
 
+RETRIED_AS_BRANCH = "Tried again as a new branch; your later turns stay on the branch you came from."
+
+
 @require_POST
 def run_retry(request, run_id):
-    return _acting(request, run_id, lambda: runs.run_retry(run_id=run_id, user=request.user))
+    run = _run_or_404(request, run_id)
+    try:
+        retried = runs.run_retry(run_id=run_id, user=request.user)
+    except Run.DoesNotExist:
+        raise Http404("No such turn.") from None
+    except runs.RunStateError as exc:
+        return _message_response(request, run, error=str(exc), status=409)
+    if retried.message_id == run.message_id or not request.htmx:
+        return _message_response(request, retried)
+    # The turn had later turns below it and was tried again beside them
+    # (runs.run_retry): the page shows that branch, and says so.
+    response = thread_response(
+        request, conversation=retried.message.conversation, branch_changed=True, notice=RETRIED_AS_BRANCH
+    )
+    return retarget(response, "#thread")
 
 
 @require_GET

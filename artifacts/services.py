@@ -35,9 +35,11 @@ def artifact_upload(*, branch: Branch, filename: str, data: bytes, content_type:
 
 
 def artifact_upload_save(*, branch: Branch, filename: str, data: bytes, converted: ConvertedUpload) -> Artifact:
-    """Save an uploaded file, converted already, as a new artifact on the
-    branch. Its id comes from the file's name, with a suffix when another
-    artifact has it, saved or being written by a running turn (which would
+    """Save an uploaded file, converted already, as a new artifact on every
+    branch of the conversation: it is the user's material, whichever question
+    they ask or edit next (docs/artifacts.md). Edits of it are the branch's.
+    Its id comes from the file's name, with a suffix when another artifact has
+    it, saved or being written by a running turn on any branch (which would
     otherwise save over it)."""
     session = branch.session
     if session._state.adding:
@@ -65,7 +67,7 @@ def artifact_upload_save(*, branch: Branch, filename: str, data: bytes, converte
                     content=converted.content,
                     title=converted.title,
                     update_type="upload",
-                    message_id=branch.leaf_id,
+                    message_id=None,
                 )
                 live.live_announce(session_id=session.pk)
             return artifact

@@ -89,12 +89,13 @@ def _composer_context(conversation) -> dict:
     return {"active_run": agent_selectors.conversation_active_run(conversation_id=conversation.pk)}
 
 
-def _thread(request, *, conversation, branch_changed: bool = False):
+def thread_response(request, *, conversation, branch_changed: bool = False, notice: str = ""):
     """The thread, with the composer's Send or Stop: a new turn changes it.
     On another branch the artifact pane shows that branch's artifacts, still
-    the one the page showed if the branch has it."""
+    the one the page showed if the branch has it. `notice` says under the
+    thread what happened, until the thread is shown again."""
     entries = thread_for_conversation(conversation=conversation)
-    thread = render(request, "conversations/chat.html#thread", {"entries": entries})
+    thread = render(request, "conversations/chat.html#thread", {"entries": entries, "notice": notice})
     actions = render(
         request, "conversations/chat.html#composer_actions", {**_composer_context(conversation), "oob": True}
     )
@@ -153,7 +154,7 @@ def message_create(request, conversation_id):
     if not request.htmx:
         return redirect(conversation.get_absolute_url())
     # An edited or re-asked message starts a branch of its own.
-    return _thread(request, conversation=conversation, branch_changed=parent is not asking.ACTIVE_BRANCH)
+    return thread_response(request, conversation=conversation, branch_changed=parent is not asking.ACTIVE_BRANCH)
 
 
 @require_GET
@@ -220,7 +221,7 @@ def branch_switch(request, conversation_id):
     services.branch_switch(conversation=conversation, message=message)
     if not request.htmx:
         return redirect(conversation.get_absolute_url())
-    return _thread(request, conversation=conversation, branch_changed=True)
+    return thread_response(request, conversation=conversation, branch_changed=True)
 
 
 @require_POST

@@ -16,7 +16,7 @@ from artifactflow.markdown import markdown_render
 from artifacts.branches import Branch, branch_at
 from artifacts.manager import ArtifactManager, FlushReport
 from artifacts.models import ArtifactSession
-from conversations.models import Conversation
+from conversations.models import Conversation, Message
 
 from .. import engine
 from ..events import RunEventLog
@@ -51,7 +51,7 @@ def run_enqueue(*, run: Run, reason: str = "") -> None:
     transaction.on_commit(lambda: async_task(TASK, run.pk, task_name=task_name))
 
 
-def run_create(*, message, enqueue: bool = True) -> Run:
+def run_create(*, message, enqueue: bool = True, retry_of: Run | None = None) -> Run:
     """A queued run for `message`; its task is enqueued once the caller's transaction commits.
 
     One turn at a time per conversation: turns share the conversation's
@@ -64,7 +64,7 @@ def run_create(*, message, enqueue: bool = True) -> Run:
             message__conversation_id=message.conversation_id, status__in=Run.ACTIVE_STATUSES
         ).exists():
             raise TurnInProgress(TURN_IN_PROGRESS)
-        run = Run.objects.create(message=message)
+        run = Run.objects.create(message=message, retry_of=retry_of)
     if enqueue:
         run_enqueue(run=run)
     return run
@@ -377,14 +377,28 @@ def _run_cancel(run: Run) -> None:
 
 
 def run_retry(*, run_id: int, user) -> Run:
-    """A new run for the message of the owner's failed or cancelled run."""
+    """A new run for the question of the owner's failed or cancelled run.
+
+    The branch's newest turn is answered again at its own message. A turn
+    with later turns below it is tried again as a new branch beside it, as
+    *Ask again* does, and the page shows that branch: a run at the old message
+    saves its versions on the later turns' path, so their branch would see
+    them in place of its own (docs/artifacts.md). Whether it branched is
+    whether the new run's message is another."""
     with transaction.atomic():
         run = run_owned_locked(run_id=run_id, user=user)
         if run.status not in (Run.Status.FAILED, Run.Status.CANCELLED):
             raise RunStateError("Only a failed or cancelled turn can be tried again.")
-        if run.message.runs.filter(pk__gt=run.pk).exists():
+        # Runs from before retry_of was recorded were retried at their message.
+        if run.retries.exists() or run.message.runs.filter(pk__gt=run.pk).exists():
             raise RunStateError("This turn was tried again already.")
-        return run_create(message=run.message)
+        message = run.message
+        if message.children.exists():
+            message = Message.objects.create(
+                conversation_id=message.conversation_id, parent_id=message.parent_id, content=message.content
+            )
+            Conversation.objects.filter(pk=message.conversation_id).update(active_branch=message)
+        return run_create(message=message, retry_of=run)
 
 
 @dataclass

@@ -17,7 +17,7 @@ from artifacts.services import artifact_delete
 from tests.agents.test_admin import HOSTILE_NAMES
 from tests.agents.test_engine import call
 from tests.asgi import conversation_socket, session_cookie
-from tests.factories import RunFactory
+from tests.factories import ConversationFactory, MessageFactory, RunFactory
 from tests.model_server import Text
 
 pytestmark = pytest.mark.django_db
@@ -514,3 +514,63 @@ def test_an_artifact_deleted_since_the_turn_is_named_but_not_linked(signed_in, u
 
     assert _artifact_links(html) == [("Notes", "", "deleted since")] * 2
     assert reverse("artifact-detail", args=[conversation.pk, "notes"]) not in html
+
+
+def _cancelled_under_a_later_turn(user):
+    """Turn 7 cancelled and turn 8 answered on top of it; the page shows turn 8."""
+    conversation = ConversationFactory(owner=user)
+    old = MessageFactory(conversation=conversation, content="第七问：热泵在零下能用吗？")
+    run = RunFactory(message=old, status=Run.Status.CANCELLED)
+    later = MessageFactory(conversation=conversation, parent=old, content="And for a flat?", response="Turn 8.")
+    RunFactory(message=later, status=Run.Status.COMPLETED)
+    return run, later
+
+
+def test_retrying_an_old_turn_shows_its_new_branch_and_says_so(signed_in, user):
+    run, later = _cancelled_under_a_later_turn(user)
+    conversation = later.conversation
+
+    response = signed_in.post(reverse("run-retry", args=[run.pk]), **HTMX)
+
+    html = response.content.decode()
+    conversation.refresh_from_db()
+    branch = conversation.active_branch
+    assert response.status_code == 200 and response.headers["HX-Retarget"] == "#thread"
+    assert branch.parent_id is None and branch.content == run.message.content
+    assert response.headers["HX-Push-Url"].startswith(conversation.get_absolute_url())
+    thread = lxml.html.fragment_fromstring(html, create_parent=True)
+    assert thread.get_element_by_id("thread") is not None
+    assert [a.get("id") for a in thread.xpath("//article")] == [f"message-{branch.pk}"]
+    assert "Tried again as a new branch; your later turns stay on the branch you came from." in html
+    assert "2/2" in html and 'id="artifact-pane"' in html
+    # The old branch keeps turn 8, and its cancelled turn offers no second retry.
+    signed_in.post(reverse("branch-switch", args=[conversation.pk]), {"message": run.message_id})
+    page = signed_in.get(conversation.get_absolute_url()).content.decode()
+    assert "Turn 8." in page and "Tried again as a new branch beside this one." in page
+    assert reverse("run-retry", args=[run.pk]) not in page
+    again = signed_in.post(reverse("run-retry", args=[run.pk]), **HTMX)
+    assert again.status_code == 409 and "tried again already" in again.content.decode()
+
+
+def test_retrying_the_newest_turn_answers_in_place(signed_in, user):
+    _, later = _cancelled_under_a_later_turn(user)
+    newest = RunFactory(message=later, status=Run.Status.FAILED, error="The model answered 500.")
+
+    response = signed_in.post(reverse("run-retry", args=[newest.pk]), **HTMX)
+
+    assert response.status_code == 200 and "HX-Retarget" not in response.headers
+    assert f'id="message-{later.pk}"' in response.content.decode() and later.runs.count() == 3
+    assert later.conversation.messages.count() == 2
+
+
+def test_another_user_cannot_retry_and_a_retry_needs_a_csrf_token(client, user, other_user):
+    run, later = _cancelled_under_a_later_turn(user)
+    url = reverse("run-retry", args=[run.pk])
+
+    client.force_login(other_user)
+    assert client.post(url, **HTMX).status_code == 404
+    strict = Client(enforce_csrf_checks=True)
+    strict.force_login(user)
+    assert strict.get(url).status_code == 405
+    assert strict.post(url, **HTMX).status_code == 403
+    assert later.conversation.messages.count() == 2 and Run.objects.count() == 2

@@ -2,8 +2,10 @@
 its newest version written on the branch."""
 
 import re
+from importlib import import_module
 
 import pytest
+from django.apps import apps
 from django.urls import reverse
 
 from agents.models import Run, RunEvent
@@ -144,9 +146,44 @@ def test_versions_record_who_wrote_them_on_which_branch(user, signed_in, scripte
     )
     assert list(rows) == [
         ("report", "create", message.pk, run.pk),
-        ("data.csv", "upload", message.pk, None),
+        ("data.csv", "upload", None, None),
         ("report", "user_edit", message.pk, None),
     ]
+
+
+def test_an_upload_after_asking_is_on_a_branch_made_by_editing_the_question_and_its_edits_are_not(user, media_root):
+    conversation = ConversationFactory(owner=user)
+    asked = MessageFactory(conversation=conversation, content="比较热泵和燃气锅炉")
+    shown = branch_shown(conversation=conversation)
+    upload = services.artifact_upload(branch=shown, filename="数据.csv", data="年份,价格\n2024,3\n".encode())
+    services.artifact_edit(branch=shown, artifact=upload, content="年份,价格\n2024,4\n", base_version=1)
+    edited = MessageFactory(conversation=conversation, parent=None, content="比较太阳能和燃气锅炉")
+    other = branch_shown(conversation=conversation)
+
+    assert other.path == (edited.pk,)
+    assert [(v.artifact_id, v.content) for v in selectors.artifact_list(branch=other)] == [
+        (upload.artifact_id, "年份,价格\n2024,3\n")
+    ]
+    first = branch_at(session=conversation.artifact_session, message_id=asked.pk)
+    assert [v.content for v in selectors.artifact_list(branch=first)] == ["年份,价格\n2024,4\n"]
+
+
+def test_the_migration_puts_uploads_made_before_on_every_branch(user, media_root):
+    conversation = ConversationFactory(owner=user)
+    asked = MessageFactory(conversation=conversation)
+    shown = branch_shown(conversation=conversation)
+    upload = services.artifact_upload(branch=shown, filename="brief.md", data=b"# Brief")
+    services.artifact_edit(branch=shown, artifact=upload, content="# Brief, edited", base_version=1)
+    report = ArtifactManager(branch=shown)
+    report.create(artifact_id="report", content="# Report")
+    report.flush_all()
+    # As an upload was recorded before this change: at the message the page showed.
+    ArtifactVersion.objects.filter(update_type="upload").update(message=asked)
+
+    import_module("artifacts.migrations.0005_uploads_on_every_branch").uploads_unbranch(apps, None)
+
+    rows = ArtifactVersion.objects.order_by("pk").values_list("artifact__artifact_id", "version", "message_id")
+    assert list(rows) == [("brief.md", 1, None), ("brief.md", 2, asked.pk), ("report", 1, asked.pk)]
 
 
 def test_before_the_first_question_an_upload_is_on_every_branch(user, media_root):

@@ -9,7 +9,7 @@ from django.urls import reverse
 
 from agents.models import Run
 from agents.selectors import branch_shown_live
-from artifacts import services
+from artifacts import selectors, services
 from artifacts.branches import branch_shown
 from artifacts.models import Artifact, ArtifactVersion
 from tests.artifacts.test_views import HTMX, _flushed
@@ -97,3 +97,24 @@ def test_delete_needs_a_post_with_csrf_and_another_users_artifact_is_a_404(user,
     token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', mine.get(url).content.decode())[1]
     assert mine.post(url, {"csrfmiddlewaretoken": token}).status_code == 200
     assert not Artifact.objects.exists()
+
+
+def test_deleting_an_upload_from_another_branch_counts_only_its_edits_there_as_lost(
+    signed_in, conversation, media_root, django_capture_on_commit_callbacks
+):
+    asked = MessageFactory(conversation=conversation, content="第一问")
+    first = branch_shown(conversation=conversation)
+    upload = services.artifact_upload(branch=first, filename="notes.md", data="# 笔记".encode())
+    services.artifact_edit(branch=first, artifact=upload, content="# 笔记\n\n我的补充", base_version=1)
+    MessageFactory(conversation=conversation, parent=None, content="第一问，改过")
+    other = branch_shown(conversation=conversation)
+
+    assert selectors.artifact_delete_scope(artifact=upload, branch=other) == selectors.DeleteScope(
+        versions=2, elsewhere=1
+    )
+    first_scope = selectors.artifact_delete_scope(artifact=upload, branch=first)
+    assert first_scope == selectors.DeleteScope(versions=2, elsewhere=0) and first.path == (asked.pk,)
+    stored = media_root / upload.file.name
+    with django_capture_on_commit_callbacks(execute=True):
+        signed_in.post(reverse("artifact-delete", args=[conversation.pk, "notes.md"]), **HTMX)
+    assert not Artifact.objects.exists() and not ArtifactVersion.objects.exists() and not stored.exists()

@@ -213,3 +213,61 @@ def test_at_phone_width_in_dark_mode_the_page_fits_and_the_keyboard_sends(portal
     # One column: the thread is as wide as the screen, less its padding.
     width = page.locator("#thread").bounding_box()["width"]
     assert width >= 350, width
+
+
+RETRIED_AS_BRANCH = "Tried again as a new branch; your later turns stay on the branch you came from."
+
+
+@pytest.mark.parametrize("width", [1366, 390])
+def test_retrying_an_old_cancelled_turn_starts_a_branch_and_leaves_the_newest_turn_as_it_was(
+    portal, model_server, new_page, screenshot, width
+):
+    model_server.add(
+        Text(call("create_artifact", id="report", title="Report", content="# Report\n\nTurn 1's draft.")),
+        Text("A long answer that keeps going " * 40, chunk_size=4, delay=0.05),
+        Text(call("rewrite_artifact", id="report", content="# Report\n\nTurn 2's report.")),
+        Text("Rewritten for a flat."),
+    )
+    page = new_page(viewport={"width": width, "height": 900 if width > 600 else 844})
+    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    ask(page, question="Write the report")
+    turns = page.locator("article.turn")
+    expect(turns.nth(0).locator(".answer")).to_contain_text("A long answer", timeout=TURN_TIMEOUT)
+    page.locator("#composer-actions").get_by_role("button", name="Stop").click()
+    expect(turns.nth(0)).to_have_attribute("data-status", "cancelled", timeout=TURN_TIMEOUT)
+    _send(page, "Rewrite it for a flat")
+    expect(turns.nth(1)).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
+    pane = page.locator("#artifact-pane")
+    expect(pane.locator(".artifact-content")).to_have_text("Report\nTurn 2's report.", timeout=TURN_TIMEOUT)
+    # What turn 2's branch shows; the history under it lists other branches' versions too.
+    shown = ".artifact-list, .artifact-head, .artifact-content"
+    newest_pane = pane.locator(shown).all_inner_texts()
+
+    model_server.add(
+        Text(call("create_artifact", id="report", title="Report", content="# Report\n\nThe retried report.")),
+        Text("Done again."),
+    )
+    turns.nth(0).get_by_role("button", name="Retry").click()
+
+    notice = page.locator("#thread .thread-notice")
+    expect(notice).to_have_text(RETRIED_AS_BRANCH)
+    expect(turns).to_have_count(1)
+    expect(turns.nth(0).locator(".branches")).to_contain_text("2/2")
+    expect(turns.nth(0)).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
+    expect(turns.nth(0).locator(".answer")).to_have_text("Done again.")
+    expect(pane.locator(".artifact-content")).to_have_text("Report\nThe retried report.", timeout=TURN_TIMEOUT)
+    expect(notice).to_be_visible()
+    for scheme in ("light", "dark"):
+        page.emulate_media(color_scheme=scheme)
+        screenshot(page, name=f"{width}-notice-{scheme}")
+    page.emulate_media(color_scheme="light")
+
+    page.get_by_role("button", name="Previous branch").click()
+    expect(turns).to_have_count(2)
+    expect(notice).to_have_count(0)
+    expect(turns.nth(1).locator(".answer")).to_have_text("Rewritten for a flat.")
+    expect(turns.nth(0)).to_contain_text("Tried again as a new branch beside this one.")
+    expect(turns.nth(0).get_by_role("button", name="Retry")).to_have_count(0)
+    expect(pane.locator(".artifact-content")).to_have_text("Report\nTurn 2's report.")
+    assert pane.locator(shown).all_inner_texts() == newest_pane
+    screenshot(page, name=f"{width}-back")

@@ -9,9 +9,10 @@ from agents.models import Run, RunEvent
 from agents.selectors import run_views
 from agents.services import asking
 from agents.services.runs import RunStateError, run_cancel, run_execute, run_retry
-from artifacts.branches import branch_shown
+from artifacts.branches import branch_at, branch_heads, branch_shown
 from artifacts.manager import ArtifactManager
 from artifacts.models import Artifact
+from conversations.models import Conversation
 from tests.agents.test_engine import call
 from tests.artifacts.test_manager import LARGE
 from tests.model_server import Drop, Status, Text, Truncated
@@ -253,6 +254,81 @@ def test_a_failed_turn_can_be_tried_again_once_by_its_owner(user, other_user):
         run_retry(run_id=run.pk, user=user)
     with pytest.raises(RunStateError, match="failed or cancelled"):
         run_retry(run_id=retried.pk, user=user)
+
+
+def _cancelled_under_a_later_turn(user):
+    """Turn 7 cancelled, then turn 8 asked on top of it: (turn 7's run, turn 8's message)."""
+    message, run = _turn(user, "第七问：热泵在零下能用吗？")
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.CANCELLED)
+    later = asking.message_post(conversation=message.conversation, content="And for a flat?", enqueue=False)
+    later.runs.update(status=Run.Status.COMPLETED)
+    return run, later
+
+
+def test_retrying_a_turn_with_later_turns_below_it_starts_a_branch_beside_it(user, other_user):
+    run, later = _cancelled_under_a_later_turn(user)
+    message = run.message
+
+    with pytest.raises(Run.DoesNotExist):
+        run_retry(run_id=run.pk, user=other_user)
+    retried = run_retry(run_id=run.pk, user=user)
+
+    branch = retried.message
+    assert branch != message and (branch.parent_id, branch.content) == (message.parent_id, message.content)
+    assert retried.status == Run.Status.QUEUED and retried.retry_of == run
+    assert list(message.runs.all()) == [run] and list(later.runs.values_list("message", flat=True)) == [later.pk]
+    assert Conversation.objects.get(pk=message.conversation_id).active_branch == branch
+    with pytest.raises(RunStateError, match="already"):
+        run_retry(run_id=run.pk, user=user)
+    assert message.conversation.messages.count() == 3
+
+
+def test_retrying_the_newest_turn_answers_its_own_message_again(user):
+    message, run = _turn(user)
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.CANCELLED)
+
+    retried = run_retry(run_id=run.pk, user=user)
+
+    assert retried.message == message and retried.retry_of == run
+    assert message.conversation.messages.count() == 1
+
+
+def _heads(message):
+    branch = branch_at(session=message.conversation.artifact_session, message_id=message.pk)
+    return [(v.artifact.artifact_id, v.version, v.content) for v in branch_heads(branch=branch)]
+
+
+def test_a_retried_old_turn_saves_on_its_new_branch_and_the_newest_turn_sees_what_it_saw(user, scripted_model):
+    scripted_model.add(
+        Text(call("create_artifact", id="report", content="# Report\n\n第七问的草稿", title="Report")),
+        Status(500),
+        Status(500),
+        Status(500),
+    )
+    message, run = _turn(user, "Write the report")
+    run_execute(run_id=run.pk)
+    scripted_model.add(
+        Text(call("rewrite_artifact", id="report", content="# Report\n\nTurn 8's report")), Text("Rewritten.")
+    )
+    later = asking.message_post(conversation=message.conversation, content="Rewrite it for a flat", enqueue=False)
+    run_execute(run_id=later.runs.get().pk)
+    seen = _heads(later)
+    assert Run.objects.get(pk=run.pk).status == Run.Status.FAILED and seen[0][2] == "# Report\n\nTurn 8's report"
+
+    scripted_model.add(
+        Text(call("create_artifact", id="summary", content="The retried summary", title="Summary")),
+        Text(call("create_artifact", id="report", content="# Report\n\nThe retried report", title="Report")),
+        Text("Done again."),
+    )
+    retried = run_retry(run_id=run.pk, user=user)
+    run_execute(run_id=retried.pk)
+
+    assert Run.objects.get(pk=retried.pk).status == Run.Status.COMPLETED
+    assert _heads(later) == seen
+    assert [(i, c) for i, _, c in _heads(retried.message)] == [
+        ("report", "# Report\n\nThe retried report"),
+        ("summary", "The retried summary"),
+    ]
 
 
 # --- a large artifact edited in small steps -----------------------------------------
