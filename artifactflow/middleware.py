@@ -1,6 +1,7 @@
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
 from django.conf import settings
 from django.contrib.auth import middleware as auth_middleware
+from django.contrib.auth.views import redirect_to_login
 from django.utils.cache import add_never_cache_headers
 from django.utils.deprecation import MiddlewareMixin
 from django_htmx.http import HttpResponseClientRedirect
@@ -9,11 +10,17 @@ from whitenoise.middleware import WhiteNoiseMiddleware
 
 class LoginRequiredMiddleware(auth_middleware.LoginRequiredMiddleware):
     """Every page needs a signed-in user; an HTMX request is sent to the login
-    page as a whole-page redirect, not a login form swapped into a fragment."""
+    page as a whole-page redirect, not a login form swapped into a fragment.
+    Signing in again leads back to the page the request came from (a message
+    sent after the session ended is a POST, which no link can repeat), where
+    the browser still keeps the unsent draft."""
 
     def handle_no_permission(self, request, view_func):
+        htmx = getattr(request, "htmx", False)
+        if htmx and htmx.current_url_abs_path:
+            return HttpResponseClientRedirect(redirect_to_login(htmx.current_url_abs_path).url)
         response = super().handle_no_permission(request, view_func)
-        if getattr(request, "htmx", False):
+        if htmx:
             return HttpResponseClientRedirect(response.url)
         return response
 

@@ -48,7 +48,10 @@ def message_post(*, conversation: Conversation, content: str, parent=ACTIVE_BRAN
     # Postgres cannot store a NUL character: say so rather than fail.
     ProhibitNullCharactersValidator()(content)
     if len(content) > MAX_MESSAGE_LENGTH:
-        raise ValidationError(f"A message may have at most {MAX_MESSAGE_LENGTH} characters.")
+        raise ValidationError(
+            f"A message may have at most {MAX_MESSAGE_LENGTH:,} characters; this one has {len(content):,}. "
+            "Shorten it, or upload the long part as a file."
+        )
     if parent is ACTIVE_BRANCH:
         parent = conversation.active_branch
     elif parent is not None and parent.conversation_id != conversation.pk:

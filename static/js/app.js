@@ -209,13 +209,67 @@ document.addEventListener("htmx:oobAfterSwap", () => {
   typing = null;
 });
 
-// After a message is sent the composer empties for the next one.
+// The composer's draft is kept in the browser, per conversation, from the
+// first key pressed until the server accepts the message: it survives a
+// refusal, a reload, a visit to another conversation, a lost connection. A
+// full or unavailable storage keeps nothing, and breaks nothing.
+const DRAFT_PREFIX = "artifactflow.draft.";
+// A message is at most 20,000 characters; a longer draft is still kept, to be cut down.
+const DRAFT_MAX_CHARS = 100000;
+const draftKey = (form) => DRAFT_PREFIX + form.dataset.draft;
+const draftSave = (form, text) => {
+  try {
+    if (text.trim()) localStorage.setItem(draftKey(form), text.slice(0, DRAFT_MAX_CHARS));
+    else localStorage.removeItem(draftKey(form));
+  } catch (error) {
+    // Storage full or refused: the text is still in the box.
+  }
+};
+const draftRestore = () => {
+  const form = document.getElementById("composer");
+  const box = form && form.querySelector("#composer-input");
+  if (!box || box.value) return;
+  try {
+    const kept = localStorage.getItem(draftKey(form));
+    if (kept) box.value = kept;
+  } catch (error) {
+    // Nothing kept that can be read.
+  }
+};
+document.addEventListener("DOMContentLoaded", draftRestore);
+document.addEventListener("input", (event) => {
+  if (event.target.id === "composer-input") draftSave(event.target.form, event.target.value);
+});
+const composerError = (text) => {
+  const error = document.getElementById("composer-error");
+  if (!error) return;
+  error.textContent = text;
+  error.hidden = !text;
+};
+// Only a message the server accepted (2xx) empties the composer and its draft;
+// a refusal (422, 409) shows the server's words in its place, and a failure
+// the server never answered, or answered with an error page, says so here.
+// A session that ended sends the page to sign in again (HX-Redirect): that is no acceptance either.
+const signInAgain = (form, xhr) => (xhr.getResponseHeader("HX-Redirect") || "").startsWith(form.dataset.loginUrl);
 document.addEventListener("htmx:afterRequest", (event) => {
-  if (event.detail.elt.id !== "composer" || !event.detail.successful) return;
-  event.detail.elt.reset();
-  // The new question is at the bottom: follow it even if the reader had scrolled up.
-  followThread = true;
-  followNewest();
+  const form = event.detail.elt;
+  if (form.id !== "composer") return;
+  const xhr = event.detail.xhr;
+  const status = xhr.status;
+  if (status >= 200 && status < 300 && !signInAgain(form, xhr)) {
+    draftSave(form, "");
+    form.reset();
+    composerError("");
+    // The new question is at the bottom: follow it even if the reader had scrolled up.
+    followThread = true;
+    followNewest();
+  } else if (status === 0) {
+    composerError("The portal could not be reached, so nothing was sent. Your message is still here: send it again.");
+  } else if (status === 403) {
+    composerError("This page has been open too long to send from. Reload the page: your message is kept and will be here again.");
+  } else if (status >= 500) {
+    composerError("The portal failed to take your message. It is still here: send it again in a moment.");
+  }
 });
 
 // Choosing a version shows it at once.

@@ -3,6 +3,7 @@ import re
 import uuid
 from datetime import timedelta
 from html import unescape
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from django.db import connection
@@ -42,6 +43,27 @@ def test_an_htmx_request_without_a_session_redirects_the_whole_page(client):
     conversation = ConversationFactory()
     response = client.post(reverse("message-create", args=[conversation.pk]), {"content": "hi"}, **HTMX)
     assert response.headers["HX-Redirect"].startswith(reverse("login"))
+
+
+def test_signing_in_again_after_a_send_leads_back_to_the_page_it_was_sent_from(client):
+    """Not to the POST's address, which a GET after signing in would refuse."""
+    conversation = ConversationFactory()
+    page = conversation.get_absolute_url()
+    url = reverse("message-create", args=[conversation.pk])
+
+    response = client.post(url, {"content": "我的草稿"}, HTTP_HX_CURRENT_URL=f"http://testserver{page}", **HTMX)
+
+    assert _login_next(response) == page
+    # A page of another site is not where signing in leads.
+    response = client.post(url, {"content": "hi"}, HTTP_HX_CURRENT_URL="https://evil.example/x", **HTMX)
+    assert _login_next(response) == url
+
+
+def _login_next(response) -> str:
+    """Where the sign-in page an HTMX response sends to leads back to."""
+    redirect = urlsplit(response.headers["HX-Redirect"])
+    assert redirect.path == reverse("login")
+    return parse_qs(redirect.query)["next"][0]
 
 
 def test_another_users_conversation_is_a_404_on_every_url(signed_in, other_user):
