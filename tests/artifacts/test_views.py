@@ -13,8 +13,8 @@ import pytest
 from asgiref.testing import ApplicationCommunicator
 from django.apps import apps
 from django.core.files.uploadedfile import SimpleUploadedFile
-from django.test.client import BOUNDARY, MULTIPART_CONTENT, encode_multipart
 from django.test import Client
+from django.test.client import BOUNDARY, MULTIPART_CONTENT, encode_multipart
 from django.urls import reverse
 
 from agents.models import Run
@@ -720,3 +720,96 @@ def test_a_content_type_with_a_line_break_still_downloads(signed_in, conversatio
 
     assert response.status_code == 200 and response["Content-Type"] == "text/plain; charset=utf-8"
     assert "X-Injected" not in response
+
+
+def _saved_over(conversation, *, kind, writer="agent"):
+    """The person's edit v2 of the report, and an agents' save v3 over it, marked as the manager marks it."""
+    artifact = _flushed(conversation, "report", "# 报告\n\n第一稿。\n")
+    branch = branch_shown(conversation=conversation)
+    services.artifact_edit(branch=branch, artifact=artifact, content=MINE, base_version=1)
+    artifact.refresh_from_db()
+    artifact_version_save(
+        artifact=artifact,
+        content=THEIRS,
+        version=3,
+        update_type="rewrite",
+        message_id=branch.leaf_id,
+        conflict_writer=writer,
+        conflict_kind=kind,
+        overlapped=2,
+    )
+    return artifact
+
+
+@pytest.mark.parametrize(
+    ("kind", "told"),
+    [
+        (
+            "overlap",
+            "The agents saved version 3 on this branch (v3) over your edit, version 2 on this branch (v2),"
+            " made while the turn ran.",
+        ),
+        (
+            "dropped",
+            "The agents’ version 3 on this branch (v3) left out text you wrote in version 2 on this branch (v2).",
+        ),
+    ],
+)
+def test_an_agents_save_over_a_persons_text_is_told_with_the_diff_and_restore(signed_in, conversation, kind, told):
+    _saved_over(conversation, kind=kind)
+
+    html = signed_in.get(_url("artifact-pane", conversation), **HTMX).content.decode()
+
+    assert told in html
+    assert "Changes from version 2 on this branch (v2) to version 3 on this branch (v3)" in html
+    assert '<span class="diff-sign">-</span>我的补充：地源热泵更贵。</div>' in html
+    assert "Restore my text" in html and "Keep the agents’ version" in html
+    assert "saved over your text" in html  # in the list too
+
+
+def test_restore_my_text_brings_the_persons_version_back_on_top(signed_in, conversation):
+    artifact = _saved_over(conversation, kind="overlap")
+    html = signed_in.get(_url("artifact-detail", conversation, "report"), **HTMX).content.decode()
+    form = html[html.index('id="saved-over"') :]
+    version = re.search(r'name="version" value="(\d+)"', form)[1]
+    base = re.search(r'name="base_version" value="(\d+)"', form)[1]
+
+    restored = signed_in.post(
+        _url("artifact-restore", conversation, "report"), {"version": version, "base_version": base}, **HTMX
+    ).content.decode()
+
+    assert _contents(artifact)[-1] == MINE and artifact.versions.get(version=4).update_type == "restore"
+    assert "The agents saved" not in restored and "saved over your text" not in restored
+
+
+def test_keep_the_agents_version_clears_the_marker(signed_in, conversation):
+    artifact = _saved_over(conversation, kind="dropped")
+
+    kept = signed_in.post(_url("artifact-conflict-dismiss", conversation, "report"), {"version": "3"}, **HTMX)
+
+    artifact.refresh_from_db()
+    assert kept.status_code == 200 and "conflict" not in artifact.metadata
+    assert "left out text" not in kept.content.decode() and _contents(artifact)[-1] == THEIRS
+
+
+def test_keep_the_agents_version_needs_a_csrf_token(user, conversation):
+    artifact = _saved_over(conversation, kind="overlap")
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(user)
+
+    refused = client.post(_url("artifact-conflict-dismiss", conversation, "report"), {"version": "3"})
+
+    artifact.refresh_from_db()
+    assert refused.status_code == 403 and "conflict" in artifact.metadata
+
+
+def test_an_old_marker_of_a_users_save_still_reads_sensibly(signed_in, conversation):
+    _saved_over(conversation, kind="", writer="user")
+
+    html = signed_in.get(_url("artifact-detail", conversation, "report"), **HTMX).content.decode()
+
+    assert (
+        "Version 3 on this branch (v3) was saved over version 2 on this branch (v2), which changed at the same time."
+        in html
+    )
+    assert "Restore my text" not in html and "saved over your text" not in html
