@@ -157,7 +157,8 @@ class ArtifactView:
 
     @property
     def conflict(self) -> dict | None:
-        """The overlap of two writes that made the branch's version, if one did."""
+        """How the branch's version was saved over another's text, if it was
+        (see `artifacts.manager`): the marker the pane tells the person of."""
         conflict = self.saved.metadata.get("conflict") if self.saved else None
         return conflict if conflict and self.head and conflict["version"] == self.head.version else None
 
@@ -405,6 +406,58 @@ def artifact_compare(*, artifact: Artifact, old_version: int | None, new_version
     return {"old": old, "new": new, "lines": artifact_diff(old=old.content, new=new.content)}
 
 
+@dataclass(frozen=True)
+class EditConflict:
+    """A person's edit or restore the branch moved on from: `theirs` is the
+    branch's version now, `mine` the text they meant to save."""
+
+    theirs: ArtifactVersion
+    mine: str
+    # Theirs → mine, word by word.
+    lines: list[DiffLine]
+    # The version a restore meant to bring back; None for an edit.
+    restoring: ArtifactVersion | None = None
+
+
+def edit_conflict(*, theirs: ArtifactVersion, mine: str, restoring: ArtifactVersion | None = None) -> EditConflict:
+    return EditConflict(
+        theirs=theirs, mine=mine, lines=artifact_diff(old=theirs.content, new=mine), restoring=restoring
+    )
+
+
+@dataclass(frozen=True)
+class SavedOver:
+    """An agents' save over a person's text, as the pane tells it: `version`
+    was saved over `overlapped` (theirs, by `writer`), of `kind` "overlap" or
+    "dropped" (`artifacts.manager`); an older marker has no kind."""
+
+    writer: str
+    kind: str
+    version: VersionName
+    overlapped: VersionName | None
+    # The person's text → the agents', when the person's version is still saved.
+    lines: list[DiffLine] | None
+
+    @property
+    def restorable(self) -> bool:
+        return self.writer == "agent" and self.lines is not None
+
+
+def _saved_over(*, selected: ArtifactView, names: dict[int, VersionName]) -> SavedOver | None:
+    conflict = selected.conflict
+    if conflict is None or selected.live:
+        return None
+    number, overlapped = conflict["version"], conflict.get("overlapped")
+    theirs = artifact_version_get(artifact=selected.saved, version=overlapped) if overlapped in names else None
+    return SavedOver(
+        writer=conflict.get("writer", ""),
+        kind=conflict.get("kind", ""),
+        version=names.get(number) or VersionName(number=number, ordinal=None),
+        overlapped=names.get(overlapped),
+        lines=artifact_diff(old=theirs.content, new=selected.head.content) if theirs else None,
+    )
+
+
 def artifact_default(*, artifacts: list[ArtifactView]) -> ArtifactView | None:
     """What the pane opens on when nobody chose: what the latest turn wrote,
     which is the artifact a running turn is writing or else the last saved
@@ -438,11 +491,15 @@ def pane_context(
     diff=None,
     notice: str = "",
     restored: tuple[int, int] | None = None,
+    conflict: EditConflict | None = None,
+    merging: ArtifactVersion | None = None,
 ) -> dict:
     """What the artifact pane template needs: the branch's list, the artifact
     shown (the one chosen, else `artifact_default`'s), its saved versions, and
     the URL of the conversation page that shows the same (`page_url`).
-    `restored` is the (old, new) numbers of a restore just made, for its notice."""
+    `restored` is the (old, new) numbers of a restore just made, for its
+    notice; `conflict` an edit the branch moved on from, for the person to
+    choose, and `merging` their version, which the editor merges with."""
     session = branch.session
     artifacts = artifact_list(branch=branch)
     conversation_url = reverse("conversation-detail", args=[session.pk])
@@ -454,7 +511,8 @@ def pane_context(
     versions = artifact_versions(artifact=selected.saved, branch=branch) if selected and selected.saved else []
     # The version shown and the pair compared are rows of the list, named as it names them.
     names = {v.version: v.name for v in versions}
-    for shown in (version, *((diff["old"], diff["new"]) if diff else ())):
+    theirs = (conflict.theirs, *filter(None, [conflict.restoring])) if conflict else (merging,)
+    for shown in (version, *((diff["old"], diff["new"]) if diff else ()), *theirs):
         if shown is not None:
             shown.name = names[shown.version]
             shown.on_branch = shown.name.on_branch
@@ -475,8 +533,11 @@ def pane_context(
         "compare_to": diff["new"].version if diff else selected and selected.version,
         "shown_version": version,
         "diff": diff,
+        "edit_conflict": conflict,
+        "merging": merging,
         "pane_notice": notice,
         "restored": {"from": names[restored[0]], "to": names[restored[1]]} if restored else None,
+        "saved_over": _saved_over(selected=selected, names=names) if selected and selected.saved else None,
         # The browser refuses a file over the limit before sending it.
         "upload_max_bytes": settings.ARTIFACT_UPLOAD_MAX_BYTES,
         "upload_too_large": upload_too_large_message(),

@@ -121,14 +121,23 @@ def artifact_version_save(
     )
 
 
+class ChangedMeanwhile(Exception):
+    """A person's edit or restore was based on a version the branch has moved
+    on from: nothing was saved, and the person chooses what happens."""
+
+    def __init__(self, theirs: ArtifactVersion):
+        super().__init__(f"{theirs.artifact} changed on this branch: it is at v{theirs.version} now.")
+        self.theirs = theirs
+
+
 def artifact_edit(
     *, branch: Branch, artifact: Artifact, content: str, base_version: int, update_type: str = "user_edit"
-) -> tuple[ArtifactVersion, bool]:
-    """Save a user's edit as a new version on the branch. Returns the branch's
-    newest version and whether the edit overlapped another write there since
-    the user loaded `base_version`; then the edit still becomes the newer
-    version and the other text stays in history. Text equal to the branch's
-    current text makes no version."""
+) -> ArtifactVersion:
+    """Save a user's edit, made on the branch's `base_version`, as a new
+    version on the branch, and return the branch's newest version. Text equal
+    to the branch's current text makes no version. If the branch's version is
+    another by now (an agent's save, another tab's edit), nothing is saved
+    over it: `ChangedMeanwhile` names it, for the person to choose."""
     ProhibitNullCharactersValidator()(content)
     with transaction.atomic():
         row = Artifact.objects.select_for_update().get(pk=artifact.pk)
@@ -138,8 +147,9 @@ def artifact_edit(
         if row.file and not head.content:
             raise ValidationError("A binary file cannot be edited as text.")
         if head.content == content:
-            return head, False
-        conflicted = head.version != base_version
+            return head
+        if head.version != base_version:
+            raise ChangedMeanwhile(head)
         saved = artifact_version_save(
             artifact=row,
             content=content,
@@ -147,16 +157,15 @@ def artifact_edit(
             update_type=update_type,
             title=head.title,
             message_id=branch.leaf_id,
-            conflict_writer="user" if conflicted else "",
         )
         live.live_announce(session_id=row.session_id)
-    return saved, conflicted
+    return saved
 
 
-def artifact_restore(*, branch: Branch, version: ArtifactVersion, base_version: int) -> tuple[ArtifactVersion, bool]:
+def artifact_restore(*, branch: Branch, version: ArtifactVersion, base_version: int) -> ArtifactVersion:
     """Make an old version's text current again on the branch, as a new
     version: the history is never rewritten. It may be another branch's
-    version. Overlapping another write is handled as an edit's is."""
+    version. A stale `base_version` is refused as an edit's is."""
     return artifact_edit(
         branch=branch,
         artifact=version.artifact,
@@ -164,6 +173,52 @@ def artifact_restore(*, branch: Branch, version: ArtifactVersion, base_version: 
         base_version=base_version,
         update_type="restore",
     )
+
+
+def artifact_conflict_dismiss(*, artifact: Artifact, version: int) -> None:
+    """The person keeps the agents' `version` that was saved over their text:
+    the pane stops asking. A marker of another version is left alone."""
+    with transaction.atomic():
+        row = Artifact.objects.select_for_update().get(pk=artifact.pk)
+        conflict = row.metadata.get("conflict")
+        if conflict and conflict.get("version") == version:
+            row.metadata = {key: value for key, value in row.metadata.items() if key != "conflict"}
+            row.save(update_fields=["metadata", "updated_at"])
+            live.live_announce(session_id=row.session_id)
+
+
+# A text the person chose to discard in a conflict is kept in their session,
+# one per artifact, to take back while it lasts: the newest few, each no
+# longer than an artifact a person edits by hand is likely to be.
+DISCARDED_KEY = "artifacts_discarded"
+DISCARDED_MAX_COUNT = 5
+DISCARDED_MAX_CHARS = 1_000_000
+DISCARDED_TOO_LONG = (
+    "Your text is too long to keep for recovery. Copy it somewhere first, or keep yours or merge instead."
+)
+
+
+def discarded_keep(*, session, conversation_id, artifact_id: str, text: str) -> None:
+    """Keep `text` in the Django `session` as the one discarded for this
+    artifact, dropping the oldest beyond the count."""
+    if len(text) > DISCARDED_MAX_CHARS:
+        raise ValidationError(DISCARDED_TOO_LONG)
+    key = [str(conversation_id), artifact_id]
+    kept = [entry for entry in session.get(DISCARDED_KEY, []) if entry[:2] != key]
+    kept.append([*key, text, timezone.now().isoformat()])
+    session[DISCARDED_KEY] = kept[-DISCARDED_MAX_COUNT:]
+
+
+def discarded_get(*, session, conversation_id, artifact_id: str) -> str | None:
+    key = [str(conversation_id), artifact_id]
+    return next((entry[2] for entry in session.get(DISCARDED_KEY, []) if entry[:2] == key), None)
+
+
+def discarded_drop(*, session, conversation_id, artifact_id: str) -> None:
+    key = [str(conversation_id), artifact_id]
+    kept = session.get(DISCARDED_KEY, [])
+    if any(entry[:2] == key for entry in kept):
+        session[DISCARDED_KEY] = [entry for entry in kept if entry[:2] != key]
 
 
 ARTIFACT_BEING_WRITTEN = (

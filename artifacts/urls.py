@@ -11,6 +11,7 @@ urlpatterns = [
     path("<artifact:artifact_id>/edit/", views.artifact_edit, name="artifact-edit"),
     path("<artifact:artifact_id>/preview/", views.artifact_preview, name="artifact-preview"),
     path("<artifact:artifact_id>/restore/", views.artifact_restore, name="artifact-restore"),
+    path("<artifact:artifact_id>/conflict/", views.artifact_conflict_dismiss, name="artifact-conflict-dismiss"),
     path("<artifact:artifact_id>/delete/", views.artifact_delete, name="artifact-delete"),
     path("<artifact:artifact_id>/export.docx", views.artifact_export_docx, name="artifact-export-docx"),
     path("<artifact:artifact_id>/raw", views.artifact_raw, name="artifact-raw"),

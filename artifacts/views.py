@@ -71,9 +71,34 @@ def _version_or_404(artifact, number):
     return version
 
 
-def _pane(request, branch, *, selected=None, version=None, diff=None, restored=None, status=200, push=True, **extra):
-    pane = selectors.pane_context(branch=branch, selected=selected, version=version, diff=diff, restored=restored)
+def _pane(
+    request,
+    branch,
+    *,
+    selected=None,
+    version=None,
+    diff=None,
+    restored=None,
+    conflict=None,
+    merging=None,
+    status=200,
+    push=True,
+    **extra,
+):
+    pane = selectors.pane_context(
+        branch=branch,
+        selected=selected,
+        version=version,
+        diff=diff,
+        restored=restored,
+        conflict=conflict,
+        merging=merging,
+    )
     context = {**pane, **extra}
+    shown = context["selected"]
+    if shown is not None:
+        # A text the person discarded in a conflict, theirs to take back while the session keeps it.
+        context["discarded"] = _discarded(request, branch, shown.artifact_id)
     template = f"{PANE}#pane" if request.htmx else PANE
     response = render(request, template, context, status=status)
     # The conversation page's URL says what the pane shows, so that a reload,
@@ -133,14 +158,21 @@ def _text_or_404(branch, artifact_id):
 
 @require_http_methods(["GET", "POST"])
 def artifact_edit(request, conversation_id, artifact_id):
-    """The editor, on the branch's text or with `?version=` on that version's:
-    saving either makes a new version on the branch."""
+    """The editor, on the branch's text, with `?version=` on that version's,
+    or with `?recover=1` on the text the person discarded in a conflict:
+    saving any makes a new version on the branch. An edit the branch moved on
+    from meanwhile saves nothing; the person chooses (`choice`): keep mine,
+    keep theirs, or merge them by hand."""
     branch = _branch_or_404(request, conversation_id)
     selected = _text_or_404(branch, artifact_id)
     if request.method == "GET":
         number = _version_number(request, "version")
         version = None if number is None else _version_or_404(selected.saved, number)
         text = version.content if version else selected.head.content
+        if request.GET.get("recover"):
+            text = _discarded(request, branch, artifact_id)
+            if text is None:
+                raise Http404("The text you discarded is no longer kept.")
         return _pane(request, branch, selected=selected, version=version, push=False, editing=True, edit_text=text)
     content = request.POST.get("content", "").replace("\r\n", "\n")
     base = id_from_text(request.POST.get("base_version", ""))
@@ -148,13 +180,32 @@ def artifact_edit(request, conversation_id, artifact_id):
     refused = {"selected": selected, "editing": True, "edit_text": content, "status": 422}
     if base is None:
         return _pane(request, branch, **refused, edit_error="The form is out of date; reload it.")
+    choice = request.POST.get("choice", "")
+    if choice in ("theirs", "merge"):
+        theirs = _version_or_404(selected.saved, base)
+        if choice == "merge":
+            return _pane(request, branch, **{**refused, "status": 200}, push=False, merging=theirs)
+        try:
+            services.discarded_keep(
+                session=request.session, conversation_id=branch.session.pk, artifact_id=artifact_id, text=content
+            )
+        except ValidationError as exc:
+            conflict = selectors.edit_conflict(theirs=theirs, mine=content)
+            return _pane(request, branch, **refused, conflict=conflict, edit_error=exc.messages[0])
+        return _pane(request, branch, selected=selected, pane_notice="Your text was discarded; theirs is current.")
     try:
-        _, conflicted = services.artifact_edit(
-            branch=branch, artifact=selected.saved, content=content, base_version=base
-        )
+        services.artifact_edit(branch=branch, artifact=selected.saved, content=content, base_version=base)
+    except services.ChangedMeanwhile as exc:
+        conflict = selectors.edit_conflict(theirs=exc.theirs, mine=content)
+        return _pane(request, branch, **{**refused, "status": 409}, conflict=conflict)
     except ValidationError as exc:
         return _pane(request, branch, **refused, edit_error=exc.messages[0])
-    return _pane(request, branch, selected=_artifact_or_404(branch, artifact_id), saved_conflict=conflicted)
+    services.discarded_drop(session=request.session, conversation_id=branch.session.pk, artifact_id=artifact_id)
+    return _pane(request, branch, selected=_artifact_or_404(branch, artifact_id))
+
+
+def _discarded(request, branch, artifact_id):
+    return services.discarded_get(session=request.session, conversation_id=branch.session.pk, artifact_id=artifact_id)
 
 
 @require_POST
@@ -170,7 +221,9 @@ def artifact_preview(request, conversation_id, artifact_id):
 
 @require_POST
 def artifact_restore(request, conversation_id, artifact_id):
-    """Makes the version shown (this branch's or another's) the branch's current text again, as a new version."""
+    """Makes the version shown (this branch's or another's) the branch's
+    current text again, as a new version. If the branch moved on from the
+    version the page showed, nothing is saved: the person chooses, as for an edit."""
     branch = _branch_or_404(request, conversation_id)
     selected = _text_or_404(branch, artifact_id)
     version = _version_or_404(selected.saved, id_from_text(request.POST.get("version", "")))
@@ -184,14 +237,30 @@ def artifact_restore(request, conversation_id, artifact_id):
             status=422,
             restore_error="The page is out of date; reload it.",
         )
-    restored, conflicted = services.artifact_restore(branch=branch, version=version, base_version=base)
+    try:
+        restored = services.artifact_restore(branch=branch, version=version, base_version=base)
+    except services.ChangedMeanwhile as exc:
+        conflict = selectors.edit_conflict(theirs=exc.theirs, mine=version.content, restoring=version)
+        return _pane(
+            request, branch, selected=selected, conflict=conflict, editing=True, edit_text=version.content, status=409
+        )
     return _pane(
         request,
         branch,
         selected=_artifact_or_404(branch, artifact_id),
-        saved_conflict=conflicted,
         restored=(version.version, restored.version),
     )
+
+
+@require_POST
+def artifact_conflict_dismiss(request, conversation_id, artifact_id):
+    """Keeps the agents' version that was saved over the person's text: the pane stops asking."""
+    branch = _branch_or_404(request, conversation_id)
+    selected = _saved_or_404(branch, artifact_id)
+    number = id_from_text(request.POST.get("version", ""))
+    if number is not None:
+        services.artifact_conflict_dismiss(artifact=selected.saved, version=number)
+    return _pane(request, branch, selected=_artifact_or_404(branch, artifact_id))
 
 
 @require_http_methods(["GET", "POST"])

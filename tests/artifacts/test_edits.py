@@ -36,8 +36,7 @@ def _person_edits(message, artifact_id, content):
     branch = _branch(message)
     artifact = Artifact.objects.get(artifact_id=artifact_id)
     head = artifact.versions.order_by("-version").first()
-    saved, _ = services.artifact_edit(branch=branch, artifact=artifact, content=content, base_version=head.version)
-    return saved
+    return services.artifact_edit(branch=branch, artifact=artifact, content=content, base_version=head.version)
 
 
 def test_an_agents_own_versions_are_no_persons_edit(message):

@@ -228,7 +228,7 @@ def test_a_user_edit_racing_an_agent_flush_keeps_both_texts(branch):
     assert artifact.metadata["conflict"]["overlapped"] == 2
 
 
-def test_an_agent_flush_racing_a_user_edit_keeps_both_texts(branch):
+def test_a_user_edit_based_on_a_version_an_agent_flush_replaced_saves_nothing(branch):
     seed = ArtifactManager(branch=branch)
     seed.create(artifact_id="report", content="base")
     seed.flush_all()
@@ -237,12 +237,13 @@ def test_an_agent_flush_racing_a_user_edit_keeps_both_texts(branch):
     agent.rewrite(artifact_id="report", content="agent text")
     agent.flush_all()
 
-    _, conflicted = services.artifact_edit(branch=branch, artifact=loaded, content="user text", base_version=1)
+    with pytest.raises(services.ChangedMeanwhile) as refused:
+        services.artifact_edit(branch=branch, artifact=loaded, content="user text", base_version=1)
 
-    assert conflicted
+    assert refused.value.theirs.version == 2
     artifact, versions = _saved(branch.session, "report")
-    assert versions == [(1, "base"), (2, "agent text"), (3, "user text")]
-    assert artifact.metadata["conflict"]["writer"] == "user"
+    assert versions == [(1, "base"), (2, "agent text")]
+    assert "conflict" not in artifact.metadata
 
 
 def test_the_live_view_shows_a_running_turns_unsaved_work(branch):

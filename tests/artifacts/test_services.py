@@ -4,6 +4,7 @@ import re
 
 import pytest
 from django.core.cache import cache
+from django.core.exceptions import ValidationError
 from django.test import Client
 from django.urls import reverse
 
@@ -11,8 +12,10 @@ from agents.models import Run
 from agents.selectors import branch_shown_live
 from artifacts import selectors, services
 from artifacts.branches import branch_shown
+from artifacts.manager import ArtifactManager
 from artifacts.models import Artifact, ArtifactVersion
 from tests.artifacts.test_views import HTMX, _flushed
+from tests.bounded import finishes_within
 from tests.factories import MessageFactory
 
 pytestmark = pytest.mark.django_db
@@ -118,3 +121,112 @@ def test_deleting_an_upload_from_another_branch_counts_only_its_edits_there_as_l
     with django_capture_on_commit_callbacks(execute=True):
         signed_in.post(reverse("artifact-delete", args=[conversation.pk, "notes.md"]), **HTMX)
     assert not Artifact.objects.exists() and not ArtifactVersion.objects.exists() and not stored.exists()
+
+
+REPORT_ZH = "# 报告\n\n热泵在零下十度仍然有效。\n"
+
+
+def _agent_saved_over(conversation, *, content):
+    """The report at v1, which the user opened, and an agent's v2 saved while they edited."""
+    branch = branch_shown(conversation=conversation)
+    manager = ArtifactManager(branch=branch)
+    manager.create(artifact_id="report", content=REPORT_ZH)
+    manager.flush_all()
+    agent = ArtifactManager(branch=branch)
+    agent.rewrite(artifact_id="report", content=content)
+    agent.flush_all()
+    return branch, Artifact.objects.get(artifact_id="report")
+
+
+def _texts(artifact):
+    return list(artifact.versions.order_by("version").values_list("content", flat=True))
+
+
+def test_an_edit_on_a_version_the_branch_moved_on_from_saves_nothing(conversation):
+    branch, artifact = _agent_saved_over(conversation, content="# 报告\n\n零下十五度。\n")
+
+    with pytest.raises(services.ChangedMeanwhile) as refused:
+        services.artifact_edit(branch=branch, artifact=artifact, content="我的文字", base_version=1)
+
+    assert refused.value.theirs.version == 2 and refused.value.theirs.content == "# 报告\n\n零下十五度。\n"
+    assert _texts(artifact) == [REPORT_ZH, "# 报告\n\n零下十五度。\n"]
+    artifact.refresh_from_db()
+    assert artifact.current_version == 2 and "conflict" not in artifact.metadata
+
+
+def test_keep_mine_is_an_edit_on_their_version_and_asks_again_if_it_moved_on(conversation):
+    branch, artifact = _agent_saved_over(conversation, content="第二稿")
+    again = ArtifactManager(branch=branch)
+    again.rewrite(artifact_id="report", content="第三稿")
+    again.flush_all()
+
+    with pytest.raises(services.ChangedMeanwhile) as refused:
+        services.artifact_edit(branch=branch, artifact=artifact, content="我的文字", base_version=2)
+    saved = services.artifact_edit(branch=branch, artifact=artifact, content="我的文字", base_version=3)
+
+    assert refused.value.theirs.version == 3
+    assert (saved.version, _texts(artifact)) == (4, [REPORT_ZH, "第二稿", "第三稿", "我的文字"])
+
+
+def test_text_equal_to_theirs_is_no_conflict_and_no_version(conversation):
+    branch, artifact = _agent_saved_over(conversation, content="第二稿")
+
+    head = services.artifact_edit(branch=branch, artifact=artifact, content="第二稿", base_version=1)
+
+    assert head.version == 2 and artifact.versions.count() == 2
+
+
+def test_a_stale_restore_saves_nothing(conversation):
+    branch, artifact = _agent_saved_over(conversation, content="第二稿")
+
+    with pytest.raises(services.ChangedMeanwhile):
+        services.artifact_restore(branch=branch, version=artifact.versions.get(version=1), base_version=1)
+    restored = services.artifact_restore(branch=branch, version=artifact.versions.get(version=1), base_version=2)
+
+    assert restored.update_type == "restore" and _texts(artifact) == [REPORT_ZH, "第二稿", REPORT_ZH]
+
+
+def test_a_5000_line_artifact_conflicts_and_diffs_in_time(conversation):
+    lines = [f"第 {n} 行：热泵的效率随室外温度变化。" for n in range(5000)]
+    theirs = "\n".join([*lines[:2500], "代理改写的一行。", *lines[2501:]])
+    branch, artifact = _agent_saved_over(conversation, content=theirs)
+    mine = "\n".join([*lines[:4000], "我加的一行。", *lines[4000:]])
+
+    with finishes_within(seconds=2.0):
+        with pytest.raises(services.ChangedMeanwhile) as refused:
+            services.artifact_edit(branch=branch, artifact=artifact, content=mine, base_version=1)
+        conflict = selectors.edit_conflict(theirs=refused.value.theirs, mine=mine)
+
+    assert artifact.versions.count() == 2
+    added = ["".join(text for text, _ in line.parts) for line in conflict.lines if line.kind == "add"]
+    assert added == ["第 2500 行：热泵的效率随室外温度变化。", "我加的一行。"]
+
+
+def test_the_agents_marker_is_cleared_only_for_its_version(conversation):
+    _branch, artifact = _agent_saved_over(conversation, content="第二稿")
+    artifact.metadata = {"conflict": {"version": 2, "overlapped": 1, "writer": "agent", "kind": "overlap"}}
+    artifact.save()
+
+    services.artifact_conflict_dismiss(artifact=artifact, version=1)
+    kept = Artifact.objects.get(pk=artifact.pk).metadata
+    services.artifact_conflict_dismiss(artifact=artifact, version=2)
+
+    assert "conflict" in kept and "conflict" not in Artifact.objects.get(pk=artifact.pk).metadata
+
+
+def test_discarded_texts_are_kept_one_per_artifact_the_newest_few():
+    session = {}
+    for number in range(services.DISCARDED_MAX_COUNT + 2):
+        services.discarded_keep(session=session, conversation_id="c", artifact_id=f"a{number}", text=f"第{number}稿")
+    services.discarded_keep(session=session, conversation_id="c", artifact_id="a6", text="新的")
+
+    assert services.discarded_get(session=session, conversation_id="c", artifact_id="a1") is None
+    assert services.discarded_get(session=session, conversation_id="c", artifact_id="a6") == "新的"
+    assert services.discarded_get(session=session, conversation_id="other", artifact_id="a6") is None
+    assert len(session[services.DISCARDED_KEY]) == services.DISCARDED_MAX_COUNT
+    services.discarded_drop(session=session, conversation_id="c", artifact_id="a6")
+    assert services.discarded_get(session=session, conversation_id="c", artifact_id="a6") is None
+    with pytest.raises(ValidationError):
+        services.discarded_keep(
+            session=session, conversation_id="c", artifact_id="a", text="长" * (services.DISCARDED_MAX_CHARS + 1)
+        )

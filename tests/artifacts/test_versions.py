@@ -63,17 +63,29 @@ def test_restore_saves_the_old_text_as_a_new_version(signed_in, conversation, re
     assert response["HX-Push-Url"] == conversation.get_absolute_url() + "?artifact=report"
 
 
-def test_restore_over_a_newer_write_keeps_both_and_says_so(signed_in, conversation, report):
+def test_restore_over_a_newer_write_saves_nothing_and_offers_the_choice(signed_in, conversation, report):
     stale = report.current_version
     manager = ArtifactManager(branch=branch_shown(conversation=conversation))
     manager.rewrite(artifact_id="report", content="# Agent's fourth draft\n")
     manager.flush_all()
 
-    html = signed_in.post(
+    response = signed_in.post(
         _url("artifact-restore", conversation, "report"), {"version": "1", "base_version": stale}, **HTMX
-    ).content.decode()
+    )
+    html = response.content.decode()
 
-    assert "Someone else changed this artifact while you edited it" in html
+    assert response.status_code == 409
+    assert "This artifact changed since the page showed it: version 4 on this branch (v4) was saved meanwhile." in html
+    assert "the text of version 1 on this branch (v1), which you restored" in html
+    assert _hidden(html, "base_version") == "4"
+    assert list(report.versions.values_list("content", flat=True))[-1] == "# Agent's fourth draft\n"
+
+    kept = signed_in.post(
+        _url("artifact-edit", conversation, "report"),
+        {"content": "# First draft\n", "base_version": "4", "choice": "mine"},
+        **HTMX,
+    )
+    assert kept.status_code == 200
     assert list(report.versions.values_list("content", flat=True))[-2:] == [
         "# Agent's fourth draft\n",
         "# First draft\n",

@@ -1,5 +1,6 @@
 import asyncio
 import io
+import re
 import sys
 import threading
 import time
@@ -12,12 +13,14 @@ import pytest
 from asgiref.testing import ApplicationCommunicator
 from django.apps import apps
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client
 from django.test.client import BOUNDARY, MULTIPART_CONTENT, encode_multipart
 from django.urls import reverse
 
 from agents.models import Run
 from artifactflow import markdown
 from artifactflow.asgi import application
+from artifacts import services
 from artifacts.branches import branch_shown
 from artifacts.manager import ArtifactManager
 from artifacts.models import Artifact
@@ -78,6 +81,7 @@ def test_another_users_artifacts_are_a_404_on_every_url(signed_in, other_user):
         _url("artifact-detail", theirs, "report"),
         _url("artifact-diff", theirs, "report") + "?from=1&to=2",
         _url("artifact-edit", theirs, "report"),
+        _url("artifact-edit", theirs, "report") + "?recover=1",
         _url("artifact-export-docx", theirs, "report"),
         _url("artifact-raw", theirs, "report"),
     ]
@@ -86,6 +90,11 @@ def test_another_users_artifacts_are_a_404_on_every_url(signed_in, other_user):
     posts = [
         (_url("artifact-edit", theirs, "report"), {"content": "mine now", "base_version": "2"}),
         (_url("artifact-restore", theirs, "report"), {"version": "1", "base_version": "2"}),
+        *(
+            (_url("artifact-edit", theirs, "report"), {"content": "mine", "base_version": "1", "choice": choice})
+            for choice in ("mine", "theirs", "merge")
+        ),
+        (_url("artifact-conflict-dismiss", theirs, "report"), {"version": "2"}),
         (_url("artifact-preview", theirs, "report"), {"content": "# mine"}),
         (_url("artifact-pane", theirs), {"file": SimpleUploadedFile("x.md", b"x")}),
     ]
@@ -153,19 +162,152 @@ def test_an_edit_saves_a_new_version(signed_in, conversation):
     assert list(artifact.versions.values_list("version", "update_type")) == [(1, "create"), (2, "user_edit")]
 
 
-def test_an_edit_from_a_stale_form_keeps_both_texts_and_says_so(signed_in, conversation):
-    artifact = _flushed(conversation, "report", "draft")
-    stale = artifact.current_version
+MINE = "# 报告\n\n热泵在零下十度仍然有效。\n\n我的补充：地源热泵更贵。\n"
+THEIRS = "# 报告\n\n热泵在零下十五度仍然有效。\n"
+
+
+def _raced(conversation, *, base="# 报告\n\n热泵在零下十度仍然有效。\n"):
+    """The report the user opened at v1, which an agent's save took to v2 while they edited."""
+    artifact = _flushed(conversation, "report", base)
     manager = ArtifactManager(branch=branch_shown(conversation=conversation))
-    manager.rewrite(artifact_id="report", content="agent text")
+    manager.rewrite(artifact_id="report", content=THEIRS)
+    manager.flush_all()
+    return artifact
+
+
+def _contents(artifact):
+    return list(artifact.versions.order_by("version").values_list("content", flat=True))
+
+
+def _edit(client, conversation, **data):
+    return client.post(_url("artifact-edit", conversation, "report"), {"content": MINE, **data}, **HTMX)
+
+
+def test_an_edit_from_a_stale_form_saves_nothing_and_offers_the_choice(signed_in, conversation):
+    artifact = _raced(conversation)
+
+    response = _edit(signed_in, conversation, base_version="1")
+
+    html = response.content.decode()
+    assert response.status_code == 409
+    assert _contents(artifact) == ["# 报告\n\n热泵在零下十度仍然有效。\n", THEIRS]
+    assert "This artifact changed since you started editing: version 2 on this branch (v2) was saved meanwhile." in html
+    # The word diff theirs → mine, their text, and mine still in the editor.
+    assert '<span class="diff-sign">+</span>我的补充：地源热泵更贵。</div>' in html
+    assert f"readonly>{THEIRS}</textarea>" in html
+    assert f'name="content" rows="18">{MINE}</textarea>' in html
+    assert re.search(r'name="base_version" value="2"', html)
+    for choice in ("mine", "theirs", "merge"):
+        assert f'name="choice" value="{choice}"' in html
+    assert "Save as a new version" not in html
+
+
+def test_keep_mine_saves_my_text_over_theirs(signed_in, conversation):
+    artifact = _raced(conversation)
+
+    response = _edit(signed_in, conversation, base_version="2", choice="mine")
+
+    assert response.status_code == 200 and "地源热泵更贵" in response.content.decode()
+    assert _contents(artifact)[1:] == [THEIRS, MINE]
+    assert artifact.versions.get(version=3).update_type == "user_edit"
+
+
+def test_keep_mine_when_it_moved_on_again_asks_again(signed_in, conversation):
+    artifact = _raced(conversation)
+    manager = ArtifactManager(branch=branch_shown(conversation=conversation))
+    manager.rewrite(artifact_id="report", content="# 报告\n\n第三稿。\n")
     manager.flush_all()
 
-    html = signed_in.post(
-        _url("artifact-edit", conversation, "report"), {"content": "user text", "base_version": stale}, **HTMX
-    ).content.decode()
+    response = _edit(signed_in, conversation, base_version="2", choice="mine")
 
-    assert "Someone else changed this artifact while you edited it" in html
-    assert list(artifact.versions.values_list("content", flat=True)) == ["draft", "agent text", "user text"]
+    html = response.content.decode()
+    assert response.status_code == 409
+    assert "version 3 on this branch (v3) was saved meanwhile" in html
+    assert re.search(r'name="base_version" value="3"', html)
+    assert _contents(artifact)[-1] == "# 报告\n\n第三稿。\n"
+
+
+def test_keep_theirs_discards_mine_and_the_session_keeps_it_to_recover(signed_in, conversation):
+    artifact = _raced(conversation)
+
+    discarded = _edit(signed_in, conversation, base_version="2", choice="theirs").content.decode()
+
+    assert _contents(artifact)[1:] == [THEIRS]
+    assert "Your text was discarded; theirs is current." in discarded
+    assert "热泵在零下十五度仍然有效" in discarded
+    recover = _url("artifact-edit", conversation, "report") + "?recover=1"
+    assert f'href="{recover}"' in discarded and "Recover the text you discarded" in discarded
+    # It stays on the pane's refreshes while the session keeps it.
+    assert (
+        "Recover the text you discarded"
+        in signed_in.get(_url("artifact-detail", conversation, "report")).content.decode()
+    )
+
+    editor = signed_in.get(recover, **HTMX).content.decode()
+    assert f'name="content" rows="18">{MINE}</textarea>' in editor
+    assert re.search(r'name="base_version" value="2"', editor)
+    _edit(signed_in, conversation, base_version="2")
+    assert _contents(artifact)[-1] == MINE
+    # Saved, it is no longer offered.
+    assert "Recover the text" not in signed_in.get(_url("artifact-detail", conversation, "report")).content.decode()
+    assert signed_in.get(recover).status_code == 404
+
+
+def test_edit_a_merge_reopens_the_editor_on_theirs_with_mine_beside(signed_in, conversation):
+    artifact = _raced(conversation)
+
+    merging = _edit(signed_in, conversation, base_version="2", choice="merge")
+
+    html = merging.content.decode()
+    assert merging.status_code == 200 and _contents(artifact)[1:] == [THEIRS]
+    assert "Their text, version 2 on this branch (v2) (read only)" in html
+    assert f"readonly>{THEIRS}</textarea>" in html
+    assert f'name="content" rows="18">{MINE}</textarea>' in html
+    assert re.search(r'name="base_version" value="2"', html) and 'name="choice"' not in html
+    merged = THEIRS + "\n我的补充：地源热泵更贵。\n"
+    saved = signed_in.post(
+        _url("artifact-edit", conversation, "report"), {"content": merged, "base_version": "2"}, **HTMX
+    )
+    assert saved.status_code == 200 and _contents(artifact)[-1] == merged
+
+
+def test_the_session_keeps_a_few_discarded_texts_none_too_long(signed_in, conversation, settings):
+    for number in range(services.DISCARDED_MAX_COUNT + 1):
+        _flushed(conversation, f"notes_{number}", "first", "second")
+        signed_in.post(
+            _url("artifact-edit", conversation, f"notes_{number}"),
+            {"content": f"mine {number}", "base_version": "2", "choice": "theirs"},
+            **HTMX,
+        )
+    kept = signed_in.session[services.DISCARDED_KEY]
+    assert [entry[2] for entry in kept] == [f"mine {n}" for n in range(1, services.DISCARDED_MAX_COUNT + 1)]
+    assert signed_in.get(_url("artifact-edit", conversation, "notes_0") + "?recover=1").status_code == 404
+
+    too_long = "长" * (services.DISCARDED_MAX_CHARS + 1)
+    refused = signed_in.post(
+        _url("artifact-edit", conversation, "notes_1"),
+        {"content": too_long, "base_version": "2", "choice": "theirs"},
+        **HTMX,
+    )
+    assert refused.status_code == 422
+    assert services.DISCARDED_TOO_LONG in refused.content.decode()
+    assert too_long in refused.content.decode()
+    assert signed_in.session[services.DISCARDED_KEY][0][2] == "mine 1"
+
+
+def test_the_choices_need_a_csrf_token(user, conversation):
+    _raced(conversation)
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(user)
+    editor = client.get(_url("artifact-edit", conversation, "report")).content.decode()
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', editor)[1]
+
+    for choice in ("mine", "theirs", "merge"):
+        assert _edit(client, conversation, base_version="2", choice=choice).status_code == 403
+    asked = _edit(client, conversation, base_version="1", csrfmiddlewaretoken=token)
+    assert asked.status_code == 409
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', asked.content.decode())[1]
+    assert _edit(client, conversation, base_version="2", choice="mine", csrfmiddlewaretoken=token).status_code == 200
 
 
 def test_an_upload_is_saved_at_once_under_a_safe_unique_name(signed_in, conversation):
@@ -578,3 +720,96 @@ def test_a_content_type_with_a_line_break_still_downloads(signed_in, conversatio
 
     assert response.status_code == 200 and response["Content-Type"] == "text/plain; charset=utf-8"
     assert "X-Injected" not in response
+
+
+def _saved_over(conversation, *, kind, writer="agent"):
+    """The person's edit v2 of the report, and an agents' save v3 over it, marked as the manager marks it."""
+    artifact = _flushed(conversation, "report", "# 报告\n\n第一稿。\n")
+    branch = branch_shown(conversation=conversation)
+    services.artifact_edit(branch=branch, artifact=artifact, content=MINE, base_version=1)
+    artifact.refresh_from_db()
+    artifact_version_save(
+        artifact=artifact,
+        content=THEIRS,
+        version=3,
+        update_type="rewrite",
+        message_id=branch.leaf_id,
+        conflict_writer=writer,
+        conflict_kind=kind,
+        overlapped=2,
+    )
+    return artifact
+
+
+@pytest.mark.parametrize(
+    ("kind", "told"),
+    [
+        (
+            "overlap",
+            "The agents saved version 3 on this branch (v3) over your edit, version 2 on this branch (v2),"
+            " made while the turn ran.",
+        ),
+        (
+            "dropped",
+            "The agents’ version 3 on this branch (v3) left out text you wrote in version 2 on this branch (v2).",
+        ),
+    ],
+)
+def test_an_agents_save_over_a_persons_text_is_told_with_the_diff_and_restore(signed_in, conversation, kind, told):
+    _saved_over(conversation, kind=kind)
+
+    html = signed_in.get(_url("artifact-pane", conversation), **HTMX).content.decode()
+
+    assert told in html
+    assert "Changes from version 2 on this branch (v2) to version 3 on this branch (v3)" in html
+    assert '<span class="diff-sign">-</span>我的补充：地源热泵更贵。</div>' in html
+    assert "Restore my text" in html and "Keep the agents’ version" in html
+    assert "saved over your text" in html  # in the list too
+
+
+def test_restore_my_text_brings_the_persons_version_back_on_top(signed_in, conversation):
+    artifact = _saved_over(conversation, kind="overlap")
+    html = signed_in.get(_url("artifact-detail", conversation, "report"), **HTMX).content.decode()
+    form = html[html.index('id="saved-over"') :]
+    version = re.search(r'name="version" value="(\d+)"', form)[1]
+    base = re.search(r'name="base_version" value="(\d+)"', form)[1]
+
+    restored = signed_in.post(
+        _url("artifact-restore", conversation, "report"), {"version": version, "base_version": base}, **HTMX
+    ).content.decode()
+
+    assert _contents(artifact)[-1] == MINE and artifact.versions.get(version=4).update_type == "restore"
+    assert "The agents saved" not in restored and "saved over your text" not in restored
+
+
+def test_keep_the_agents_version_clears_the_marker(signed_in, conversation):
+    artifact = _saved_over(conversation, kind="dropped")
+
+    kept = signed_in.post(_url("artifact-conflict-dismiss", conversation, "report"), {"version": "3"}, **HTMX)
+
+    artifact.refresh_from_db()
+    assert kept.status_code == 200 and "conflict" not in artifact.metadata
+    assert "left out text" not in kept.content.decode() and _contents(artifact)[-1] == THEIRS
+
+
+def test_keep_the_agents_version_needs_a_csrf_token(user, conversation):
+    artifact = _saved_over(conversation, kind="overlap")
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(user)
+
+    refused = client.post(_url("artifact-conflict-dismiss", conversation, "report"), {"version": "3"})
+
+    artifact.refresh_from_db()
+    assert refused.status_code == 403 and "conflict" in artifact.metadata
+
+
+def test_an_old_marker_of_a_users_save_still_reads_sensibly(signed_in, conversation):
+    _saved_over(conversation, kind="", writer="user")
+
+    html = signed_in.get(_url("artifact-detail", conversation, "report"), **HTMX).content.decode()
+
+    assert (
+        "Version 3 on this branch (v3) was saved over version 2 on this branch (v2), which changed at the same time."
+        in html
+    )
+    assert "Restore my text" not in html and "saved over your text" not in html

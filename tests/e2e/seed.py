@@ -43,3 +43,27 @@ def long_conversation(*, username: str, turns: int, answer: str = "") -> str:
                 message_id=parent.pk,
             )
     return str(conversation.pk)
+
+
+def saved_over_a_persons_edit(*, conversation_id: str, kind: str) -> None:
+    """The person edits the report (v3), and an agents' save (v4) lands over
+    their text, marked as `artifacts.manager` marks it: "overlap" or "dropped"."""
+    from artifacts.branches import branch_shown
+    from artifacts.services import artifact_edit
+
+    conversation = Conversation.objects.get(pk=conversation_id)
+    branch = branch_shown(conversation=conversation)
+    artifact = Artifact.objects.get(session_id=conversation.pk, artifact_id="research_report")
+    mine = f"# Report\n\n{PARAGRAPH}\n\nMy note: ground-source pumps cost more to install."
+    artifact_edit(branch=branch, artifact=artifact, content=mine, base_version=2)
+    artifact.refresh_from_db()
+    artifact_version_save(
+        artifact=artifact,
+        content=f"# Report\n\n{PARAGRAPH}\n\nThe agents' summary.",
+        version=4,
+        update_type="rewrite",
+        message_id=branch.leaf_id,
+        conflict_writer="agent",
+        conflict_kind=kind,
+        overlapped=3,
+    )

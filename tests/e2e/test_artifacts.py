@@ -437,3 +437,105 @@ def test_an_activity_link_opens_the_version_its_turn_saved(portal, model_server,
         "Changes from version 2 on this branch (v3) to version 4 on this branch (v5)"
     )
     _shots(page, screenshot, name=f"{width}-compare")
+
+
+def _seeded_report(portal, *, then: str = "pass") -> str:
+    """A one-turn conversation with a two-version report; its page, on the report."""
+    user = portal.users[0].username
+    code = f"from tests.e2e import seed; cid = seed.long_conversation(username={user!r}, turns=1); {then}; print(cid)"
+    return f"{portal.base_url}/c/{portal.shell(code).strip()}/?artifact=research_report"
+
+
+def _goto_pane(page, url):
+    """The conversation page at `url`, its pane open: a phone shows it as a sheet, on a tap."""
+    page.goto(url)
+    if page.viewport_size["width"] < 600:
+        page.locator(".pane-toggle").click()
+    return page.locator("#artifact-pane")
+
+
+def _open_editor(page, url):
+    pane = _goto_pane(page, url)
+    pane.get_by_role("link", name="Edit").click()
+    expect(pane.get_by_label("Content of")).to_be_visible()
+    return pane
+
+
+def _race(tab_a, tab_b, url, *, mine, theirs):
+    """Both tabs open the editor on the same version; B saves first, then A saves."""
+    pane_a, pane_b = _open_editor(tab_a, url), _open_editor(tab_b, url)
+    pane_b.get_by_label("Content of").fill(theirs)
+    pane_b.get_by_role("button", name="Save as a new version").click()
+    expect(pane_b.locator(".artifact-content")).to_contain_text(theirs.splitlines()[-1])
+    pane_a.get_by_label("Content of").fill(mine)
+    pane_a.get_by_role("button", name="Save as a new version").click()
+    expect(pane_a.locator("#edit-conflict")).to_contain_text("This artifact changed since you started editing")
+    return pane_a
+
+
+@pytest.mark.parametrize("width", [1366, 390])
+def test_two_tabs_editing_one_artifact_ask_the_second_what_to_keep(portal, model_server, new_page, screenshot, width):
+    tab_a = new_page(viewport={"width": width, "height": 900 if width > 600 else 844})
+    tab_b = tab_a.context.new_page()
+    sign_in(tab_a, base_url=portal.base_url, user=portal.users[0])
+    url = _seeded_report(portal)
+    base = "# Report\n\nHeat pumps work in the cold."
+
+    # Keep mine: my text goes on top of theirs.
+    pane = _race(tab_a, tab_b, url, mine=base + "\n\nMine: the first.", theirs=base + "\n\nTheirs: the first.")
+    expect(pane.locator("#edit-conflict .diff-add")).to_contain_text("Mine: the first.")
+    expect(pane.locator("#edit-conflict .diff-del")).to_contain_text("Theirs: the first.")
+    expect(pane.get_by_label("Content of")).to_have_value(base + "\n\nMine: the first.")
+    _shots(tab_a, screenshot, name=f"{width}-choice")
+    pane.get_by_role("button", name="Keep mine").click()
+    expect(pane.locator(".artifact-content")).to_contain_text("Mine: the first.")
+    expect(pane.locator(".artifact-head")).to_contain_text("version 4 on this branch (v4)")
+
+    # Keep theirs, then take mine back.
+    pane = _race(tab_a, tab_b, url, mine=base + "\n\nMine: the second.", theirs=base + "\n\nTheirs: the second.")
+    pane.get_by_role("button", name="Keep theirs").click()
+    expect(pane.locator(".artifact-content")).to_contain_text("Theirs: the second.")
+    expect(pane.locator(".artifact-head")).to_contain_text("version 5 on this branch (v5)")
+    _shots(tab_a, screenshot, name=f"{width}-discarded")
+    pane.get_by_role("link", name="Recover the text you discarded").click()
+    expect(pane.get_by_label("Content of")).to_have_value(base + "\n\nMine: the second.")
+    pane.get_by_role("button", name="Save as a new version").click()
+    expect(pane.locator(".artifact-content")).to_contain_text("Mine: the second.")
+    expect(pane.get_by_role("link", name="Recover the text you discarded")).to_have_count(0)
+
+    # Edit a merge: theirs beside, mine in the editor; saving makes the merge current.
+    pane = _race(tab_a, tab_b, url, mine=base + "\n\nMine: the third.", theirs=base + "\n\nTheirs: the third.")
+    pane.get_by_role("button", name="Edit a merge").click()
+    expect(pane.get_by_label("Their text")).to_have_value(base + "\n\nTheirs: the third.")
+    expect(pane.get_by_label("Content of")).to_have_value(base + "\n\nMine: the third.")
+    _shots(tab_a, screenshot, name=f"{width}-merge")
+    pane.get_by_label("Content of").fill(base + "\n\nTheirs: the third.\n\nMine: the third.")
+    pane.get_by_role("button", name="Save as a new version").click()
+    expect(pane.locator(".artifact-head")).to_contain_text("version 8 on this branch (v8)")
+    expect(pane.locator(".artifact-content")).to_contain_text("Theirs: the third.")
+    expect(pane.locator(".artifact-content")).to_contain_text("Mine: the third.")
+
+
+@pytest.mark.parametrize("width", [1366, 390])
+def test_an_agents_save_over_a_persons_edit_is_told_with_the_diff_and_restored(
+    portal, model_server, new_page, screenshot, width
+):
+    page = new_page(viewport={"width": width, "height": 900 if width > 600 else 844})
+    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    url = _seeded_report(portal, then="seed.saved_over_a_persons_edit(conversation_id=cid, kind='overlap')")
+
+    _goto_pane(page, url)
+    notice = page.locator("#saved-over")
+    expect(notice).to_contain_text(
+        "The agents saved version 4 on this branch (v4) over your edit, version 3 on this branch (v3),"
+        " made while the turn ran."
+    )
+    expect(notice.locator(".diff-del")).to_contain_text("My note: ground-source pumps cost more to install.")
+    expect(notice.locator(".diff-add")).to_contain_text("The agents' summary.")
+    _shots(page, screenshot, name=f"{width}-saved-over")
+    notice.get_by_role("button", name="Restore my text").click()
+
+    pane = page.locator("#artifact-pane")
+    expect(pane.locator(".artifact-head")).to_contain_text("version 5 on this branch (v5)")
+    expect(pane.locator(".artifact-content")).to_contain_text("My note: ground-source pumps cost more to install.")
+    expect(page.locator("#saved-over")).to_have_count(0)
