@@ -20,6 +20,15 @@ const followNewest = () => {
 document.addEventListener("htmx:afterSwap", followNewest);
 document.addEventListener("htmx:oobAfterSwap", followNewest);
 document.addEventListener("DOMContentLoaded", followNewest);
+// A notice about what the reader just did (a retry that started a branch) sits
+// at the bottom of the thread it brought: shown, even if they had scrolled up to act.
+document.addEventListener("htmx:afterSwap", () => {
+  const notice = document.querySelector("#thread [data-follow]");
+  if (!notice) return;
+  notice.removeAttribute("data-follow");
+  followThread = true;
+  followNewest();
+});
 
 // On every (re)connect, tell the server which turns this page shows as still
 // running: any that ended meanwhile is sent in its final form.

@@ -271,3 +271,35 @@ def test_retrying_an_old_cancelled_turn_starts_a_branch_and_leaves_the_newest_tu
     expect(pane.locator(".artifact-content")).to_have_text("Report\nTurn 2's report.")
     assert pane.locator(shown).all_inner_texts() == newest_pane
     screenshot(page, name=f"{width}-back")
+
+
+@pytest.mark.parametrize(("width", "height"), [(1366, 900), (390, 844)])
+def test_retrying_a_turn_deep_in_a_long_thread_brings_its_notice_into_view(
+    portal, model_server, new_page, screenshot, width, height
+):
+    username = portal.users[0].username
+    code = (
+        "from agents.models import Run; from tests.e2e.seed import long_conversation; "
+        f"conversation = long_conversation(username={username!r}, turns=40); "
+        "Run.objects.filter(message__conversation_id=conversation, message__content__startswith='Question 30:')"
+        ".update(status=Run.Status.CANCELLED); print(conversation)"
+    )
+    url = f"{portal.base_url}/c/{portal.shell(code).strip()}/"
+    page = new_page(viewport={"width": width, "height": height})
+    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    page.goto(url)
+    turns = page.locator("article.turn")
+    expect(turns).to_have_count(40)
+    model_server.add(Text("Done again."))
+
+    # The reader scrolled up to the cancelled turn to retry it.
+    retry = turns.nth(29).get_by_role("button", name="Retry")
+    retry.scroll_into_view_if_needed()
+    retry.click()
+
+    expect(turns).to_have_count(30)
+    notice = page.locator(".thread-notice")
+    expect(notice).to_be_in_viewport()
+    expect(turns.nth(29).locator(".answer")).to_have_text("Done again.", timeout=TURN_TIMEOUT)
+    expect(notice).to_be_in_viewport()
+    screenshot(page, name=f"long-thread-{width}")
