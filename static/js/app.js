@@ -246,6 +246,15 @@ const draftRestore = () => {
   }
 };
 document.addEventListener("DOMContentLoaded", draftRestore);
+// Signing out takes the drafts along: the next person at this browser sees none.
+document.addEventListener("submit", (event) => {
+  if (!event.target.matches("form.signout")) return;
+  try {
+    Object.keys(localStorage).filter((key) => key.startsWith(DRAFT_PREFIX)).forEach((key) => localStorage.removeItem(key));
+  } catch (error) {
+    // Nothing kept that can be reached.
+  }
+});
 document.addEventListener("input", (event) => {
   if (event.target.id === "composer-input") draftSave(event.target.form, event.target.value);
 });

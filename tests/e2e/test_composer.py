@@ -122,3 +122,14 @@ def test_a_send_after_the_session_ended_keeps_the_draft_through_signing_in(porta
     page.get_by_role("button", name="Sign in").click()
     page.wait_for_url(conversations[0])
     expect(page.locator("#composer-input")).to_have_value("Written before lunch.")
+
+
+def test_signing_out_leaves_no_draft_for_the_next_person(portal, page):
+    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    page.locator("#composer-input").fill("Private: 薪资调整方案")
+    page.get_by_role("button", name="Sign out").click()
+
+    sign_in(page, base_url=portal.base_url, user=portal.users[1])
+    expect(page.locator("#composer-input")).to_have_value("")
+    stored = page.evaluate("Object.keys(localStorage).filter((key) => key.startsWith('artifactflow.draft.'))")
+    assert stored == []
