@@ -539,3 +539,59 @@ def test_an_agents_save_over_a_persons_edit_is_told_with_the_diff_and_restored(
     expect(pane.locator(".artifact-head")).to_contain_text("version 5 on this branch (v5)")
     expect(pane.locator(".artifact-content")).to_contain_text("My note: ground-source pumps cost more to install.")
     expect(page.locator("#saved-over")).to_have_count(0)
+
+
+AGENTS_REPORT = "# Heat pumps\n\nThe agents' rewrite of the report."
+
+
+@pytest.mark.parametrize("width", [1366, 390])
+def test_an_agents_save_over_an_edit_made_during_the_turn_is_told_at_once_and_undone(
+    portal, model_server, new_page, screenshot, width
+):
+    """A real turn: it rewrites the report, then waits for a permission while
+    the person saves an edit of the same report; once approved, its save lands
+    on top, and the pane says so without a reload."""
+    model_server.add(
+        Text(call("create_artifact", id="report", content="# Heat pumps\n\nA first draft.", title="Report")),
+        Text("A first draft is in the report."),
+        Text(call("rewrite_artifact", id="report", content=AGENTS_REPORT)),
+        Text(call("call_subagent", agent="crawl_agent", instruction="Read library://999")),
+        Text(call("web_fetch", url="library://999")),
+        Text("I could not read it."),
+        Text("The report is rewritten."),
+    )
+    page = new_page(viewport={"width": width, "height": 900 if width > 600 else 844})
+    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    ask(page, question="Draft a heat pump report")
+    turns = page.locator("article.turn")
+    expect(turns.first).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
+    # The person starts editing the report; an open editor is never refreshed away.
+    pane = _open_editor(page, page.url.split("?")[0] + "?artifact=report")
+    pane.get_by_label("Content of").fill("# Heat pumps\n\nMy edit: 热泵 need a well-insulated house.")
+    if width < 600:
+        page.get_by_role("button", name="Back to the chat").click()
+    page.locator("#composer-input").fill("Rewrite the report")
+    page.get_by_role("button", name="Send").click()
+    expect(page.locator("form.permission")).to_be_visible(timeout=TURN_TIMEOUT)
+
+    # Saved while the turn holds its own rewrite unsaved.
+    if width < 600:
+        page.locator(".pane-toggle").click()
+    pane.get_by_role("button", name="Save as a new version").click()
+    expect(pane.get_by_label("Content of")).to_have_count(0)
+    if width < 600:
+        page.get_by_role("button", name="Back to the chat").click()
+    page.locator("form.permission").get_by_role("button", name="Approve").click()
+    expect(turns.last).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
+
+    if width < 600:
+        page.locator(".pane-toggle").click()
+    notice = page.locator("#saved-over")
+    expect(notice).to_contain_text("The agents saved version 3 on this branch (v3) over your edit")
+    expect(notice.locator(".diff-del")).to_contain_text("My edit:")
+    expect(notice.locator(".diff-add")).to_contain_text("The agents' rewrite")
+    _shots(page, screenshot, name=f"{width}-agents-over-my-edit")
+    notice.get_by_role("button", name="Restore my text").click()
+
+    expect(pane.locator(".artifact-content")).to_contain_text("My edit:")
+    expect(page.locator("#saved-over")).to_have_count(0)
