@@ -290,6 +290,13 @@ document.addEventListener("htmx:afterRequest", (event) => {
   }
 });
 
+// A save refused because the artifact changed meanwhile asks what to keep:
+// the question is brought into view, not left below the fold of the pane.
+document.addEventListener("htmx:afterSwap", () => {
+  const question = document.querySelector("#artifact-pane #edit-conflict");
+  if (question) question.scrollIntoView({ block: "start" });
+});
+
 // Choosing a version shows it at once.
 document.addEventListener("change", (event) => {
   if (event.target.id === "version-select") event.target.form.requestSubmit();

@@ -486,6 +486,8 @@ def test_two_tabs_editing_one_artifact_ask_the_second_what_to_keep(portal, model
     expect(pane.locator("#edit-conflict .diff-add")).to_contain_text("Mine: the first.")
     expect(pane.locator("#edit-conflict .diff-del")).to_contain_text("Theirs: the first.")
     expect(pane.get_by_label("Content of")).to_have_value(base + "\n\nMine: the first.")
+    # The question is in view, not below the fold of the pane.
+    expect(pane.get_by_role("button", name="Keep mine")).to_be_in_viewport()
     _shots(tab_a, screenshot, name=f"{width}-choice")
     pane.get_by_role("button", name="Keep mine").click()
     expect(pane.locator(".artifact-content")).to_contain_text("Mine: the first.")
