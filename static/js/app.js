@@ -292,7 +292,9 @@ document.addEventListener("htmx:afterRequest", (event) => {
 
 // A save refused because the artifact changed meanwhile asks what to keep:
 // the question is brought into view, not left below the fold of the pane.
-document.addEventListener("htmx:afterSwap", () => {
+// Only when the pane itself was swapped: a turn streaming beside it moves nothing.
+document.addEventListener("htmx:afterSwap", (event) => {
+  if (event.detail.target.id !== "artifact-pane") return;
   const question = document.querySelector("#artifact-pane #edit-conflict");
   if (question) question.scrollIntoView({ block: "start" });
 });
