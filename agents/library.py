@@ -3,7 +3,9 @@ user's agents to search (web_search's local provider) and read (web_fetch of a
 library://<id> URL).
 
 Search is full-text in the database itself, so the embedded default needs no
-search server: FTS5 with bm25 on SQLite, tsvector with ts_rank on Postgres.
+search server: FTS5 with bm25 on SQLite, tsvector with ts_rank on Postgres,
+both with each Chinese character a word of its own (artifactflow.textsearch;
+the indexes are migration 0009's).
 Both take the user's words, never their syntax, so no query can fail, and
 both apply the same relevance cut-off (library_search), so a question the
 library does not cover finds nothing rather than weak hits.
@@ -13,10 +15,10 @@ import re
 from dataclasses import dataclass
 from xml.sax.saxutils import escape, quoteattr
 
-from django.contrib.postgres.search import SearchQuery, SearchVector
 from django.core.files.uploadedfile import UploadedFile
 from django.db import connection
 
+from artifactflow.textsearch import fts5_phrase, search_terms, snippet_join, words_counted
 from artifacts.services import artifact_upload_check
 from artifacts.uploads import ConvertedUpload, UploadError, convert_upload
 
@@ -28,8 +30,6 @@ from .tools.base import ToolResult, tool_error
 QUERY_MAX_TERMS = 32
 SNIPPET_WORDS = 24
 
-# Letters and digits: "_" separates words, as in both databases' parsers.
-_WORD = re.compile(r"[^\W_]+")
 # Words that name no topic, dropped from every query: Postgres's English
 # stop-word list (its english configuration ignores them anyway, but FTS5
 # keeps every word, so on SQLite "how" or "the" would match nearly every
@@ -46,12 +46,7 @@ STOP_WORDS = frozenset(
     """.split()
 )
 _URL = re.compile(re.escape(LIBRARY_URL_PREFIX) + r"(\d+)/?")
-
-# Title matches count more than body matches. Migration 0004 indexes exactly
-# this expression; change both together.
-_POSTGRES_VECTOR = SearchVector("title", weight="A", config="english") + SearchVector(
-    "content", weight="B", config="english"
-)
+_SNIPPET_MARKS = ("**", "**")
 
 
 @dataclass(frozen=True)
@@ -113,21 +108,25 @@ def library_search(*, query: str, limit: int) -> list[SearchHit]:
     boilers" (6 words) finds the document titled Heat pumps (4 points), but
     "write a cover letter for a job application" (5 words) misses the SQLite
     document that mentions writes and web applications (2 points).
+
+    A Chinese question has no spaces: its words are taken to be the pairs
+    of characters in a row between its particles (search_terms), each pair
+    half a word. So "寒冷地区热泵效率怎么样" (7 pairs, 3.5 words) finds the
+    document with 寒冷, 热泵 and 效率 in its text (3 points).
     """
-    words = (word.lower() for word in _WORD.findall(query))
-    terms = list(dict.fromkeys(word for word in words if word not in STOP_WORDS))[:QUERY_MAX_TERMS]
+    terms = search_terms(query, limit=QUERY_MAX_TERMS, stop_words=STOP_WORDS)
     if not terms or limit < 1:
         return []
-    if connection.vendor == "postgresql":
-        return _postgres_search(terms=terms, limit=limit)
-    return _sqlite_search(terms=terms, limit=limit)
+    search = _postgres_search if connection.vendor == "postgresql" else _sqlite_search
+    return [
+        SearchHit(title=title, url=f"{LIBRARY_URL_PREFIX}{pk}", snippet=snippet_join(snippet, marks=_SNIPPET_MARKS))
+        for pk, title, snippet in search(terms=terms, limit=limit)
+    ]
 
 
-def _sqlite_search(*, terms: list[str], limit: int) -> list[SearchHit]:
-    # Each word a quoted string (_WORD lets no quote into one): FTS5 takes
-    # it as a word whatever it spells, never as an operator.
-    phrases = [f'"{term}"' for term in terms]
-    # A row per word a document contains and another per word its title
+def _sqlite_search(*, terms: list[list[str]], limit: int) -> list[tuple[int, str, str]]:
+    phrases = [fts5_phrase(term) for term in terms]
+    # A row per term a document contains and another per term its title
     # contains: a document's points are its rows.
     points = " UNION ALL ".join(
         ["SELECT rowid AS id FROM agents_librarydocument_fts WHERE agents_librarydocument_fts MATCH %s"]
@@ -139,7 +138,7 @@ def _sqlite_search(*, terms: list[str], limit: int) -> list[SearchHit]:
             WITH points AS ({points}),
             relevant AS (SELECT id FROM points GROUP BY id HAVING 2 * COUNT(*) > %s)
             SELECT d.id, d.title,
-                   snippet(agents_librarydocument_fts, 1, '**', '**', '…', %s)
+                   snippet(agents_librarydocument_fts, 1, %s, %s, '…', %s)
             FROM agents_librarydocument_fts
             JOIN agents_librarydocument AS d ON d.id = agents_librarydocument_fts.rowid
             WHERE agents_librarydocument_fts MATCH %s AND d.id IN relevant
@@ -150,38 +149,30 @@ def _sqlite_search(*, terms: list[str], limit: int) -> list[SearchHit]:
             [
                 *phrases,
                 *(f"title : {phrase}" for phrase in phrases),
-                len(terms),
+                words_counted(terms),
+                *_SNIPPET_MARKS,
                 SNIPPET_WORDS,
                 " OR ".join(phrases),
                 limit,
             ],
         )
-        return [
-            SearchHit(title=title, url=f"{LIBRARY_URL_PREFIX}{pk}", snippet=snippet)
-            for pk, title, snippet in cursor.fetchall()
-        ]
+        return cursor.fetchall()
 
 
-def _postgres_search(*, terms: list[str], limit: int) -> list[SearchHit]:
-    # websearch syntax never raises; joined with "or" so a question's words
-    # rank documents as on SQLite instead of all being required.
-    query = " or ".join(terms)
-    candidates = (
-        LibraryDocument.objects.alias(vector=_POSTGRES_VECTOR)
-        .filter(vector=SearchQuery(query, search_type="websearch", config="english"))
-        .annotate(document_vector=_POSTGRES_VECTOR)
-        .values("id", "title", "content", "document_vector")
-        .order_by()
-    )
-    candidates_sql, candidates_params = candidates.query.sql_with_params()
-    # Points are counted on the vector each candidate's row holds: parsing a
-    # document once per word would make a long question slow. A word is in
-    # the title when it is a lexeme of the title's weight, A.
+def _postgres_search(*, terms: list[list[str]], limit: int) -> list[tuple[int, str, str]]:
+    # websearch syntax never raises, and reads a quoted string as a phrase;
+    # joined with "or" so a question's words rank documents as on SQLite
+    # instead of all being required.
+    phrases = [" ".join(term) for term in terms]
+    query = " or ".join(f'"{phrase}"' for phrase in phrases)
+    # Points are counted on the vector each row holds (migration 0009's):
+    # parsing a document once per word would make a long question slow. A
+    # term is in the title when it is in the lexemes of the title's weight, A.
     points = " + ".join(
         [
             (
-                "(document_vector @@ plainto_tsquery('english', %s))::int"
-                " + (ts_filter(document_vector, '{a}') @@ plainto_tsquery('english', %s))::int"
+                "(search_vector @@ phraseto_tsquery('english', %s))::int"
+                " + (ts_filter(search_vector, '{a}') @@ phraseto_tsquery('english', %s))::int"
             )
         ]
         * len(terms)
@@ -192,27 +183,19 @@ def _postgres_search(*, terms: list[str], limit: int) -> list[SearchHit]:
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
-            WITH candidates AS MATERIALIZED ({candidates_sql})
-            SELECT id, title, ts_headline('english', content, websearch_to_tsquery('english', %s), %s)
-            FROM candidates
+            WITH q AS (SELECT websearch_to_tsquery('english', %s) AS query),
+            candidates AS MATERIALIZED (
+                SELECT id, title, content, search_vector FROM agents_librarydocument, q WHERE search_vector @@ q.query
+            )
+            SELECT id, title, ts_headline('english', cjk_split(content), q.query, %s)
+            FROM candidates, q
             WHERE 2 * ({points}) > %s
-            ORDER BY ts_rank(document_vector, websearch_to_tsquery('english', %s)) DESC, id
+            ORDER BY ts_rank(search_vector, q.query) DESC, id
             LIMIT %s
             """,
-            [
-                *candidates_params,
-                query,
-                headline,
-                *(term for term in terms for _ in range(2)),
-                len(terms),
-                query,
-                limit,
-            ],
+            [query, headline, *(phrase for phrase in phrases for _ in range(2)), words_counted(terms), limit],
         )
-        return [
-            SearchHit(title=title, url=f"{LIBRARY_URL_PREFIX}{pk}", snippet=snippet)
-            for pk, title, snippet in cursor.fetchall()
-        ]
+        return cursor.fetchall()
 
 
 def library_document_fetch(*, url: str) -> ToolResult:

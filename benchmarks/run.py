@@ -12,6 +12,7 @@ import message_path  # noqa: E402
 import pages  # noqa: E402
 import people_edits  # noqa: E402
 import renderers  # noqa: E402
+import search_chinese  # noqa: E402
 import security  # noqa: E402
 import streaming  # noqa: E402
 import thread_page  # noqa: E402
@@ -32,6 +33,7 @@ for benchmark in (
     artifacts,
     people_edits,
     pages,
+    search_chinese,
     thread_page,
     admin,
     faults,

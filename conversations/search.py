@@ -2,11 +2,12 @@
 answers and artifact text. Results are the matching conversations, newest
 first and paged like the list, each with a snippet showing where it matched.
 
-The indexes are migration 0003's: FTS5 tables on SQLite, stored tsvector
-columns with GIN indexes on Postgres, as agents.library searches the library.
+The indexes are migration 0004's: FTS5 tables on SQLite, stored tsvector
+columns with GIN indexes on Postgres, as agents.library searches the library,
+both with each Chinese character a word of its own (artifactflow.textsearch).
 Both take the user's words, never their syntax, so no query can fail; every
-word must match and the last one matches as a prefix, since the list filters as
-the user types. The owner is a condition inside the SQL (on SQLite a column of
+word must match (a Chinese one as the phrase of its characters) and the last
+one matches as a prefix, since the list filters as the user types. The owner is a condition inside the SQL (on SQLite a column of
 the index itself): another user's rows are never returned, counted or given a
 snippet, and their number barely touches the time a search takes.
 """
@@ -22,17 +23,17 @@ from django.db.models.expressions import RawSQL
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
+from artifactflow.textsearch import fts5_phrase, search_words, snippet_join, tsquery_phrase
+
 from .models import Conversation
 
 # A search box holds a few words; a pasted page would only make the query slow.
 QUERY_MAX_TERMS = 32
 SNIPPET_WORDS = 12
-# Postgres indexes the start of long texts only: see migration 0003, which
+# Postgres indexes the start of long texts only: see migration 0004, which
 # names the same number.
 POSTGRES_INDEXED_CHARS = 100_000
 
-# Words as FTS5's unicode61 tokenizer sees them: letters and digits.
-_WORD = re.compile(r"[^\W_]+")
 # The snippet functions put these around each match; they become <mark> only
 # after the text around them is escaped.
 _START, _STOP = "\x02", "\x03"
@@ -59,7 +60,7 @@ def conversation_search(
 ) -> list[Conversation]:
     """Up to `limit` of the user's conversations matching every word of the
     query, newest first from `before` on, each with a `snippet` (safe HTML)."""
-    terms = _WORD.findall(query)[:QUERY_MAX_TERMS]
+    terms = search_words(query, limit=QUERY_MAX_TERMS)
     if not terms or limit < 1:
         return []
     conversations = conversations_before(user=user, before=before)
@@ -74,7 +75,7 @@ def conversation_search(
 
 def snippet_html(text: str) -> SafeString:
     """A snippet as HTML: its text escaped, its matches in <mark>."""
-    marked = _MARKED.sub(r"<mark>\1</mark>", escape(text))
+    marked = _MARKED.sub(r"<mark>\1</mark>", escape(snippet_join(text, marks=(_START, _STOP))))
     return mark_safe(marked.replace(_START, "").replace(_STOP, ""))
 
 
@@ -110,12 +111,12 @@ _SQLITE_TABLES = [
 _SQLITE_SNIPPET_COLUMNS = max(len(fts.columns) for fts in _SQLITE_TABLES)
 
 
-def _sqlite_search(*, user, conversations: QuerySet, terms: list[str], limit: int):
-    # Each word a quoted string: FTS5 reads nothing in it as an operator, so
-    # "NEAR", "AND" or "-" are words, never syntax; the * after the last quote
+def _sqlite_search(*, user, conversations: QuerySet, terms: list[list[str]], limit: int):
+    # Each word a quoted phrase: FTS5 reads nothing in it as an operator, so
+    # "NEAR", "AND" or "-" are words, never syntax; the * after the last one
     # makes it a prefix. The owner column keeps the search to the user's rows
     # within the index itself.
-    words = " AND ".join(f'"{term}"' for term in terms) + "*"
+    words = " AND ".join(fts5_phrase(term, prefix=last) for last, term in _last_marked(terms))
     matches = [f'owner : "{user.pk}" AND {{{" ".join(fts.columns)}}} : ({words})' for fts in _SQLITE_TABLES]
     hits = " UNION ALL ".join(
         f"SELECT {fts.conversation} FROM {fts.table} {fts.join} WHERE {fts.table} MATCH %s" for fts in _SQLITE_TABLES
@@ -149,11 +150,15 @@ def _sqlite_search(*, user, conversations: QuerySet, terms: list[str], limit: in
     return found, snippets
 
 
-def _postgres_search(*, user, conversations: QuerySet, terms: list[str], limit: int):
+def _last_marked(terms: list[list[str]]):
+    return ((index == len(terms) - 1, term) for index, term in enumerate(terms))
+
+
+def _postgres_search(*, user, conversations: QuerySet, terms: list[list[str]], limit: int):
     # Each word quoted, so to_tsquery reads none as an operator; a word that is
     # only a stop word drops out instead of failing.
-    query = " & ".join(f"'{term}'" for term in terms) + ":*"
-    # The search_vector columns are migration 0003's. Postgres walks the
+    query = " & ".join(f"({tsquery_phrase(term, prefix=last)})" for last, term in _last_marked(terms))
+    # The search_vector columns are migration 0004's. Postgres walks the
     # user's conversations newest first and checks each one's rows by its
     # index until the page is full, or collects the matches from the text
     # indexes when that is cheaper: either way by the stored vectors, never
@@ -189,15 +194,15 @@ def _postgres_search(*, user, conversations: QuerySet, terms: list[str], limit: 
             """
             WITH q AS (SELECT to_tsquery('english', %(query)s) AS query)
             SELECT page.id, COALESCE(
-                (SELECT ts_headline('english', m.content || ' ' || left(m.response, %(chars)s), q.query, %(options)s)
+                (SELECT ts_headline('english', cjk_split(m.content || ' ' || left(m.response, %(chars)s)), q.query, %(options)s)
                  FROM conversations_message AS m
                  WHERE m.conversation_id = page.id AND m.search_vector @@ q.query
                  ORDER BY m.id DESC LIMIT 1),
-                (SELECT ts_headline('english', a.title || ' ' || left(a.content, %(chars)s), q.query, %(options)s)
+                (SELECT ts_headline('english', cjk_split(a.title || ' ' || left(a.content, %(chars)s)), q.query, %(options)s)
                  FROM artifacts_artifact AS a
                  WHERE a.session_id = page.id AND a.search_vector @@ q.query
                  ORDER BY a.id DESC LIMIT 1),
-                (SELECT ts_headline('english', c.title, q.query, %(options)s)
+                (SELECT ts_headline('english', cjk_split(c.title), q.query, %(options)s)
                  FROM conversations_conversation AS c WHERE c.id = page.id)
             )
             FROM unnest(%(ids)s::uuid[]) AS page(id), q

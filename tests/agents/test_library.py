@@ -304,6 +304,45 @@ def test_library_samples_loads_once(capsys):
     )
 
 
+HEAT_PUMPS_ZH = "空气源热泵在寒冷气候中的性能。热泵的效率用COP衡量。"
+
+
+@pytest.fixture
+def chinese_library(user, library):
+    return {
+        **library,
+        "heat_pumps": library_document_create(user=user, title="热泵", content=HEAT_PUMPS_ZH),
+        "storage": library_document_create(
+            user=user, title="家用储能", content="家用储能电池的寿命约为十年，循环次数决定成本。"
+        ),
+    }
+
+
+@pytest.mark.parametrize(
+    "query", ["COP", "热泵的效率", "寒冷气候中的性能", "效率", "COP衡量", "热泵在寒冷气候中的效率如何？"]
+)
+def test_chinese_words_and_questions_find_their_document(chinese_library, query):
+    assert [hit.title for hit in library_search(query=query, limit=5)] == ["热泵"]
+
+
+def test_a_chinese_question_worded_otherwise_still_finds_its_document(chinese_library):
+    assert [hit.title for hit in library_search(query="寒冷地区热泵效率怎么样？", limit=5)] == ["热泵"]
+    assert [hit.title for hit in library_search(query="储能电池能用多少年", limit=5)] == ["家用储能"]
+
+
+def test_a_chinese_question_the_library_does_not_cover_finds_nothing(chinese_library):
+    # 的, 是 and 如何 are particles; 光合作用 shares no pair of characters with any document.
+    assert library_search(query="光合作用的原理是什么？", limit=5) == []
+    assert library_search(query="如何", limit=5) == []
+
+
+def test_a_chinese_snippet_marks_the_question_words_without_spaces_between_characters(chinese_library):
+    (hit,) = library_search(query="热泵的效率", limit=5)
+
+    assert "**热泵**的**效率**用COP衡量" in hit.snippet
+    assert " " not in hit.snippet
+
+
 # --- Relevance cut-off ---------------------------------------------------------------
 
 

@@ -14,7 +14,7 @@ from tests.factories import ConversationFactory, MessageFactory, UserFactory
 pytestmark = pytest.mark.django_db
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
-migration = importlib.import_module("conversations.migrations.0003_conversation_search")
+migration = importlib.import_module("conversations.migrations.0004_search_cjk")
 
 
 def _found(user, query, **kwargs) -> list[Conversation]:
@@ -88,6 +88,48 @@ def test_the_snippet_comes_from_a_message_before_an_artifact_before_the_title(us
     assert "artifact" in _found(user, "postgres")[0].snippet
     MessageFactory(conversation=conversation, content="A question about Postgres")
     assert "question" in _found(user, "postgres")[0].snippet
+
+
+HEAT_PUMP_QUESTION = "热泵在寒冷气候中的效率如何？"
+HEAT_PUMP_ANSWER = "空气源热泵在零下十五度时效率下降。热泵的效率用COP衡量。"
+
+
+@pytest.mark.parametrize("query", ["效率", "寒冷气候", "热泵的效率", "COP", "COP衡量", "衡量", "零下十五度", "效"])
+def test_finds_chinese_words_of_any_length_inside_a_run_of_han_text(user, other_user, query):
+    mine = MessageFactory(conversation__owner=user, content=HEAT_PUMP_QUESTION, response=HEAT_PUMP_ANSWER).conversation
+    MessageFactory(conversation__owner=user, content="储能电池的寿命有多长？", response="大约十年。")
+    MessageFactory(conversation__owner=other_user, content=HEAT_PUMP_QUESTION, response=HEAT_PUMP_ANSWER)
+
+    assert _found(user, query) == [mine]
+
+
+def test_a_chinese_word_is_its_characters_in_a_row_not_scattered(user):
+    MessageFactory(conversation__owner=user, content="效果很好，比率不变。")
+    together = MessageFactory(conversation__owner=user, content="热泵的效率").conversation
+
+    assert _found(user, "效率") == [together]
+    assert _found(user, "率效") == []
+
+
+def test_chinese_titles_and_artifacts_are_found_with_english_words_beside_them(user):
+    by_title = ConversationFactory(owner=user, title="分布式光伏的收益")
+    by_artifact = ConversationFactory(owner=user, title="Report")
+    _artifact(by_artifact, "# 热泵报告\n\n在寒冷气候中，heat pumps 的性能下降。")
+
+    assert _found(user, "光伏") == [by_title]
+    assert _found(user, "寒冷 pump") == [by_artifact]  # every word must match; English still stemmed
+    assert _found(user, "寒冷 光伏") == []
+
+
+def test_a_chinese_snippet_marks_the_whole_word_without_spaces_between_characters(user):
+    MessageFactory(conversation__owner=user, content=HEAT_PUMP_QUESTION, response=HEAT_PUMP_ANSWER)
+
+    (found,) = _found(user, "热泵的效率")
+    (mixed,) = _found(user, "COP衡量")
+
+    assert "<mark>热泵的效率</mark>" in found.snippet
+    assert " " not in found.snippet.replace("<mark>", "").replace("</mark>", "")
+    assert "<mark>COP衡量</mark>" in mixed.snippet
 
 
 def test_snippet_html_marks_only_whole_pairs_and_escapes_everything():
@@ -239,6 +281,22 @@ def test_the_migration_indexes_rows_saved_before_it():
 
     assert _found(user, "saved") == _found(user, "artifact") == [conversation]
     assert [c.title for c in _found(user, "titled")] == ["Titled before"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_migration_reindexes_chinese_text_the_previous_index_held_as_one_word():
+    user = UserFactory()
+    with connection.schema_editor() as editor:
+        migration.search_index_drop(None, editor)
+        migration.previous.search_index_create(None, editor)
+    conversation = MessageFactory(conversation__owner=user, content=HEAT_PUMP_QUESTION).conversation
+    assert _found(user, "效率") == []
+
+    with connection.schema_editor() as editor:
+        migration.search_index_rebuild(None, editor)
+
+    assert _found(user, "效率") == [conversation]
+    _assert_index_matches_the_tables()
 
 
 @pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite keeps its index in sync with triggers")

@@ -155,6 +155,17 @@ def test_local_search_end_to_end(search_settings, context):
     assert result.content.endswith("</snippet></result></search_results>")
 
 
+def test_a_chinese_query_searches_the_library_by_its_words(search_settings, context):
+    heat_pumps = LibraryDocumentFactory(title="热泵", content="空气源热泵在寒冷气候中的性能。热泵的效率用COP衡量。")
+    LibraryDocumentFactory(title="Heat pumps", content="A coefficient of performance above three.")
+
+    result = web_search(context, query="热泵的效率")
+
+    assert result.metadata == {"provider": "local", "results": 1}
+    assert f"<title>热泵</title><url>{heat_pumps.url}</url>" in result.content
+    assert "**热泵**的**效率**" in result.content
+
+
 def test_no_results_says_so(search_settings, context, db):
     result = web_search(context, query='"NEAR( photosynthesis')
 

@@ -1,0 +1,59 @@
+import pytest
+
+from artifactflow.textsearch import cjk_split, search_terms, search_words, snippet_join, words_counted
+
+MARKS = ("\x02", "\x03")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "空气源热泵在零下十五度时效率下降。",
+        "热泵的效率用COP衡量 heat pumps 使用 Python 编写",
+        "ひらがなとカタカナ、한국어 단어",
+        "English only, untouched",
+        "",
+    ],
+)
+def test_a_snippet_of_split_text_reads_as_the_text_did(text):
+    assert snippet_join(cjk_split(text), marks=MARKS) == text
+
+
+def test_each_cjk_character_is_a_word_and_hangul_words_stay_whole():
+    assert cjk_split("COP衡量").split() == ["COP", "衡", "量"]
+    assert cjk_split("한국어 단어").split() == ["한국어", "단어"]
+    assert cjk_split("𠀀字").split() == ["𠀀", "字"]  # a character beyond the basic plane
+
+
+def test_a_match_marked_character_by_character_is_marked_once():
+    marked = cjk_split("热泵的效率").replace("效", "\x02效\x03").replace("率", "\x02率\x03")
+
+    assert snippet_join(marked, marks=MARKS) == "热泵的\x02效率\x03"
+    assert snippet_join("**热** **泵** 的", marks=("**", "**")) == "**热泵**的"
+
+
+def test_a_query_word_is_the_phrase_of_its_characters():
+    assert search_words("热泵的效率 COP衡量, pumps!", limit=32) == [
+        ["热", "泵", "的", "效", "率"],
+        ["COP", "衡", "量"],
+        ["pumps"],
+    ]
+    assert len(search_words("词 " * 100, limit=32)) == 32
+
+
+def test_a_chinese_question_is_scored_by_the_pairs_between_its_particles():
+    terms = search_terms("热泵在寒冷气候中的效率如何？Heat the pumps", limit=32, stop_words=frozenset({"the"}))
+
+    assert terms == [
+        ["热", "泵"],
+        ["寒", "冷"],
+        ["冷", "气"],
+        ["气", "候"],
+        ["候", "中"],
+        ["效", "率"],
+        ["heat"],
+        ["pumps"],
+    ]
+    assert words_counted(terms) == 5
+    assert search_terms("的了吗", limit=32, stop_words=frozenset()) == []
+    assert search_terms("热，泵", limit=32, stop_words=frozenset()) == [["热"], ["泵"]]
