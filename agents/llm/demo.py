@@ -142,6 +142,7 @@ _CHINESE = {
     "Could not read it: {reason}": "无法读取：{reason}",
     "Source: {url}": "来源：{url}",
     "There was nothing to read.": "没有可读的内容。",
+    # An agent with no tools, such as the compaction.
     "This is the offline demo model; it has nothing to add.": "这是离线演示模型，没有什么可补充的。",
 }
 
@@ -155,13 +156,10 @@ class _Say:
     def __call__(self, phrase: str, **values) -> str:
         return self._template(phrase).format(**values)
 
-    def pattern(self, phrase: str, **values) -> str:
-        """A regex the phrase matches, `values` filled in and each value not given a group."""
-        parts = re.split(r"\{(\w+)\}", self._template(phrase))
-        return "".join(
-            re.escape(part) if i % 2 == 0 else re.escape(values[part]) if part in values else "(.*)"
-            for i, part in enumerate(parts)
-        )
+    def pattern(self, phrase: str) -> str:
+        """A regex the phrase matches whatever its values, each value a group: to read back what an agent said."""
+        parts = re.split(r"\{\w+\}", self._template(phrase))
+        return "(.*)".join(re.escape(part) for part in parts)
 
     def _template(self, phrase: str) -> str:
         # English is the phrase as written; a phrase missing from a table is a bug, so it fails.
