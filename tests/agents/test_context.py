@@ -3,14 +3,17 @@
 import pytest
 from django.utils import timezone
 
-from agents.config import LEAD, LEAD_AGENT
-from agents.context import agent_messages, system_prompt
+from agents.config import AGENTS, LEAD, LEAD_AGENT
+from agents.context import agent_messages, prompt_text, system_prompt
 from agents.llm.base import XML
 from agents.models import Run, RunEvent
+from agents.services import asking
+from agents.services.runs import run_execute
 from artifacts import services as artifact_services
 from artifacts.branches import branch_at
 from artifacts.manager import ArtifactManager
 from tests.factories import ConversationFactory, MessageFactory, RunFactory
+from tests.model_server import Text
 
 pytestmark = pytest.mark.django_db
 
@@ -92,3 +95,53 @@ def test_when_only_a_cancelled_run_compacted_the_whole_history_is_sent(conversat
         {"role": "assistant", "content": "A1"},
         {"role": "user", "content": "Q2"},
     ]
+
+
+# --- The user's language -----------------------------------------------------------------
+
+
+def _section(prompt, heading):
+    """The words under a top-level heading of a prompt, up to the next one."""
+    return " ".join(prompt.split(f"\n{heading}\n", 1)[1].split("\n# ", 1)[0].split())
+
+
+def test_the_lead_is_told_to_plan_report_and_answer_in_the_users_language(manager):
+    language = _section(system_prompt(config=LEAD, artifacts=manager, tool_mode=XML), "# Language")
+
+    assert "A question in Chinese gets its task plan, its report and your answer in Chinese" in language
+    assert "a question in English gets them in English" in language
+    assert "Write your instructions to the subagents in that language too" in language
+    assert "Tool names, parameter names and artifact ids (`task_plan`, `research_report`) stay exactly" in language
+
+
+def test_each_agent_of_a_turn_is_told_to_write_in_its_users_language(user, scripted_model):
+    scripted_model.add(
+        Text(
+            "<tool_call><name>call_subagent</name><params><agent>search_agent</agent>"
+            "<instruction>查找空气源热泵在寒冷天气下的资料</instruction></params></tool_call>"
+        ),
+        Text("找到的资料：无。"),
+        Text("没有找到资料。"),
+    )
+    conversation = asking.conversation_start(user=user, content="空气源热泵冬天好用吗？", enqueue=False)
+
+    run_execute(run_id=conversation.active_branch.runs.get().pk)
+
+    lead, search, _ = (request["messages"][0]["content"] for request in scripted_model.requests)
+    assert "A question in Chinese gets its task plan, its report and your answer in Chinese" in _section(
+        lead, "# Language"
+    )
+    assert "a task in Chinese gets a report in Chinese" in _section(search, "# Language")
+
+
+@pytest.mark.parametrize("agent", ["search_agent", "crawl_agent"])
+def test_a_subagent_reports_in_the_language_of_its_task_and_keeps_tool_names(manager, agent):
+    language = _section(system_prompt(config=AGENTS[agent], artifacts=manager, tool_mode=XML), "# Language")
+
+    assert "Write your report in the language of your task" in language
+    assert "a task in Chinese gets a report in Chinese" in language
+    assert "Tool names and parameters stay exactly as specified" in language
+
+
+def test_a_compacted_context_keeps_the_users_language():
+    assert "Write the summary in the language the user wrote in" in " ".join(prompt_text("compaction").split())
