@@ -35,10 +35,9 @@ POSTGRES_CJK_PATTERN = r"([\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\
 _WORD = re.compile(r"[^\W_]+")
 # A character that only shapes a question (particles, question words,
 # pronouns): as a stop word does in English, it splits a question into the
-# parts that name its topic.
-CHINESE_STOP_CHARACTERS = frozenset(
-    "的了在是和与及或吗呢吧啊呀怎么样如何什哪为请我你他她它们这那个些有也就都对把被从到给能会要想将其之而以于吧"
-)
+# parts that name its topic. None that starts or ends many content words
+# (能 of 储能, 有 of 有效) is here.
+CHINESE_STOP_CHARACTERS = frozenset("的了吗呢吧啊呀和与及或是在把被么怎样哪请我你他她它们这那些什如何为也就都")
 # Inserted around each CJK character; snippet_join takes them out again.
 _SPLIT = " "
 
