@@ -7,13 +7,13 @@ A compaction that fails is a ModelError: the turn stops with a visible reason
 rather than continuing on a silently truncated context.
 """
 
-import json
 from dataclasses import dataclass
 
 from django.conf import settings
 
 from .context import prompt_text
 from .llm.base import ChatModel, ModelError
+from .tokens import messages_tokens
 
 # The newest tool call and its result stay verbatim: the agent is acting on them.
 KEEP_INTERACTIONS = 2
@@ -24,26 +24,25 @@ SECTIONS = 7
 class Compacted:
     summary: str
     kept: int  # how many of the newest interactions stay as they were
-    tokens_before: int
 
 
-def tokens_estimate(messages: list[dict]) -> int:
-    """Roughly four characters a token: close enough to decide when to compact,
-    with no tokenizer to download."""
-    chars = 0
-    for message in messages:
-        chars += len(message.get("content") or "")
-        if message.get("tool_calls"):
-            chars += len(json.dumps(message["tool_calls"]))
-    return chars // 4
+def context_tokens(*, estimate: int, reported: int = 0, reported_estimate: int = 0) -> int:
+    """The tokens of a request estimated at `estimate`. When the model service
+    counted the agent's last request (`reported`, for one estimated at
+    `reported_estimate`), its count plus the estimate of what changed since:
+    the service's own tokenizer, not the estimate, is what its window is
+    measured in. Without a count, the estimate of the whole."""
+    if not reported:
+        return estimate
+    return max(0, reported + estimate - reported_estimate)
 
 
 def _limit(model: ChatModel) -> float:
     return settings.COMPACTION_THRESHOLD * model.context_window
 
 
-def needed(*, messages: list[dict], model: ChatModel) -> bool:
-    return tokens_estimate(messages) > _limit(model)
+def needed(*, tokens: int, model: ChatModel) -> bool:
+    return tokens > _limit(model)
 
 
 def keep_count(*, interactions: list[dict], model: ChatModel) -> int:
@@ -52,7 +51,7 @@ def keep_count(*, interactions: list[dict], model: ChatModel) -> int:
     if len(interactions) <= KEEP_INTERACTIONS:
         return 0
     newest = interactions[-KEEP_INTERACTIONS:]
-    return KEEP_INTERACTIONS if tokens_estimate(newest) < _limit(model) / 2 else 0
+    return KEEP_INTERACTIONS if messages_tokens(messages=newest) < _limit(model) / 2 else 0
 
 
 def compact(*, model: ChatModel, messages: list[dict], keep: int) -> Compacted:
@@ -79,7 +78,7 @@ def compact(*, model: ChatModel, messages: list[dict], keep: int) -> Compacted:
     summary = "".join(parts).strip()
     if summary.count("## ") < SECTIONS:
         raise ModelError("Compacting the context failed: the model's summary lacks the seven sections.")
-    return Compacted(summary=summary, kept=keep, tokens_before=tokens_estimate(messages))
+    return Compacted(summary=summary, kept=keep)
 
 
 def _render(message: dict) -> str:

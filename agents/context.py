@@ -15,10 +15,13 @@ from conversations.tree import message_path
 from .config import LEAD_AGENT, subagents_describe
 from .llm.base import NATIVE
 from .models import Run, RunEvent
+from .tokens import tokens_prefix
 from .toolcalls import toolcalls_describe
 
 PROMPTS_DIR = Path(__file__).parent / "prompts"
-PREVIEW_CHARS = 200
+# The start of each artifact the inventory shows: as many tokens in every
+# script, so fifty Chinese characters where two hundred of English.
+PREVIEW_CHARS, PREVIEW_TOKENS = 200, 50
 
 
 @cache
@@ -99,7 +102,8 @@ def _inventory_text(inventory: list[dict]) -> str:
         if not artifact["is_text"]:
             preview = "(a stored file, not text)"
         else:
-            preview = " ".join(artifact["content"].split())[:PREVIEW_CHARS] or "(empty)"
+            start = " ".join(artifact["content"].split())[:PREVIEW_CHARS]
+            preview = tokens_prefix(text=start, tokens=PREVIEW_TOKENS) or "(empty)"
         lines.append(
             f"- `{artifact['artifact_id']}` — {artifact['title']} ({artifact['content_type']}, "
             f"version {artifact['version']}, from {artifact['source']}): {preview}"

@@ -12,6 +12,7 @@ checkpoints after every step. A tool that needs the user's approval ends
 `turn_execute` with the state saved; a later call continues from it.
 """
 
+import json
 import time
 import uuid
 from collections.abc import Callable
@@ -27,7 +28,7 @@ from artifacts.manager import ArtifactManager
 from artifacts.models import Artifact
 from artifacts.validators import TITLE_MAX_CHARS
 
-from . import compaction, context
+from . import compaction, context, tokens
 from .config import (
     AGENTS,
     CALL_SUBAGENT,
@@ -88,6 +89,11 @@ class Frame:
     call_id: str = ""
     # What compaction made of the agent's older context (seven sections).
     summary: str = ""
+    # The prompt tokens the model service counted for the agent's last call,
+    # and what the estimate made of the same request: the next call's size is
+    # the one plus the estimate of what changed (compaction.context_tokens).
+    reported_tokens: int = 0
+    reported_estimate: int = 0
 
 
 class Phase(StrEnum):
@@ -340,8 +346,12 @@ class Turn:
         state.phase = Phase.LEAD_EXECUTING if frame.agent == LEAD_AGENT else Phase.SUBAGENT_EXECUTING
         model = self.models.for_agent(frame.agent)
         messages = self._messages(frame, config, model)
-        if compaction.needed(messages=messages, model=model):
-            messages = self._compact(frame, config, model, messages)
+        estimate = self._tokens_estimate(messages, config, model)
+        size = compaction.context_tokens(
+            estimate=estimate, reported=frame.reported_tokens, reported_estimate=frame.reported_estimate
+        )
+        if compaction.needed(tokens=size, model=model):
+            messages, estimate = self._compact(frame, config, model, messages, tokens_before=size)
 
         started = time.monotonic()
         parts, reasoning, usage, tool_calls = [], [], None, []
@@ -370,6 +380,10 @@ class Turn:
             # Closing the generator closes the HTTP stream to the model.
             stream.close()
         self._show(frame.agent, prose.finish())
+        if usage and usage.get("prompt_tokens"):
+            frame.reported_tokens, frame.reported_estimate = usage["prompt_tokens"], estimate
+        else:
+            frame.reported_tokens = frame.reported_estimate = 0
         reply = _Reply(
             content="".join(parts).strip(),
             reasoning="".join(reasoning),
@@ -391,25 +405,38 @@ class Turn:
         _agent_metrics_add(state, agent=frame.agent, model=model.name, reply=reply)
         return reply
 
-    def _compact(self, frame: Frame, config: AgentConfig, model: ChatModel, messages: list[dict]) -> list[dict]:
-        """Summarise the agent's older context; returns the messages that replace `messages`."""
+    def _tokens_estimate(self, messages: list[dict], config: AgentConfig, model: ChatModel) -> int:
+        """The estimated tokens of a request of `messages`."""
+        size = tokens.messages_tokens(messages=messages)
+        if model.tool_mode == NATIVE:
+            # The tools' schemas go beside the messages, and count against the window as they do.
+            schemas = [{"name": t.name, "description": t.description, "parameters": t.parameters} for t in config.tools]
+            size += tokens.tokens_estimate(text=json.dumps(schemas, ensure_ascii=False))
+        return size
+
+    def _compact(
+        self, frame: Frame, config: AgentConfig, model: ChatModel, messages: list[dict], *, tokens_before: int
+    ) -> tuple[list[dict], int]:
+        """Summarise the agent's older context; returns the messages that
+        replace `messages`, and their estimated tokens."""
         result = compaction.compact(
             model=model, messages=messages, keep=compaction.keep_count(interactions=frame.interactions, model=model)
         )
         frame.summary = result.summary
         frame.interactions = frame.interactions[len(frame.interactions) - result.kept :] if result.kept else []
         compacted = self._messages(frame, config, model)
+        estimate = self._tokens_estimate(compacted, config, model)
         self.log.emit(
             RunEvent.Type.COMPACTION,
             agent=frame.agent,
             data={
                 "summary": result.summary,
-                "tokens_before": result.tokens_before,
-                "tokens_after": compaction.tokens_estimate(compacted),
+                "tokens_before": tokens_before,
+                "tokens_after": estimate,
                 "message_id": self.message.pk,
             },
         )
-        return compacted
+        return compacted, estimate
 
     def _show(self, agent: str, text: str) -> None:
         if text:
@@ -528,7 +555,7 @@ class Turn:
         """A result too large for the context becomes an artifact of the
         session, `<name>_<n>`; the model gets a preview and the id to read it
         by (seed 001). A result that fits is returned as it is."""
-        if len(result.content) <= settings.TOOL_RESULT_MAX_CHARS:
+        if not _too_long(result.content):
             return result
         existing = {a["artifact_id"] for a in self.artifacts.inventory()}
         number = next(n for n in range(1, len(existing) + 2) if f"{name}_{n}" not in existing)
@@ -541,7 +568,9 @@ class Turn:
             content_type="text/xml",
             source=Artifact.Source.RUN,
         )
-        preview = result.content[: settings.TOOL_RESULT_PREVIEW_CHARS]
+        preview = tokens.tokens_prefix(
+            text=result.content[: settings.TOOL_RESULT_PREVIEW_CHARS], tokens=settings.TOOL_RESULT_PREVIEW_TOKENS
+        )
         return ToolResult(
             success=result.success,
             content=(
@@ -621,6 +650,14 @@ class Turn:
             },
             pending=PendingRequest.from_checkpoint(state.pending) if waiting else None,
         )
+
+
+def _too_long(text: str) -> bool:
+    """Too long to go into the context whole, in characters or in estimated tokens."""
+    return (
+        len(text) > settings.TOOL_RESULT_MAX_CHARS
+        or tokens.tokens_estimate(text=text) > settings.TOOL_RESULT_MAX_TOKENS
+    )
 
 
 def _event_params(params: dict, *, limit: int) -> dict:

@@ -417,9 +417,14 @@ def _max_tool_rounds(value: str) -> dict[str, int]:
 MAX_TOOL_ROUNDS = _max_tool_rounds(env.str("ARTIFACTFLOW_MAX_TOOL_ROUNDS", default=""))
 # An unanswered permission request counts as denied after this many seconds.
 PERMISSION_TIMEOUT = env.int("ARTIFACTFLOW_PERMISSION_TIMEOUT", default=3600)
-# A tool result longer than this is stored as an artifact and the model gets a preview.
+# A tool result longer than this, in characters or in estimated tokens, is
+# stored as an artifact and the model gets a preview (seed 001: the byte and
+# the token thresholds). In Chinese, Japanese or Korean a character is about a
+# token, so the token limit is the one such a result meets first.
 TOOL_RESULT_MAX_CHARS = env.int("ARTIFACTFLOW_TOOL_RESULT_MAX_CHARS", default=20_000)
+TOOL_RESULT_MAX_TOKENS = env.int("ARTIFACTFLOW_TOOL_RESULT_MAX_TOKENS", default=5_000)
 TOOL_RESULT_PREVIEW_CHARS = 2_000
+TOOL_RESULT_PREVIEW_TOKENS = 500
 # An agent's context is compacted when its estimated tokens pass this share of
 # the model's context window.
 COMPACTION_THRESHOLD = env.float("ARTIFACTFLOW_COMPACTION_THRESHOLD", default=0.7)

@@ -16,6 +16,7 @@ import search_chinese  # noqa: E402
 import security  # noqa: E402
 import streaming  # noqa: E402
 import thread_page  # noqa: E402
+import tokens  # noqa: E402
 import websocket_flood  # noqa: E402
 
 # By their package: a plain `import artifacts` (or `admin`) is the Django app's.
@@ -25,6 +26,7 @@ for benchmark in (
     message_path,
     event_log,
     matching,
+    tokens,
     security,
     renderers,
     extraction,

@@ -11,6 +11,7 @@ import socket
 import sys
 import threading
 import time
+import unicodedata
 from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -26,6 +27,9 @@ class Text:
     wait: float = 0.0  # seconds of silence before the first chunk, as a model thinking
     reasoning: str = ""
     usage: bool = True  # send a usage chunk when the client asks for one
+    # The prompt tokens the usage chunk reports, in place of the server's count,
+    # as a service whose tokenizer counts otherwise than the estimate would.
+    prompt_tokens: int | None = None
 
 
 @dataclass
@@ -72,6 +76,9 @@ class ScriptedModelServer:
     requests: list = field(default_factory=list)
     # (time.monotonic(), piece) for every piece of streamed text, as it is sent.
     sent: list = field(default_factory=list)
+    # Tokens a request may hold, counted as the server does (prompt_tokens); a
+    # longer one is refused with 400, as a real service refuses it. None: no limit.
+    context_window: int | None = None
 
     def add(self, *replies) -> None:
         self.script.extend(replies)
@@ -117,6 +124,18 @@ def _handler_for(server: ScriptedModelServer):
         def do_POST(self):
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
             server.requests.append(body)
+            prompt = prompt_tokens(body)
+            if server.context_window is not None and prompt > server.context_window:
+                # The request is refused before any reply is taken from the script.
+                self._send_error(
+                    Status(
+                        400,
+                        f"This model's maximum context length is {server.context_window} tokens. "
+                        f"However, your messages resulted in {prompt} tokens.",
+                    ),
+                    code="context_length_exceeded",
+                )
+                return
             reply = server.next_reply()
             if isinstance(reply, Status):
                 self._send_error(reply)
@@ -155,8 +174,8 @@ def _handler_for(server: ScriptedModelServer):
                 server.sent.append((time.monotonic(), piece))
             self._event(_chunk(server.model, {}, finish_reason="stop"))
             if include_usage and reply.usage:
-                prompt = sum(len(str(m.get("content", ""))) for m in body.get("messages", [])) // 4
-                completion = max(1, len(reply.content) // 4)
+                prompt = prompt if reply.prompt_tokens is None else reply.prompt_tokens
+                completion = max(1, _tokens(reply.content))
                 usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
                 self._event({**_chunk(server.model, None), "choices": [], "usage": usage})
             self._write(b"data: [DONE]\n\n")
@@ -180,8 +199,9 @@ def _handler_for(server: ScriptedModelServer):
                     )
             self._event(_chunk(server.model, {}, finish_reason="tool_calls"))
 
-        def _send_error(self, reply: Status):
-            payload = json.dumps({"error": {"message": reply.message, "type": "scripted", "code": reply.code}}).encode()
+        def _send_error(self, reply: Status, *, code=None):
+            error = {"message": reply.message, "type": "scripted", "code": code or reply.code}
+            payload = json.dumps({"error": error}).encode()
             self.send_response(reply.code)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(payload)))
@@ -198,6 +218,28 @@ def _handler_for(server: ScriptedModelServer):
             self.wfile.flush()
 
     return Handler
+
+
+def prompt_tokens(body: dict) -> int:
+    """The tokens of a request as this server counts them: the messages, their
+    tool calls and the tools' schemas, a few tokens around each message."""
+    tokens = _tokens(json.dumps(body.get("tools", []), ensure_ascii=False)) if body.get("tools") else 0
+    for message in body.get("messages", []):
+        tokens += 4 + _tokens(message.get("content") or "")
+        if message.get("tool_calls"):
+            tokens += _tokens(json.dumps(message["tool_calls"], ensure_ascii=False))
+    return tokens
+
+
+def _tokens(text: str) -> int:
+    """A stand-in for a real tokenizer, kept apart from the one the code
+    estimates with: a token for each wide (East Asian) character, as real
+    tokenizers spend about one on a Han character, kana or Hangul syllable,
+    and one for every four other characters."""
+    if text.isascii():
+        return -(-len(text) // 4)
+    wide = sum(1 for char in text if char >= "\u1100" and unicodedata.east_asian_width(char) in "WF")
+    return wide + -(-(len(text) - wide) // 4)
 
 
 def _pieces(text: str, size: int):

@@ -10,6 +10,7 @@ from django.conf import settings
 
 from artifacts.manager import ArtifactError, ArtifactManager, Change
 
+from ..tokens import tokens_estimate, tokens_prefix
 from .base import Tool, ToolContext, ToolResult
 
 
@@ -106,8 +107,9 @@ def read_artifact(
 ) -> ToolResult:
     """The artifact's text, or the part of it asked for in lines (1-based,
     inclusive) or characters. No read returns more than TOOL_RESULT_MAX_CHARS
-    characters: a large artifact, such as a spilled tool result (seed 001), is
-    read a part at a time, and a note says how to ask for the next one."""
+    characters or TOOL_RESULT_MAX_TOKENS estimated tokens: a large artifact,
+    such as a spilled tool result (seed 001), is read a part at a time, and a
+    note says how to ask for the next one."""
     try:
         artifact = manager.read(artifact_id=id, version=version)
     except ArtifactError as exc:
@@ -144,9 +146,16 @@ def _part(content: str, *, start_line, end_line, offset, limit) -> _Part:
     most = settings.TOOL_RESULT_MAX_CHARS
     if by_lines:
         return _lines_part(lines, start=1 if start_line is None else start_line, end=end_line, size=size, most=most)
-    if by_chars or len(content) > most:
+    if by_chars or len(content) > most or tokens_estimate(text=content) > settings.TOOL_RESULT_MAX_TOKENS:
         return _chars_part(content, offset=offset or 0, limit=most if limit is None else limit, size=size, most=most)
     return content, {}, ""
+
+
+def _one_read(most: int, *, by_tokens: bool) -> str:
+    if not by_tokens:
+        return f"{most} characters"
+    # Chinese, Japanese and Korean text meets the token limit long before the character one.
+    return f"{settings.TOOL_RESULT_MAX_TOKENS} tokens (about a character each in Chinese, Japanese or Korean)"
 
 
 def _lines_part(lines: list[str], *, start: int, end: int | None, size: str, most: int) -> _Part:
@@ -163,15 +172,32 @@ def _lines_part(lines: list[str], *, start: int, end: int | None, size: str, mos
     while stop < end and length + len(lines[stop]) <= most:
         length += len(lines[stop])
         stop += 1
+    stop = _lines_within_tokens(lines, start=start, stop=stop)
     if stop < start:
         first = sum(len(line) for line in lines[: start - 1])
+        one_read = _one_read(most, by_tokens=len(lines[start - 1]) <= most)
         raise ValueError(
-            f"Line {start} alone is longer than one read ({most} characters); read it in characters: offset={first}, limit={most}."
+            f"Line {start} alone is longer than one read ({one_read}); read it in characters: offset={first}, limit={most}."
         )
     note = ""
     if stop < total:
         note = f"This is lines {start}-{stop}; the artifact has {size}. Read on with start_line={stop + 1}."
     return "".join(lines[start - 1 : stop]), {"lines": f"{start}-{stop}", "of": str(total)}, note
+
+
+def _lines_within_tokens(lines: list[str], *, start: int, stop: int) -> int:
+    """The last of lines `start`..`stop` that fit in one read's tokens with those before it."""
+    most = settings.TOOL_RESULT_MAX_TOKENS
+    if tokens_estimate(text="".join(lines[start - 1 : stop])) <= most:
+        return stop
+    low, high = start - 1, stop - 1
+    while low < high:
+        middle = (low + high + 1) // 2
+        if tokens_estimate(text="".join(lines[start - 1 : middle])) <= most:
+            low = middle
+        else:
+            high = middle - 1
+    return low
 
 
 def _chars_part(content: str, *, offset: int, limit: int, size: str, most: int) -> _Part:
@@ -182,13 +208,16 @@ def _chars_part(content: str, *, offset: int, limit: int, size: str, most: int) 
     if offset and offset >= len(content):
         raise ValueError(f"offset {offset} is beyond the end: the artifact has {size}.")
     stop = min(offset + min(limit, most), len(content))
+    text = tokens_prefix(text=content[offset:stop], tokens=settings.TOOL_RESULT_MAX_TOKENS)
+    by_tokens, stop = offset + len(text) < stop, offset + len(text)
     note = ""
     if stop < len(content):
         note = (
-            f"This is characters {offset}-{stop}; the artifact has {size}, and one read returns at most {most} characters. "
+            f"This is characters {offset}-{stop}; the artifact has {size}, and one read returns at most "
+            f"{_one_read(most, by_tokens=by_tokens)}. "
             f"Read on with offset={stop} and limit={most}, or by lines with start_line and end_line."
         )
-    return content[offset:stop], {"chars": f"{offset}-{stop}", "of": str(len(content))}, note
+    return text, {"chars": f"{offset}-{stop}", "of": str(len(content))}, note
 
 
 def _on_manager(function: Callable[..., ToolResult]) -> Callable[..., ToolResult]:

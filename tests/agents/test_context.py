@@ -52,6 +52,18 @@ def test_the_inventory_tells_an_empty_text_from_a_stored_file(conversation, mana
     assert "- `chart.png` — chart.png (image/png, version 1, from user_upload): (a stored file, not text)" in prompt
 
 
+def test_the_inventory_previews_each_artifact_in_about_as_many_tokens_whatever_its_script(manager):
+    chinese = "预写日志让读者与写者互不阻塞，检查点把日志写回数据库文件。" * 20
+    english = "In WAL mode readers do not block the writer, and checkpoints copy the log back. " * 20
+    manager.create(artifact_id="zh", content=chinese, title="中文笔记")
+    manager.create(artifact_id="en", content=english, title="Notes")
+
+    prompt = system_prompt(config=LEAD, artifacts=manager, tool_mode=XML)
+
+    assert f"- `zh` — 中文笔记 (text/markdown, version 1, from agent): {chinese[:50]}\n" in prompt
+    assert f"- `en` — Notes (text/markdown, version 1, from agent): {english[:200]}" in prompt
+
+
 def _turn(conversation, parent, content, response, *statuses):
     """A message answered by runs in `statuses`, the last of which wrote the answer."""
     message = MessageFactory(conversation=conversation, parent=parent, content=content, response=response)

@@ -25,7 +25,7 @@ from artifacts.models import Artifact, ArtifactVersion
 from artifacts.services import artifact_edit
 from tests.bounded import finishes_within
 from tests.factories import LibraryDocumentFactory
-from tests.model_server import Status, Text, ToolCalls
+from tests.model_server import Status, Text, ToolCalls, prompt_tokens
 
 pytestmark = pytest.mark.django_db
 
@@ -589,6 +589,8 @@ def small_window(settings, scripted_model):
     # About 7,000 tokens before compaction: the prompts fit, 30,000 characters of notes do not.
     settings.ARTIFACTFLOW_LLM = {**settings.ARTIFACTFLOW_LLM, "context_window": 10_000}
     settings.COMPACTION_THRESHOLD = 0.7
+    # The service refuses, as a real one does, a request longer than the window.
+    scripted_model.context_window = 10_000
     return scripted_model
 
 
@@ -646,6 +648,70 @@ def test_a_compaction_without_the_seven_sections_fails_the_turn_visibly(user, sm
 
     assert run.status == Run.Status.FAILED and "Compacting the context failed" in run.error
     assert Artifact.objects.get(artifact_id="notes")
+
+
+# A long Chinese answer, about a token a character where characters over four
+# said a quarter of that. In seven sections, so it serves as a compaction's
+# summary too: whichever request it answers, the conversation grows the same.
+ANSWER_ZH = "\n\n".join(
+    f"## {part}. 第{part}部分\n"
+    + "".join(
+        f"第{n}条：预写日志让读者与写者互不阻塞，检查点把日志写回数据库文件，崩溃后按日志恢复。" for n in range(11)
+    )
+    for part in range(1, 8)
+)
+
+
+def test_a_long_chinese_conversation_is_compacted_before_the_window_and_every_turn_answers(user, small_window):
+    turns = ["预写日志是什么？", "检查点何时运行？", "崩溃后怎样恢复？", "读者会阻塞写者吗？", "总结一下。"]
+    small_window.add(*[Text(ANSWER_ZH, chunk_size=500) for _ in range(2 * len(turns))])
+    first = _run(user, content=turns[0])
+    runs = [first]
+    for content in turns[1:]:
+        message = asking.message_post(conversation=first.message.conversation, content=content, enqueue=False)
+        run_execute(run_id=message.runs.get().pk)
+        runs.append(Run.objects.get(message=message))
+
+    assert [run.error for run in runs] == [""] * len(turns)
+    assert all(run.status == Run.Status.COMPLETED and run.message.response == ANSWER_ZH for run in runs)
+    compactions = RunEvent.objects.filter(type=RunEvent.Type.COMPACTION, run__in=runs)
+    # Past 70% of the window, short of the window itself.
+    assert compactions and all(0.7 * 10_000 < e.data["tokens_before"] < 10_000 for e in compactions)
+    last = small_window.requests[-1]["messages"]
+    assert last[1]["content"].startswith("<context_summary>") and last[-1]["content"] == "总结一下。"
+
+
+def test_compaction_goes_by_the_prompt_tokens_the_service_reports(user, small_window):
+    # The service counts the first request at 9,000 tokens, though the estimate
+    # makes it far less: the next call is compacted by the service's count.
+    small_window.add(
+        Text(call("create_artifact", id="task_plan", content=PLAN), prompt_tokens=9_000),
+        Text(SUMMARY),
+        Text("Final answer."),
+    )
+
+    run = _run(user)
+
+    assert run.status == Run.Status.COMPLETED and run.message.response == "Final answer."
+    assert "seven sections" in small_window.requests[1]["messages"][0]["content"]
+    event = _events(run, RunEvent.Type.COMPACTION)[0]
+    assert prompt_tokens(small_window.requests[0]) < 0.7 * 10_000 < 9_000 < event.data["tokens_before"]
+
+
+def test_without_reported_usage_the_estimate_of_the_whole_decides(user, small_window):
+    # Chinese notes of 6,000 characters: about 6,000 tokens, which the old
+    # characters-over-four estimate took for 1,500.
+    notes = ANSWER_ZH * 2
+    small_window.add(
+        Text(call("create_artifact", id="notes", content=notes), chunk_size=4000, usage=False),
+        Text(SUMMARY),
+        Text("Final answer."),
+    )
+
+    run = _run(user)
+
+    assert run.status == Run.Status.COMPLETED and run.message.response == "Final answer."
+    assert "seven sections" in small_window.requests[1]["messages"][0]["content"]
 
 
 def test_a_turn_past_its_time_limit_fails_with_the_reason_and_keeps_its_artifacts(user, scripted_model, settings):
@@ -725,6 +791,41 @@ def test_a_result_too_long_for_the_context_is_stored_as_an_artifact(user, script
     assert completed["web_fetch"]["stored_as"] == "web_fetch_result_1"
     assert "stored_as" not in completed["read_artifact"]
     assert long_text.strip()[:500] in scripted_model.requests[4]["messages"][-1]["content"]
+
+
+@pytest.mark.parametrize(
+    "sentence, stored",
+    [
+        # About 20,000 tokens in fewer characters than the limit: stored.
+        ("预写日志让读者与写者互不阻塞，检查点把日志写回数据库文件。", True),
+        # As many characters of English, about 5,000 tokens: read whole.
+        ("WAL lets readers and the writer work at once; checkpoints ", False),
+    ],
+)
+def test_a_result_is_stored_by_its_tokens_as_well_as_its_characters(user, scripted_model, settings, sentence, stored):
+    """Under the default limits, 20,000 characters or 5,000 tokens."""
+    settings.TOOL_PERMISSIONS = {"web_fetch": "auto"}
+    page = (sentence * 1000)[:19_500]
+    document = LibraryDocumentFactory(title="预写日志", content=page)
+    scripted_model.add(
+        Text(call("call_subagent", agent="crawl_agent", instruction=f"Read {document.url}")),
+        Text(call("web_fetch", url=document.url)),
+        Text("Read."),
+        Text("Done."),
+    )
+
+    run = _run(user)
+
+    assert run.status == Run.Status.COMPLETED
+    seen = scripted_model.requests[2]["messages"][-1]["content"]
+    fetched = next(e for e in _events(run, RunEvent.Type.TOOL_COMPLETE) if e.data["tool"] == "web_fetch")
+    if stored:
+        assert Artifact.objects.get(artifact_id="web_fetch_result_1").content.count(page) == 1
+        assert 'artifact="web_fetch_result_1"' in seen and prompt_tokens({"messages": [{"content": seen}]}) < 1_000
+        assert fetched.data["stored_as"] == "web_fetch_result_1"
+    else:
+        assert page in seen and len(seen) < 20_000
+        assert "stored_as" not in fetched.data and not Artifact.objects.filter(artifact_id="web_fetch_result_1")
 
 
 def test_a_subagents_report_too_long_for_the_context_is_stored_as_an_artifact(user, scripted_model, settings):

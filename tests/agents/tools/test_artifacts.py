@@ -1,5 +1,6 @@
 import pytest
 
+from agents.tokens import tokens_estimate, tokens_prefix
 from agents.tools.artifacts import (
     ARTIFACT_TOOLS,
     create_artifact,
@@ -189,6 +190,37 @@ def test_a_line_longer_than_one_read_is_to_be_read_in_characters(manager, settin
         "Line 2 alone is longer than one read (100 characters); read it in characters: offset=6, limit=100."
         in result.content
     )
+
+
+# 30 characters a line, a token each but the newline: 1,000 lines make 30,000 characters, about 29,000 tokens.
+CHINESE_LINE = "预写日志让读者与写者互不阻塞，检查点把日志写回数据库。\n"
+
+
+def test_a_chinese_artifact_is_read_a_part_of_at_most_the_token_limit(manager, settings):
+    settings.TOOL_RESULT_MAX_CHARS, settings.TOOL_RESULT_MAX_TOKENS = 20_000, 5_000
+    text = "".join(f"{n:04d}{CHINESE_LINE}" for n in range(1000))
+    create_artifact(manager, id="网页", content=text)
+
+    whole = read_artifact(manager, id="网页")
+    by_lines = read_artifact(manager, id="网页", start_line=1)
+    next_part = read_artifact(manager, id="网页", offset=5_000, limit=20_000)
+
+    assert _content(whole) == tokens_prefix(text=text, tokens=5_000) and len(_content(whole)) > 4_900
+    assert 'chars="0-' in whole.content and "one read returns at most 5000 tokens" in whole.content
+    assert tokens_estimate(text=_content(by_lines)) <= 5_000 and _content(by_lines).endswith("\n")
+    assert text.startswith(_content(by_lines)) and text[len(_content(by_lines)) :].startswith("0")
+    assert tokens_estimate(text=_content(next_part)) <= 5_000 and text[5_000:].startswith(_content(next_part))
+
+
+def test_a_chinese_line_longer_than_one_reads_tokens_is_to_be_read_in_characters(manager, settings):
+    settings.TOOL_RESULT_MAX_CHARS, settings.TOOL_RESULT_MAX_TOKENS = 20_000, 5_000
+    create_artifact(manager, id="网页", content="标题\n" + CHINESE_LINE.strip() * 300 + "\n")
+
+    result = read_artifact(manager, id="网页", start_line=2)
+
+    assert not result.success
+    assert "Line 2 alone is longer than one read (5000 tokens (about a character each in Chinese" in result.content
+    assert "read it in characters: offset=3, limit=20000." in result.content
 
 
 def test_every_tool_has_a_schema_naming_its_required_arguments():
