@@ -1,0 +1,14 @@
+from django.views.decorators.http import require_POST
+from django.views.i18n import set_language
+
+from . import services
+
+
+@require_POST
+def language_set(request):
+    """The language menu: Django's set_language (the cookie, the redirect back),
+    and for a signed-in user their lasting choice too."""
+    language = request.POST.get("language", "")
+    if request.user.is_authenticated and services.language_supported(language):
+        services.user_language_set(user=request.user, session=request.session, language=language)
+    return set_language(request)
