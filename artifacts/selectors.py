@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db.models import Count, Q
 from django.db.models.functions import Left
 from django.urls import reverse
-from django.utils.translation import gettext, gettext_noop
+from django.utils.translation import gettext, gettext_noop, pgettext_lazy
 
 from artifactflow.ids import ArtifactIdConverter, id_from_text
 from artifactflow.markdown import markdown_tokens
@@ -223,12 +223,24 @@ def artifact_get(*, branch: Branch, artifact_id: str) -> ArtifactView | None:
 
 
 QUESTION_CHARS = 60
+# How each version came to be, as the version menu says it: in English the
+# words stored, which the menu always showed.
+UPDATE_TYPES = {
+    "create": pgettext_lazy("how a version came to be", "create"),
+    "update": pgettext_lazy("how a version came to be", "update"),
+    "update_fuzzy": pgettext_lazy("how a version came to be", "update_fuzzy"),
+    "rewrite": pgettext_lazy("how a version came to be", "rewrite"),
+    "upload": pgettext_lazy("how a version came to be", "upload"),
+    "user_edit": pgettext_lazy("how a version came to be", "user_edit"),
+    "restore": pgettext_lazy("how a version came to be", "restore"),
+}
 
 
 def artifact_versions(*, artifact: Artifact, branch: Branch) -> list[ArtifactVersion]:
     """Every saved version, newest first, each with `on_branch`, its `name`
     and `where` it was written: "turn 3" on this branch, the start of the
-    other branch's question, or "" for a version on every branch."""
+    other branch's question, or "" for a version on every branch; `change`
+    says how it came to be."""
     # The related manager hands each row its artifact by reading the row's
     # artifact_id: deferred, that read is a query per version.
     versions = list(
@@ -241,6 +253,7 @@ def artifact_versions(*, artifact: Artifact, branch: Branch) -> list[ArtifactVer
     for version in versions:
         version.name = names[version.version]
         version.on_branch = version.name.on_branch
+        version.change = str(UPDATE_TYPES.get(version.update_type, version.update_type))
         question = version.question or ""
         if len(question) > QUESTION_CHARS:
             question = question[:QUESTION_CHARS].rstrip() + "…"
