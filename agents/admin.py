@@ -8,7 +8,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.text import Truncator
-from django.utils.translation import gettext, ngettext
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from artifacts.uploads import UploadError
@@ -148,8 +148,7 @@ class RunAdmin(ReadOnlyAdmin):
         if cancelled:
             self.message_user(
                 request,
-                ngettext("Cancelled %(count)s run: %(ids)s.", "Cancelled %(count)s runs: %(ids)s.", len(cancelled))
-                % {"count": len(cancelled), "ids": _ids(cancelled)},
+                gettext("Cancelled %(count)s run(s): %(ids)s.") % {"count": len(cancelled), "ids": _ids(cancelled)},
                 messages.SUCCESS,
             )
         if ended:

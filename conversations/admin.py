@@ -3,7 +3,7 @@ from django.contrib.admin import helpers
 from django.core.exceptions import ValidationError
 from django.db.models import Count
 from django.template.response import TemplateResponse
-from django.utils.translation import gettext, ngettext
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from agents.selectors import conversations_busy
@@ -70,8 +70,7 @@ class ConversationAdmin(ServiceDeleteMixin, admin.ModelAdmin):
         if deleted:
             self.message_user(
                 request,
-                ngettext("Deleted %(count)s conversation.", "Deleted %(count)s conversations.", deleted)
-                % {"count": deleted},
+                gettext("Deleted %(count)s conversation(s).") % {"count": deleted},
                 messages.SUCCESS,
             )
         for reason in refused:
@@ -93,11 +92,7 @@ class ConversationAdmin(ServiceDeleteMixin, admin.ModelAdmin):
             report = cleanup_apply(plan=plan, busy=conversations_busy())
             self.message_user(
                 request,
-                ngettext(
-                    "Removed %(count)s artifact, %(bytes)s.",
-                    "Removed %(count)s artifacts, %(bytes)s.",
-                    len(report.removed),
-                )
+                gettext("Removed %(count)s artifact(s), %(bytes)s.")
                 % {"count": len(report.removed), "bytes": bytes_text(report.bytes)},
                 messages.SUCCESS,
             )

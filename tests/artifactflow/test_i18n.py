@@ -271,6 +271,12 @@ def test_the_sign_in_pages_are_chinese_for_an_anonymous_browser_that_asks(client
     assert "用户名和密码不匹配" in refused.content.decode()
     assert english_in(refused.content.decode()) == []
 
+    for _ in range(settings.AXES_FAILURE_LIMIT):
+        locked = client.post(reverse("login"), {"username": "张三", "password": "错误"}, **ZH)
+    assert locked.status_code == 429
+    assert "“张三”的密码错误次数过多：登录已锁定 15 分钟。" in locked.content.decode()
+    assert english_in(locked.content.decode()) == []
+
 
 def test_plurals_and_date_groups_are_chinese(client, user, research):
     conversation, first_run = research
