@@ -2,6 +2,7 @@
 in the session so that a page costs no query to find it."""
 
 from django.conf import settings
+from django.http.cookie import parse_cookie
 from django.utils import translation
 
 from .models import UserPreference
@@ -39,12 +40,16 @@ def session_language(*, session) -> str:
 
 
 def scope_language(*, scope) -> str:
-    """The language a websocket renders in, as its page was: the user's choice,
-    else the browser's Accept-Language, else the default."""
+    """The language an ASGI connection is answered in, as its page was (a
+    websocket, a request refused before Django reads it): the user's choice,
+    else the browser's language cookie or Accept-Language, else the default."""
     session = scope.get("session")
     if session is not None and (chosen := session_language(session=session)):
         return chosen
     headers = dict(scope.get("headers") or [])
+    cookie = parse_cookie(headers.get(b"cookie", b"").decode("latin-1")).get(settings.LANGUAGE_COOKIE_NAME, "")
+    if language_supported(cookie):
+        return cookie
     accept = headers.get(b"accept-language", b"").decode("latin-1")
     for code, _quality in translation.trans_real.parse_accept_lang_header(accept):
         try:

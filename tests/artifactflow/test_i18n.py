@@ -344,3 +344,23 @@ def test_the_shipped_mo_is_the_po_compiled():
         else:
             expected[prefix + msgid] = message.string
     assert compiled == expected
+
+
+def test_the_admins_own_pages_are_chinese_too(staff_client, research):
+    """Django's admin brings its own translations; the trace, the purge page
+    and the cleanup's dry run are ours."""
+    conversation, first_run = research
+    trace = staff_client.get(reverse("admin:agents_run_change", args=[first_run.pk]), **ZH).content.decode()
+    purge = staff_client.get(reverse("admin:agents_run_purge_chunks"), **ZH).content.decode()
+    cleanup = staff_client.post(
+        reverse("admin:conversations_conversation_changelist"),
+        {"action": "artifacts_cleanup", "_selected_action": [conversation.pk]},
+        **ZH,
+    ).content.decode()
+
+    for heading in ("追踪", "权限决定", "已获取的来源", "已写入的产物", "时间线"):
+        assert f">{heading}</h" in trace
+    assert "清除流式文本" in purge and "计数（试运行）" in purge
+    assert "这是试运行：没有移除任何内容。" in cleanup
+    ours = ("Trace", "Permission decisions", "Sources fetched", "Timeline", "Purge streamed text", "dry run")
+    assert [word for word in ours if word in trace + purge + cleanup] == []
