@@ -8,6 +8,8 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.text import Truncator
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
 
 from artifacts.uploads import UploadError
 
@@ -39,7 +41,7 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 
 class PurgeForm(forms.Form):
-    older_than_days = forms.IntegerField(min_value=0, initial=30, label="Finished more than this many days ago")
+    older_than_days = forms.IntegerField(min_value=0, initial=30, label=_("Finished more than this many days ago"))
 
 
 @admin.register(Run)
@@ -88,11 +90,11 @@ class RunAdmin(ReadOnlyAdmin):
     def has_purge_permission(self, request):
         return request.user.has_perm("agents.purge_chunks")
 
-    @admin.display(description="user", ordering="message__conversation__owner__username")
+    @admin.display(description=_("user"), ordering="message__conversation__owner__username")
     def user(self, run):
         return run.message.conversation.owner
 
-    @admin.display(description="conversation")
+    @admin.display(description=_("conversation"))
     def conversation_link(self, run):
         conversation = run.message.conversation
         return format_html(
@@ -102,30 +104,30 @@ class RunAdmin(ReadOnlyAdmin):
             conversation.get_absolute_url(),
         )
 
-    @admin.display(description="question")
+    @admin.display(description=_("question"))
     def question(self, run):
         return run.message.content
 
-    @admin.display(description="duration")
+    @admin.display(description=_("duration"))
     def duration(self, run):
         if run.started_at and run.finished_at:
             return f"{(run.finished_at - run.started_at).total_seconds():.1f} s"
         return "—"
 
-    @admin.display(description="tokens")
+    @admin.display(description=_("tokens"))
     def tokens(self, run):
         executions = (run.metrics or {}).get("agent_executions") or []
         return sum(((e.get("token_usage") or {}).get("total_tokens") or 0) for e in executions) or "—"
 
-    @admin.display(description="error")
+    @admin.display(description=_("error"))
     def short_error(self, run):
         return Truncator(run.error).chars(80)
 
-    @admin.display(description="metrics")
+    @admin.display(description=_("metrics"))
     def metrics_json(self, run):
         return json_block(run.metrics)
 
-    @admin.display(description="checkpoint")
+    @admin.display(description=_("checkpoint"))
     def checkpoint_json(self, run):
         return json_block(run.checkpoint)
 
@@ -140,13 +142,19 @@ class RunAdmin(ReadOnlyAdmin):
             extra_context = {**(extra_context or {}), "trace": run_trace(run=run)}
         return super().change_view(request, object_id, form_url, extra_context)
 
-    @admin.action(description="Cancel selected runs", permissions=["cancel"])
+    @admin.action(description=_("Cancel selected runs"), permissions=["cancel"])
     def runs_cancel(self, request, queryset):
         cancelled, ended = runs_cancel_by_staff(run_ids=list(queryset.values_list("pk", flat=True)))
         if cancelled:
-            self.message_user(request, f"Cancelled {len(cancelled)} run(s): {_ids(cancelled)}.", messages.SUCCESS)
+            self.message_user(
+                request,
+                gettext("Cancelled %(count)s run(s): %(ids)s.") % {"count": len(cancelled), "ids": _ids(cancelled)},
+                messages.SUCCESS,
+            )
         if ended:
-            self.message_user(request, f"Already ended, left as they were: {_ids(ended)}.", messages.WARNING)
+            self.message_user(
+                request, gettext("Already ended, left as they were: %(ids)s.") % {"ids": _ids(ended)}, messages.WARNING
+            )
 
     def get_urls(self):
         purge = path(
@@ -165,13 +173,16 @@ class RunAdmin(ReadOnlyAdmin):
             if "apply" in request.POST:
                 done = run_chunks_purge(older_than_days=days, apply=True)
                 self.message_user(
-                    request, f"Deleted {done.events} streamed-text events of {done.runs} runs.", messages.SUCCESS
+                    request,
+                    gettext("Deleted %(events)s streamed-text events of %(runs)s runs.")
+                    % {"events": done.events, "runs": done.runs},
+                    messages.SUCCESS,
                 )
                 return redirect("admin:agents_run_changelist")
             report = run_chunks_purge(older_than_days=days)
         context = {
             **self.admin_site.each_context(request),
-            "title": "Purge streamed text of finished runs",
+            "title": gettext("Purge streamed text of finished runs"),
             "opts": self.model._meta,
             "form": form,
             "report": report,
@@ -194,7 +205,7 @@ class RunEventAdmin(ReadOnlyAdmin):
     def has_delete_permission(self, request, obj=None):
         return False
 
-    @admin.display(description="data")
+    @admin.display(description=_("data"))
     def data_json(self, event):
         return json_block(event.data)
 
@@ -203,8 +214,8 @@ class LibraryUploadForm(forms.ModelForm):
     """Adding a document is uploading a file: its text is read while the form
     is validated, so an unreadable file is an error on the form."""
 
-    original_file = forms.FileField(label="File", help_text="Markdown, text, Word (.docx) or PDF.")
-    title = forms.CharField(max_length=300, required=False, help_text="The file's name when left empty.")
+    original_file = forms.FileField(label=_("File"), help_text=_("Markdown, text, Word (.docx) or PDF."))
+    title = forms.CharField(max_length=300, required=False, help_text=_("The file's name when left empty."))
 
     class Meta:
         model = LibraryDocument

@@ -12,6 +12,8 @@ run, a conversation's active one, the tools always allowed on a branch.
 import json
 from dataclasses import dataclass, field, replace
 
+from django.utils.translation import gettext, gettext_noop, ngettext
+
 from artifacts.branches import Branch, branch_at, branch_shown
 from artifacts.live import ActiveRun
 from artifacts.models import ArtifactSession
@@ -54,11 +56,16 @@ class PermissionQuestion:
 
     @property
     def unshowable(self) -> str:
-        lengths = " and its ".join(
-            f"{name} is {length:,} characters long" if isinstance(length, int) else f"{name} was cut"
+        lengths = gettext(" and its ").join(
+            ngettext("%(name)s is %(length)s character long", "%(name)s is %(length)s characters long", length)
+            % {"name": name, "length": f"{length:,}"}
+            if isinstance(length, int)
+            else gettext("%(name)s was cut") % {"name": name}
             for name, length in self.cut
         )
-        return f"This call cannot be approved: its {lengths}, too long to show here whole. Deny it and the agent is told why."
+        return gettext(
+            "This call cannot be approved: its %(lengths)s, too long to show here whole. Deny it and the agent is told why."
+        ) % {"lengths": lengths}
 
 
 def _permission_question(*, data: dict, agent: str, subject: str, why: str) -> PermissionQuestion:
@@ -87,7 +94,7 @@ def _shown(value) -> str:
 @dataclass
 class RunView:
     status: str = Run.Status.QUEUED
-    activity: str = "Queued"
+    activity: str = field(default_factory=lambda: gettext("Queued"))
     text: str = ""
     error: str = ""
     model: str = ""
@@ -139,29 +146,32 @@ def run_view_apply(view: RunView, event: RunEvent) -> None:
         case RunEvent.Type.METADATA if data.get("resumed"):
             # The step the dead worker was in is done again from the start.
             view.text = ""
-            view.activity = "Resuming"
+            view.activity = gettext("Resuming")
         case RunEvent.Type.METADATA:
             view.status = Run.Status.RUNNING
             view.model = data.get("model", "")
             view.demo = bool(data.get("demo"))
-            view.activity = "Starting"
+            view.activity = gettext("Starting")
         case RunEvent.Type.AGENT_START if agent == LEAD_AGENT:
-            view.activity = f"{LEAD_AGENT} · thinking"
+            view.activity = gettext("%(agent)s · thinking") % {"agent": LEAD_AGENT}
             view.text = ""
         case RunEvent.Type.AGENT_START:
-            view.activity = f"{agent} · working on {quoted(data.get('instruction', ''))}"
+            view.activity = gettext("%(agent)s · working on %(instruction)s") % {
+                "agent": agent,
+                "instruction": quoted(data.get("instruction", "")),
+            }
         case RunEvent.Type.AGENT_COMPLETE if agent != LEAD_AGENT:
-            view.activity = f"{LEAD_AGENT} · reading {agent}’s report"
+            view.activity = gettext("%(lead)s · reading %(agent)s’s report") % {"lead": LEAD_AGENT, "agent": agent}
         case RunEvent.Type.LLM_CHUNK if agent == LEAD_AGENT:
             view.text += data.get("content", "")
-            view.activity = f"{LEAD_AGENT} · writing the answer"
+            view.activity = gettext("%(agent)s · writing the answer") % {"agent": LEAD_AGENT}
         case RunEvent.Type.LLM_RETRY:
             # The stream broke off and the model is asked again from the start.
             if agent == LEAD_AGENT:
                 view.text = ""
-            view.activity = f"{agent} · reconnecting to the model"
+            view.activity = gettext("%(agent)s · reconnecting to the model") % {"agent": agent}
         case RunEvent.Type.COMPACTION:
-            view.activity = f"{agent} · summarising its context to make room"
+            view.activity = gettext("%(agent)s · summarising its context to make room") % {"agent": agent}
         case RunEvent.Type.LLM_COMPLETE if agent == LEAD_AGENT:
             view.text = text_before_calls(data.get("content", view.text))
         case RunEvent.Type.TOOL_START:
@@ -170,7 +180,7 @@ def run_view_apply(view: RunView, event: RunEvent) -> None:
                 view.text = ""
             view.activity = status_line(view.fold.running.get(agent), view.fold, agent)
         case RunEvent.Type.TOOL_COMPLETE:
-            view.activity = f"{agent} · thinking"
+            view.activity = gettext("%(agent)s · thinking") % {"agent": agent}
         case RunEvent.Type.PERMISSION_REQUEST:
             # No tool_start precedes a call that needs approval: the question ends the step's prose.
             if agent == LEAD_AGENT:
@@ -183,13 +193,13 @@ def run_view_apply(view: RunView, event: RunEvent) -> None:
             view.pending = _permission_question(
                 data=data, agent=agent, subject=step.subject if step else "", why=shortened(why, 300)
             )
-            view.activity = "Waiting for your approval"
+            view.activity = gettext("Waiting for your approval")
         case RunEvent.Type.PERMISSION_RESULT if data.get("decision") in ALLOWING:
             view.pending = None
             view.activity = status_line(view.fold.running.get(agent), view.fold, agent)
         case RunEvent.Type.PERMISSION_RESULT:
             view.pending = None
-            view.activity = f"{agent} · thinking"
+            view.activity = gettext("%(agent)s · thinking") % {"agent": agent}
         case RunEvent.Type.COMPLETE:
             view.status = Run.Status.COMPLETED
             view.text = data.get("response", view.text)
@@ -199,8 +209,15 @@ def run_view_apply(view: RunView, event: RunEvent) -> None:
             view.activity = ""
         case RunEvent.Type.ERROR:
             view.status = Run.Status.FAILED
-            view.error = data.get("message", "The turn failed.")
+            view.error = stored_text(data.get("message") or gettext_noop("The turn failed."))
             view.activity = ""
+
+
+def stored_text(text: str) -> str:
+    """A message the worker stored in English (a run's error), in the reader's
+    language when it is one of the catalogue's, else as it was stored (a
+    model's or a library's own words)."""
+    return gettext(text) if text else ""
 
 
 def run_views(*, runs: list[Run]) -> dict[int, RunView]:
@@ -216,7 +233,7 @@ def run_views(*, runs: list[Run]) -> dict[int, RunView]:
                 activity="",
                 text=run.message.response,
                 html=run.message.response_html,
-                error=run.error,
+                error=stored_text(run.error),
                 model=run.model,
                 demo=run.model == "demo",
                 run_id=run.pk,
@@ -292,11 +309,11 @@ def _ref_found(ref: ArtifactRef, *, fold: StepFold, run: Run, by_run: dict, by_n
     if saved is not None:
         return replace(ref, saved=saved)
     if run.is_active:
-        missing = "not saved yet: the turn saves it when it ends"
+        missing = gettext("not saved yet: the turn saves it when it ends")
     elif ref.artifact_id in fold.unsaved:
-        missing = "not saved: saving it failed"
+        missing = gettext("not saved: saving it failed")
     else:
-        missing = "deleted since"
+        missing = gettext("deleted since")
     return replace(ref, missing=missing)
 
 

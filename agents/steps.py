@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from html import unescape
 
+from django.utils.translation import gettext, gettext_lazy, ngettext, pgettext_lazy
+
 from artifactflow.ids import ArtifactIdConverter
 from artifactflow.markdown import markdown_render
 from artifacts.selectors import VersionName
@@ -29,21 +31,28 @@ AGENT, TOOL, COMPACTION, RETRY, RESUMED = "agent", "tool", "compaction", "retry"
 # How it went.
 RUNNING, OK, FAILED, DENIED, STOPPED = "running", "ok", "failed", "denied", "stopped"
 
-STATUS_WORDS = {RUNNING: "working", OK: "ok", FAILED: "failed", DENIED: "not run", STOPPED: "stopped"}
-PERMISSION_WORDS = {
-    "asked": "waiting for your approval",
-    PermissionDecision.APPROVE: "you approved it",
-    PermissionDecision.ALWAYS: "you allowed it from now on",
-    PermissionDecision.DENY: "you denied it",
-    PermissionDecision.EXPIRED: "nobody answered in time",
-    "unanswered": "the run ended before an answer",
+# Lazy: said in the language of the page that shows them.
+STATUS_WORDS = {
+    RUNNING: pgettext_lazy("step status", "working"),
+    OK: pgettext_lazy("step status", "ok"),
+    FAILED: pgettext_lazy("step status", "failed"),
+    DENIED: pgettext_lazy("step status", "not run"),
+    STOPPED: pgettext_lazy("step status", "stopped"),
 }
-# The status line's verb for each artifact tool.
+PERMISSION_WORDS = {
+    "asked": gettext_lazy("waiting for your approval"),
+    PermissionDecision.APPROVE: gettext_lazy("you approved it"),
+    PermissionDecision.ALWAYS: gettext_lazy("you allowed it from now on"),
+    PermissionDecision.DENY: gettext_lazy("you denied it"),
+    PermissionDecision.EXPIRED: gettext_lazy("nobody answered in time"),
+    "unanswered": gettext_lazy("the run ended before an answer"),
+}
+# The status line for each artifact tool: "<agent> · writing “<title>”".
 _ARTIFACT_VERBS = {
-    "create_artifact": "writing",
-    "update_artifact": "editing",
-    "rewrite_artifact": "rewriting",
-    "read_artifact": "reading",
+    "create_artifact": gettext_lazy("%(agent)s · writing %(subject)s"),
+    "update_artifact": gettext_lazy("%(agent)s · editing %(subject)s"),
+    "rewrite_artifact": gettext_lazy("%(agent)s · rewriting %(subject)s"),
+    "read_artifact": gettext_lazy("%(agent)s · reading %(subject)s"),
 }
 SUBJECT_CHARS = 60
 # A URL longer than this is named on a step's line by the host it goes to.
@@ -140,11 +149,11 @@ class Step:
     @property
     def status_text(self) -> str:
         # A call held for a person's answer is not working.
-        return PERMISSION_WORDS["asked"] if self.is_asking else STATUS_WORDS[self.status]
+        return str(PERMISSION_WORDS["asked"] if self.is_asking else STATUS_WORDS[self.status])
 
     @property
     def permission_text(self) -> str:
-        return PERMISSION_WORDS.get(self.permission, self.permission)
+        return str(PERMISSION_WORDS.get(self.permission, self.permission))
 
     @property
     def summary(self) -> str:
@@ -215,11 +224,11 @@ class StepFold:
 def _duration_text(duration: timedelta) -> str:
     ms = duration // timedelta(milliseconds=1)
     if ms < 1000:
-        return f"{ms} ms"
+        return gettext("%(ms)s ms") % {"ms": ms}
     if ms < 60_000:
-        return f"{ms / 1000:.1f} s"
+        return gettext("%(seconds)s s") % {"seconds": f"{ms / 1000:.1f}"}
     minutes, seconds = divmod(round(ms / 1000), 60)
-    return f"{minutes} min {seconds} s"
+    return gettext("%(minutes)s min %(seconds)s s") % {"minutes": minutes, "seconds": seconds}
 
 
 def step_fold_apply(fold: StepFold, event: RunEvent) -> None:
@@ -232,14 +241,14 @@ def step_fold_apply(fold: StepFold, event: RunEvent) -> None:
             # included; a subagent's work goes on under its hand-over.
             for open_agent, step in list(fold.running.items()):
                 if step.kind != AGENT:
-                    _finish(fold, step, STOPPED, outcome="interrupted, done again")
+                    _finish(fold, step, STOPPED, outcome=gettext("interrupted, done again"))
                     del fold.running[open_agent]
             # Among the steps of the agent that was at work: the newest hand-over's, else the lead's.
             _place(fold, next(reversed(fold.groups), LEAD_AGENT)).append(
                 Step(
                     RESUMED,
                     "",
-                    subject="the worker stopped; the run went on where it was",
+                    subject=gettext("the worker stopped; the run went on where it was"),
                     status=OK,
                     started=fold.work,
                 )
@@ -291,18 +300,19 @@ def step_fold_apply(fold: StepFold, event: RunEvent) -> None:
             step.permission = str(data.get("decision", ""))
         case RunEvent.Type.COMPACTION:
             before, after = data.get("tokens_before"), data.get("tokens_after")
-            sizes = (
-                f": {before:,} → {after:,} tokens (estimated)"
+            subject = (
+                gettext("summarised its context to make room: %(before)s → %(after)s tokens (estimated)")
+                % {"before": f"{before:,}", "after": f"{after:,}"}
                 if isinstance(before, int) and isinstance(after, int)
-                else ""
+                else gettext("summarised its context to make room")
             )
-            compacted = Step(
-                COMPACTION, agent, subject=f"summarised its context to make room{sizes}", status=OK, started=fold.work
-            )
+            compacted = Step(COMPACTION, agent, subject=subject, status=OK, started=fold.work)
             compacted.body = str(data.get("summary", ""))
             _place(fold, agent).append(compacted)
         case RunEvent.Type.LLM_RETRY:
-            retry = Step(RETRY, agent, subject="the model's reply broke off; asked again", status=OK, started=fold.work)
+            retry = Step(
+                RETRY, agent, subject=gettext("the model's reply broke off; asked again"), status=OK, started=fold.work
+            )
             retry.text = str(data.get("reason", ""))
             _place(fold, agent).append(retry)
         case RunEvent.Type.COMPLETE | RunEvent.Type.ERROR:
@@ -394,27 +404,39 @@ def _url_shown(url: str) -> str:
     if len(url) <= URL_CHARS:
         return url
     target = fetch_target(url)
-    return f"a long URL on {target.host}" if target.host and not target.refused else "a long URL"
+    return (
+        gettext("a long URL on %(host)s") % {"host": target.host}
+        if target.host and not target.refused
+        else gettext("a long URL")
+    )
 
 
 def status_line(step: Step | None, fold: StepFold, agent: str) -> str:
     """The status line for a call that starts or runs now."""
     if step is None:
-        return f"{agent} · working"
+        return gettext("%(agent)s · working") % {"agent": agent}
     params = step.params
     if step.kind == AGENT:
-        return f"{step.by} · handing over to {step.agent}"
+        return gettext("%(by)s · handing over to %(agent)s") % {"by": step.by, "agent": step.agent}
     if step.tool == WEB_SEARCH:
-        where = "the team library" if search_provider() == "local" else "the web"
-        return f"{agent} · searching {where} for {quoted(params.get('query', ''))}"
+        query = quoted(params.get("query", ""))
+        if search_provider() == "local":
+            return gettext("%(agent)s · searching the team library for %(query)s") % {"agent": agent, "query": query}
+        return gettext("%(agent)s · searching the web for %(query)s") % {"agent": agent, "query": query}
     if step.tool == WEB_FETCH:
         url = str(params.get("url", "")).strip()
         title = fold.titles.get(url)
         shown = _url_shown(url)
-        return f"{agent} · reading {quoted(title)} ({shown})" if title else f"{agent} · reading {shown}"
+        if title:
+            return gettext("%(agent)s · reading %(title)s (%(url)s)") % {
+                "agent": agent,
+                "title": quoted(title),
+                "url": shown,
+            }
+        return gettext("%(agent)s · reading %(url)s") % {"agent": agent, "url": shown}
     if step.tool in _ARTIFACT_VERBS:
-        return f"{agent} · {_ARTIFACT_VERBS[step.tool]} {step.subject}"
-    return f"{agent} · running {step.tool}"
+        return _ARTIFACT_VERBS[step.tool] % {"agent": agent, "subject": step.subject}
+    return gettext("%(agent)s · running %(tool)s") % {"agent": agent, "tool": step.tool}
 
 
 # --- reading tool results -----------------------------------------------------------
@@ -516,10 +538,14 @@ def _outcome(step: Step, data: dict) -> str:
     if not data.get("success"):
         return shortened(step.text.splitlines()[0] if step.text.strip() else "", OUTCOME_CHARS)
     if step.kind == AGENT:
-        return "reported back" if step.body else "no report"
+        return gettext("reported back") if step.body else gettext("no report")
     if step.tool == WEB_SEARCH:
         count = len(step.sources)
-        return f"{count} result{'s' if count != 1 else ''}" if count else "no results"
+        return (
+            ngettext("%(count)s result", "%(count)s results", count) % {"count": count}
+            if count
+            else gettext("no results")
+        )
     # An artifact step says no version: while the turn runs, what it wrote is
     # unsaved, and its count is not the number the save takes. The activity
     # names the version saved (agents.selectors.run_activity).

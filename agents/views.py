@@ -1,6 +1,7 @@
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
+from django.utils.translation import gettext, gettext_noop
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import retarget
 
@@ -67,7 +68,7 @@ def run_cancel(request, run_id):
     return _acting(request, run_id, lambda: runs.run_cancel(run_id=run_id, user=request.user))
 
 
-RETRIED_AS_BRANCH = "Tried again as a new branch; your later turns stay on the branch you came from."
+RETRIED_AS_BRANCH = gettext_noop("Tried again as a new branch; your later turns stay on the branch you came from.")
 
 
 @require_POST
@@ -84,7 +85,7 @@ def run_retry(request, run_id):
     # The turn had later turns below it and was tried again beside them
     # (runs.run_retry): the page shows that branch, and says so.
     response = thread_response(
-        request, conversation=retried.message.conversation, branch_changed=True, notice=RETRIED_AS_BRANCH
+        request, conversation=retried.message.conversation, branch_changed=True, notice=gettext(RETRIED_AS_BRANCH)
     )
     return retarget(response, "#thread")
 

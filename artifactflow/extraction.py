@@ -33,6 +33,7 @@ import warnings
 from pathlib import Path
 
 from django.conf import settings
+from django.utils.translation import gettext, gettext_lazy
 
 from artifactflow.documents import (
     DocumentError,
@@ -47,7 +48,11 @@ from artifactflow.documents import (
 logger = logging.getLogger(__name__)
 
 _READERS = {read.__name__: read for read in (docx_markdown, pdf_text, pdf_first_pages)}
-_KINDS = {"docx_markdown": "Word document", "pdf_text": "PDF", "pdf_first_pages": "PDF"}
+_KINDS = {
+    "docx_markdown": gettext_lazy("Word document"),
+    "pdf_text": gettext_lazy("PDF"),
+    "pdf_first_pages": gettext_lazy("PDF"),
+}
 _ERRORS = {error.__name__: error for error in (DocumentError, PdfLockedError)}
 # Run from the directory that holds the artifactflow package: `-m` finds it
 # there, with no PYTHONPATH in the child's (empty) environment.
@@ -150,29 +155,31 @@ def _answer(*, read, returncode: int, stdout: bytes, stderr: bytes):
     if returncode in (-signal.SIGXCPU, -signal.SIGKILL):
         raise DocumentError(_too_long_message(read))
     logger.warning("Document reader exited with %s: %s", returncode, stderr[-2000:].decode(errors="replace"))
-    raise DocumentError(f"Could not read this {_kind(read)}: its reader stopped unexpectedly.")
+    raise DocumentError(
+        gettext("Could not read this %(kind)s: its reader stopped unexpectedly.") % {"kind": _kind(read)}
+    )
 
 
 def _kind(read) -> str:
-    return _KINDS[read.__name__]
+    return str(_KINDS[read.__name__])
 
 
 def _too_long_message(read) -> str:
-    return (
-        f"This {_kind(read)} took too long to read (over {settings.EXTRACT_TIMEOUT:g} seconds). "
+    return gettext(
+        "This %(kind)s took too long to read (over %(seconds)s seconds). "
         "Split it into smaller parts, or save it again from the program that made it, and upload that."
-    )
+    ) % {"kind": _kind(read), "seconds": f"{settings.EXTRACT_TIMEOUT:g}"}
 
 
 def _memory_message(read) -> str:
-    return (
-        f"This {_kind(read)} needs too much memory to read. "
+    return gettext(
+        "This %(kind)s needs too much memory to read. "
         "Split it into smaller parts, or save it again from the program that made it, and upload that."
-    )
+    ) % {"kind": _kind(read)}
 
 
 def _busy_message() -> str:
-    return "The server is busy reading other documents. Try again in a minute."
+    return gettext("The server is busy reading other documents. Try again in a minute.")
 
 
 def _child_limited(*, memory: int, cpu: int) -> None:

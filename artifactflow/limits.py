@@ -8,7 +8,9 @@ declared length as soon as it grows past the cap.
 """
 
 from django.conf import settings
+from django.utils import translation
 
+from accounts.services import scope_language
 from artifacts.uploads import upload_too_large_message
 
 
@@ -22,7 +24,7 @@ class RequestBodyLimit:
         limit = settings.REQUEST_BODY_MAX_BYTES
         declared = dict(scope["headers"]).get(b"content-length", b"")
         if declared.isdigit() and int(declared) > limit:
-            return await _refuse(send)
+            return await _refuse(send, scope)
 
         received = 0
         refused = False
@@ -34,7 +36,7 @@ class RequestBodyLimit:
                 received += len(message.get("body", b""))
                 if received > limit:
                     refused = True
-                    await _refuse(send)
+                    await _refuse(send, scope)
                     # Django stops reading and sends nothing.
                     return {"type": "http.disconnect"}
             return message
@@ -46,8 +48,10 @@ class RequestBodyLimit:
         await self.app(scope, receive_counted, send_unless_refused)
 
 
-async def _refuse(send) -> None:
-    body = upload_too_large_message().encode()
+async def _refuse(send, scope) -> None:
+    # In the page's language: the upload form shows these words (app.js).
+    with translation.override(scope_language(scope=scope)):
+        body = upload_too_large_message().encode()
     await send(
         {
             "type": "http.response.start",

@@ -183,6 +183,7 @@ INSTALLED_APPS = [
     "conversations",
     "artifacts",
     "agents",
+    "accounts",
 ]
 if not REDIS_URL:
     INSTALLED_APPS.append("channels_lite")
@@ -195,10 +196,14 @@ MIDDLEWARE = [
     # websockets never pass here. BREACH: Django masks the CSRF token anew in every response.
     "django.middleware.gzip.GZipMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    # The browser's language (its language cookie, else Accept-Language)...
+    "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # ...unless the signed-in user chose one (accounts.services).
+    "accounts.middleware.UserLanguageMiddleware",
     "artifactflow.middleware.LoginRequiredMiddleware",
     "artifactflow.middleware.PrivateCacheMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -268,7 +273,11 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "chat"
 LOGOUT_REDIRECT_URL = "login"
 
-LANGUAGE_CODE = "en-us"
+# The interface speaks English and Simplified Chinese; the catalogue is
+# locale/zh_Hans (`make messages` updates it, its .mo ships compiled).
+LANGUAGE_CODE = "en"
+LANGUAGES = [("en", "English"), ("zh-hans", "简体中文")]
+LOCALE_PATHS = [BASE_DIR / "locale"]
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True

@@ -7,6 +7,7 @@ from django.views.generic import RedirectView
 
 # Registers the <id:…> and <artifact:…> converters the apps' URLconfs use.
 import artifactflow.ids  # noqa: F401
+from accounts.views import language_set
 
 urlpatterns = [
     # For browsers that ask for /favicon.ico whatever the page links, signed in or not.
@@ -17,6 +18,8 @@ urlpatterns = [
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("accounts/password_change/", auth_views.PasswordChangeView.as_view(), name="password_change"),
+    # The language menu, on the sign-in page too.
+    path("accounts/language/", login_not_required(language_set), name="language-set"),
     path("accounts/password_change/done/", auth_views.PasswordChangeDoneView.as_view(), name="password_change_done"),
     path("runs/", include("agents.urls")),
     path("", include("conversations.urls")),

@@ -1,5 +1,6 @@
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
+from django.utils.translation import gettext
 
 from agents.selectors import session_active_runs
 from artifactflow.admin import ServiceDeleteMixin
@@ -43,7 +44,12 @@ class ArtifactAdmin(ServiceDeleteMixin, admin.ModelAdmin):
             try:
                 artifact_delete(artifact=artifact, active_runs=session_active_runs(session_id=artifact.session_id))
             except ValidationError as exc:
-                self.message_user(request, f"{artifact.artifact_id} was kept: {' '.join(exc.messages)}", messages.ERROR)
+                self.message_user(
+                    request,
+                    gettext("%(id)s was kept: %(reason)s")
+                    % {"id": artifact.artifact_id, "reason": " ".join(exc.messages)},
+                    messages.ERROR,
+                )
 
 
 @admin.register(ArtifactVersion)

@@ -15,6 +15,7 @@ from django.conf import settings
 from django.db.models import Count, Q
 from django.db.models.functions import Left
 from django.urls import reverse
+from django.utils.translation import gettext, gettext_noop, pgettext_lazy
 
 from artifactflow.ids import ArtifactIdConverter, id_from_text
 from artifactflow.markdown import markdown_tokens
@@ -76,10 +77,13 @@ class VersionName:
 
     def __str__(self) -> str:
         if self.ordinal is None:
-            return f"v{self.number} · other branch"
+            return gettext("v%(number)s · other branch") % {"number": self.number}
         if self.number is None:
-            return f"version {self.ordinal} on this branch (unsaved)"
-        return f"version {self.ordinal} on this branch (v{self.number})"
+            return gettext("version %(ordinal)s on this branch (unsaved)") % {"ordinal": self.ordinal}
+        return gettext("version %(ordinal)s on this branch (v%(number)s)") % {
+            "ordinal": self.ordinal,
+            "number": self.number,
+        }
 
 
 def _names(*, versions: Iterable[ArtifactVersion], branch: Branch) -> dict[int, VersionName]:
@@ -219,12 +223,24 @@ def artifact_get(*, branch: Branch, artifact_id: str) -> ArtifactView | None:
 
 
 QUESTION_CHARS = 60
+# How each version came to be, as the version menu says it: in English the
+# words stored, which the menu always showed.
+UPDATE_TYPES = {
+    "create": pgettext_lazy("how a version came to be", "create"),
+    "update": pgettext_lazy("how a version came to be", "update"),
+    "update_fuzzy": pgettext_lazy("how a version came to be", "update_fuzzy"),
+    "rewrite": pgettext_lazy("how a version came to be", "rewrite"),
+    "upload": pgettext_lazy("how a version came to be", "upload"),
+    "user_edit": pgettext_lazy("how a version came to be", "user_edit"),
+    "restore": pgettext_lazy("how a version came to be", "restore"),
+}
 
 
 def artifact_versions(*, artifact: Artifact, branch: Branch) -> list[ArtifactVersion]:
     """Every saved version, newest first, each with `on_branch`, its `name`
     and `where` it was written: "turn 3" on this branch, the start of the
-    other branch's question, or "" for a version on every branch."""
+    other branch's question, or "" for a version on every branch; `change`
+    says how it came to be."""
     # The related manager hands each row its artifact by reading the row's
     # artifact_id: deferred, that read is a query per version.
     versions = list(
@@ -237,11 +253,12 @@ def artifact_versions(*, artifact: Artifact, branch: Branch) -> list[ArtifactVer
     for version in versions:
         version.name = names[version.version]
         version.on_branch = version.name.on_branch
+        version.change = str(UPDATE_TYPES.get(version.update_type, version.update_type))
         question = version.question or ""
         if len(question) > QUESTION_CHARS:
             question = question[:QUESTION_CHARS].rstrip() + "…"
         if version.message_id in turns:
-            version.where = f"turn {turns[version.message_id]}"
+            version.where = gettext("turn %(number)s") % {"number": turns[version.message_id]}
         else:
             version.where = f"“{question}”" if question else ""
     return versions
@@ -554,9 +571,11 @@ def _compare_from(*, versions: list[ArtifactVersion], head: ArtifactVersion | No
     return before.version if before else None
 
 
-NO_SUCH_ARTIFACT = "The artifact this link names is not on this branch of the conversation; showing the newest."
-NO_SUCH_VERSION = "This link names a version that is not saved; showing the current text."
-NO_SUCH_DIFF = "This link compares versions that are not saved; showing the current text."
+NO_SUCH_ARTIFACT = gettext_noop(
+    "The artifact this link names is not on this branch of the conversation; showing the newest."
+)
+NO_SUCH_VERSION = gettext_noop("This link names a version that is not saved; showing the current text.")
+NO_SUCH_DIFF = gettext_noop("This link compares versions that are not saved; showing the current text.")
 
 
 def pane_context_for_page(*, branch: Branch, artifact_id: str, version: str, diff_from: str, diff_to: str) -> dict:
@@ -567,18 +586,18 @@ def pane_context_for_page(*, branch: Branch, artifact_id: str, version: str, dif
         return pane_context(branch=branch)
     selected = _artifact_named(branch=branch, artifact_id=artifact_id)
     if selected is None:
-        return pane_context(branch=branch, notice=NO_SUCH_ARTIFACT)
+        return pane_context(branch=branch, notice=gettext(NO_SUCH_ARTIFACT))
     if diff_from or diff_to:
         numbers = {"old_version": id_from_text(diff_from), "new_version": id_from_text(diff_to)}
         diff = artifact_compare(artifact=selected.saved, **numbers) if selected.saved else None
         if diff is None:
-            return pane_context(branch=branch, selected=selected, notice=NO_SUCH_DIFF)
+            return pane_context(branch=branch, selected=selected, notice=gettext(NO_SUCH_DIFF))
         return pane_context(branch=branch, selected=selected, diff=diff)
     if version:
         number = id_from_text(version)
         shown = artifact_version_get(artifact=selected.saved, version=number) if selected.saved and number else None
         if shown is None:
-            return pane_context(branch=branch, selected=selected, notice=NO_SUCH_VERSION)
+            return pane_context(branch=branch, selected=selected, notice=gettext(NO_SUCH_VERSION))
         return pane_context(branch=branch, selected=selected, version=shown)
     return pane_context(branch=branch, selected=selected)
 

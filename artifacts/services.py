@@ -7,6 +7,7 @@ from django.core.files.base import ContentFile
 from django.core.validators import ProhibitNullCharactersValidator
 from django.db import IntegrityError, transaction
 from django.utils import timezone
+from django.utils.translation import gettext, gettext_noop
 
 from . import live
 from .branches import Branch, branch_head
@@ -74,7 +75,7 @@ def artifact_upload_save(*, branch: Branch, filename: str, data: bytes, converte
         except IntegrityError:
             # Another upload took the same id between our read and our insert.
             continue
-    raise UploadError("Could not find a free name for this upload; rename the file and try again.")
+    raise UploadError(gettext("Could not find a free name for this upload; rename the file and try again."))
 
 
 def artifact_version_save(
@@ -143,9 +144,9 @@ def artifact_edit(
         row = Artifact.objects.select_for_update().get(pk=artifact.pk)
         head = branch_head(branch=branch, artifact=row)
         if head is None:
-            raise ValidationError("This artifact is not on this branch of the conversation.")
+            raise ValidationError(gettext("This artifact is not on this branch of the conversation."))
         if row.file and not head.content:
-            raise ValidationError("A binary file cannot be edited as text.")
+            raise ValidationError(gettext("A binary file cannot be edited as text."))
         if head.content == content:
             return head
         if head.version != base_version:
@@ -193,7 +194,7 @@ def artifact_conflict_dismiss(*, artifact: Artifact, version: int) -> None:
 DISCARDED_KEY = "artifacts_discarded"
 DISCARDED_MAX_COUNT = 5
 DISCARDED_MAX_CHARS = 1_000_000
-DISCARDED_TOO_LONG = (
+DISCARDED_TOO_LONG = gettext_noop(
     "Your text is too long to keep for recovery. Copy it somewhere first, or keep yours or merge instead."
 )
 
@@ -202,7 +203,7 @@ def discarded_keep(*, session, conversation_id, artifact_id: str, text: str) -> 
     """Keep `text` in the Django `session` as the one discarded for this
     artifact, dropping the oldest beyond the count."""
     if len(text) > DISCARDED_MAX_CHARS:
-        raise ValidationError(DISCARDED_TOO_LONG)
+        raise ValidationError(gettext(DISCARDED_TOO_LONG))
     key = [str(conversation_id), artifact_id]
     kept = [entry for entry in session.get(DISCARDED_KEY, []) if entry[:2] != key]
     kept.append([*key, text, timezone.now().isoformat()])
@@ -221,7 +222,7 @@ def discarded_drop(*, session, conversation_id, artifact_id: str) -> None:
         session[DISCARDED_KEY] = [entry for entry in kept if entry[:2] != key]
 
 
-ARTIFACT_BEING_WRITTEN = (
+ARTIFACT_BEING_WRITTEN = gettext_noop(
     "The running turn is writing this artifact. Stop the turn, or wait for it to finish, then delete it."
 )
 
@@ -235,7 +236,7 @@ def artifact_delete(*, artifact: Artifact, active_runs: tuple[ActiveRun, ...]) -
         if row is None:
             return
         if row.artifact_id in live.live_writing(session_id=row.session_id, runs=active_runs):
-            raise ValidationError(ARTIFACT_BEING_WRITTEN)
+            raise ValidationError(gettext(ARTIFACT_BEING_WRITTEN))
         row.delete()
         live.live_announce(session_id=row.session_id)
         if row.file:

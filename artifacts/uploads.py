@@ -16,6 +16,7 @@ from typing import Literal
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.template.defaultfilters import filesizeformat
+from django.utils.translation import gettext
 
 from artifactflow.documents import DocumentError, docx_markdown, pdf_text
 from artifactflow.extraction import document_read, document_read_async
@@ -108,7 +109,9 @@ class ConvertedUpload:
 def upload_too_large_message() -> str:
     """What a user is told of a file over the limit, wherever it is refused
     (the browser, the request-body cap, the view)."""
-    return f"This file is larger than the upload limit of {filesizeformat(settings.ARTIFACT_UPLOAD_MAX_BYTES)}."
+    return gettext("This file is larger than the upload limit of %(limit)s.") % {
+        "limit": filesizeformat(settings.ARTIFACT_UPLOAD_MAX_BYTES)
+    }
 
 
 def artifact_id_from_filename(filename: str, *, taken: Container[str]) -> str:
@@ -225,9 +228,11 @@ def _text_decoded(data: bytes, *, title: str) -> str:
     try:
         text = data.decode(encoding)
     except UnicodeDecodeError:
-        raise UploadError(f"{title} is not UTF-8 text. Save it as UTF-8 and upload it again.") from None
+        raise UploadError(
+            gettext("%(title)s is not UTF-8 text. Save it as UTF-8 and upload it again.") % {"title": title}
+        ) from None
     # NUL never occurs in text, and the database could not store it.
     if "\x00" in text:
-        raise UploadError(f"{title} looks like a binary file, not text.")
+        raise UploadError(gettext("%(title)s looks like a binary file, not text.") % {"title": title})
     # One line ending, so agents' exact-match edits work on uploads too.
     return text.replace("\r\n", "\n").replace("\r", "\n")

@@ -5,6 +5,7 @@ no stored value can break a page, a URL or a response header."""
 import re
 
 from django.core.exceptions import ValidationError
+from django.utils.translation import gettext
 
 TITLE_MAX_CHARS = 300
 CONTENT_TYPE_MAX_CHARS = 100
@@ -25,20 +26,25 @@ def artifact_id_valid(value) -> bool:
 def artifact_id_validate(value) -> None:
     if not artifact_id_valid(value):
         raise ValidationError(
-            "An artifact id is 1-200 letters, digits, '_', '-' or '.', starting with a letter or digit."
+            gettext("An artifact id is 1-200 letters, digits, '_', '-' or '.', starting with a letter or digit.")
         )
 
 
 def title_validate(value: str) -> None:
     if len(value) > TITLE_MAX_CHARS:
-        raise ValidationError(f"A title is at most {TITLE_MAX_CHARS} characters; this one has {len(value):,}.")
+        raise ValidationError(
+            gettext("A title is at most %(max)s characters; this one has %(length)s.")
+            % {"max": TITLE_MAX_CHARS, "length": f"{len(value):,}"}
+        )
     if _CONTROL.search(value):
-        raise ValidationError("A title is one line of text, without line breaks or control characters.")
+        raise ValidationError(gettext("A title is one line of text, without line breaks or control characters."))
 
 
 def content_type_validate(value: str) -> None:
     if len(value) > CONTENT_TYPE_MAX_CHARS or not _MEDIA_TYPE.fullmatch(value):
         raise ValidationError(
-            f"A content type is a media type of at most {CONTENT_TYPE_MAX_CHARS} characters, "
-            "such as text/markdown or text/x-python."
+            gettext(
+                "A content type is a media type of at most %(max)s characters, such as text/markdown or text/x-python."
+            )
+            % {"max": CONTENT_TYPE_MAX_CHARS}
         )

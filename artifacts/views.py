@@ -3,6 +3,7 @@ from django.core.exceptions import ValidationError
 from django.http import FileResponse, Http404, HttpResponse
 from django.shortcuts import render
 from django.utils.http import content_disposition_header
+from django.utils.translation import gettext
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import push_url, reswap, retarget
 
@@ -179,7 +180,7 @@ def artifact_edit(request, conversation_id, artifact_id):
     # A refused edit keeps the text typed, to fix and save again.
     refused = {"selected": selected, "editing": True, "edit_text": content, "status": 422}
     if base is None:
-        return _pane(request, branch, **refused, edit_error="The form is out of date; reload it.")
+        return _pane(request, branch, **refused, edit_error=gettext("The form is out of date; reload it."))
     choice = request.POST.get("choice", "")
     if choice in ("theirs", "merge"):
         theirs = _version_or_404(selected.saved, base)
@@ -192,7 +193,9 @@ def artifact_edit(request, conversation_id, artifact_id):
         except ValidationError as exc:
             conflict = selectors.edit_conflict(theirs=theirs, mine=content)
             return _pane(request, branch, **refused, conflict=conflict, edit_error=exc.messages[0])
-        return _pane(request, branch, selected=selected, pane_notice="Your text was discarded; theirs is current.")
+        return _pane(
+            request, branch, selected=selected, pane_notice=gettext("Your text was discarded; theirs is current.")
+        )
     try:
         services.artifact_edit(branch=branch, artifact=selected.saved, content=content, base_version=base)
     except services.ChangedMeanwhile as exc:
@@ -235,7 +238,7 @@ def artifact_restore(request, conversation_id, artifact_id):
             selected=selected,
             version=version,
             status=422,
-            restore_error="The page is out of date; reload it.",
+            restore_error=gettext("The page is out of date; reload it."),
         )
     try:
         restored = services.artifact_restore(branch=branch, version=version, base_version=base)
@@ -280,7 +283,8 @@ def artifact_delete(request, conversation_id, artifact_id):
         services.artifact_delete(artifact=selected.saved, active_runs=branch.active_runs)
     except ValidationError as exc:
         return _pane(request, branch, selected=selected, status=409, delete_error=exc.messages[0])
-    return _pane(request, branch, pane_notice=f"Deleted {selected.title or selected.artifact_id}.")
+    notice = gettext("Deleted %(title)s.") % {"title": selected.title or selected.artifact_id}
+    return _pane(request, branch, pane_notice=notice)
 
 
 async def _upload(request, conversation_id):
@@ -299,7 +303,7 @@ async def _upload(request, conversation_id):
 def _upload_read(request) -> tuple[str, bytes, str]:
     upload = request.FILES.get("file")
     if upload is None:
-        raise UploadError("Choose a file to upload.")
+        raise UploadError(gettext("Choose a file to upload."))
     services.artifact_upload_check(size=upload.size)
     return upload.name, upload.read(), upload.content_type or ""
 

@@ -3,6 +3,8 @@ from django.contrib.admin import helpers
 from django.core.exceptions import ValidationError
 from django.db.models import Count
 from django.template.response import TemplateResponse
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
 
 from agents.selectors import conversations_busy
 from agents.services import asking
@@ -53,7 +55,7 @@ class ConversationAdmin(ServiceDeleteMixin, admin.ModelAdmin):
     def delete_model(self, request, obj):
         asking.conversation_delete(conversation=obj)
 
-    @admin.action(description="Delete selected conversations…", permissions=["delete"])
+    @admin.action(description=_("Delete selected conversations…"), permissions=["delete"])
     def conversations_delete(self, request, queryset):
         if request.POST.get("post") != "yes":
             return self._confirm(request, queryset, "admin/conversations/conversation/delete_confirm.html", {})
@@ -66,15 +68,19 @@ class ConversationAdmin(ServiceDeleteMixin, admin.ModelAdmin):
             else:
                 deleted += 1
         if deleted:
-            self.message_user(request, f"Deleted {deleted} conversation(s).", messages.SUCCESS)
+            self.message_user(
+                request,
+                gettext("Deleted %(count)s conversation(s).") % {"count": deleted},
+                messages.SUCCESS,
+            )
         for reason in refused:
-            self.message_user(request, f"Not deleted, {reason}", messages.ERROR)
+            self.message_user(request, gettext("Not deleted, %(reason)s") % {"reason": reason}, messages.ERROR)
 
     def has_cleanup_permission(self, request):
         # The cleanup deletes artifacts and leaves the conversations: it is the artifacts' permission it needs.
         return request.user.has_perm("artifacts.delete_artifact")
 
-    @admin.action(description="Clean up artifacts (dry run)…", permissions=["cleanup"])
+    @admin.action(description=_("Clean up artifacts (dry run)…"), permissions=["cleanup"])
     def artifacts_cleanup(self, request, queryset):
         include_all = request.POST.get("include_all") == "on"
         plan = cleanup_plan(
@@ -85,16 +91,23 @@ class ConversationAdmin(ServiceDeleteMixin, admin.ModelAdmin):
         if request.POST.get("post") == "yes":
             report = cleanup_apply(plan=plan, busy=conversations_busy())
             self.message_user(
-                request, f"Removed {len(report.removed)} artifact(s), {bytes_text(report.bytes)}.", messages.SUCCESS
+                request,
+                gettext("Removed %(count)s artifact(s), %(bytes)s.")
+                % {"count": len(report.removed), "bytes": bytes_text(report.bytes)},
+                messages.SUCCESS,
             )
             for candidate, reason in report.skipped:
-                self.message_user(request, f"Kept {candidate.artifact_id}: {reason}", messages.WARNING)
+                self.message_user(
+                    request,
+                    gettext("Kept %(id)s: %(reason)s") % {"id": candidate.artifact_id, "reason": reason},
+                    messages.WARNING,
+                )
             return None
         context = {
             "plan": plan,
             "include_all": include_all,
             "bytes": bytes_text(plan.bytes),
-            "title": "Clean up artifacts: dry run",
+            "title": gettext("Clean up artifacts: dry run"),
         }
         return self._confirm(request, queryset, "admin/conversations/conversation/cleanup.html", context)
 
@@ -105,7 +118,7 @@ class ConversationAdmin(ServiceDeleteMixin, admin.ModelAdmin):
             {
                 **self.admin_site.each_context(request),
                 "opts": self.model._meta,
-                "title": "Are you sure?",
+                "title": gettext("Are you sure?"),
                 "conversations": queryset.select_related("owner"),
                 "action": request.POST.get("action"),
                 "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
@@ -116,7 +129,7 @@ class ConversationAdmin(ServiceDeleteMixin, admin.ModelAdmin):
     def get_queryset(self, request):
         return super().get_queryset(request).select_related("owner").annotate(_messages=Count("messages"))
 
-    @admin.display(description="messages", ordering="_messages")
+    @admin.display(description=_("messages"), ordering="_messages")
     def message_count(self, obj):
         return obj._messages
 
@@ -130,6 +143,6 @@ class MessageAdmin(admin.ModelAdmin):
     list_select_related = ("conversation",)
     date_hierarchy = "created_at"
 
-    @admin.display(description="content")
+    @admin.display(description=_("content"))
     def short_content(self, obj):
         return obj.content[:80]

@@ -8,7 +8,9 @@ from channels.generic.websocket import AsyncWebsocketConsumer, WebsocketConsumer
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.template.loader import render_to_string
+from django.utils import translation
 
+from accounts.services import scope_language
 from agents.models import Run
 from agents.selectors import conversation_active_run
 from agents.streaming import stream_advance, stream_open
@@ -92,6 +94,8 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         if self.conversation is None:
             await self.close()
             return
+        # Its pushes speak the language its page was rendered in.
+        self.language = await _in_thread(scope_language)(scope=self.scope)
         # The key AuthMiddleware found the user by: the session this socket lives by.
         self.session_key = self.scope["session"].session_key
         self.session_tag = sockets.session_tag(self.session_key)
@@ -263,6 +267,10 @@ class ConversationConsumer(AsyncWebsocketConsumer):
     def _advance(self, run_ids, *, composer: bool = False) -> str:
         """What is new in these runs; and the composer's Send or Stop when a
         run started or ended here (or `composer` asks for it anyway)."""
+        with translation.override(self.language):
+            return self._advance_rendered(run_ids, composer=composer)
+
+    def _advance_rendered(self, run_ids, *, composer: bool) -> str:
         parts = []
         for run_id in sorted(run_ids):
             if run_id not in self.streams:

@@ -7,6 +7,7 @@ from datetime import UTC, date, datetime, timedelta
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 from django.utils.formats import date_format
+from django.utils.translation import gettext, pgettext
 
 from artifactflow.ids import id_from_text
 
@@ -88,15 +89,19 @@ def date_heading(*, moment: datetime, today: date) -> tuple[str, str]:
     age = (today - day).days
     # A moment ahead of the clock (another machine's) is today too.
     if age <= 0:
-        return "today", "Today"
+        return "today", gettext("Today")
     if age == 1:
-        return "yesterday", "Yesterday"
+        return "yesterday", gettext("Yesterday")
     if age <= 7:
-        return "previous-7-days", "Previous 7 days"
+        return "previous-7-days", gettext("Previous 7 days")
     if age <= 30:
-        return "previous-30-days", "Previous 30 days"
-    # The sidebar is narrow: this year's months go without the year.
-    label = date_format(day, "F" if day.year == today.year else "F Y")
+        return "previous-30-days", gettext("Previous 30 days")
+    # The sidebar is narrow: this year's months go without the year. Each
+    # language writes a month its own way ("十一月", "2025年11月").
+    if day.year == today.year:
+        label = date_format(day, pgettext("date format of a month this year, in the conversation list", "F"))
+    else:
+        label = date_format(day, pgettext("date format of a month another year, in the conversation list", "F Y"))
     return f"{day:%Y-%m}", label
 
 

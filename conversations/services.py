@@ -3,6 +3,7 @@ message, which starts a turn) and deleting are agents.services.asking's."""
 
 from django.core.exceptions import ValidationError
 from django.core.validators import ProhibitNullCharactersValidator
+from django.utils.translation import gettext
 
 from .models import Conversation, Message
 
@@ -11,7 +12,7 @@ def branch_switch(*, conversation: Conversation, message: Message) -> Message:
     """Show the branch through `message`: it, and below it the newest reply at
     each level. Returns the new active leaf."""
     if message.conversation_id != conversation.pk:
-        raise ValidationError("That message belongs to another conversation.")
+        raise ValidationError(gettext("That message belongs to another conversation."))
     # The tree's shape in one query, not one query per level of a long branch.
     newest_reply = {}
     rows = Message.objects.filter(conversation=conversation).order_by("created_at", "id").values_list("pk", "parent_id")
@@ -29,11 +30,11 @@ def branch_switch(*, conversation: Conversation, message: Message) -> Message:
 def conversation_rename(*, conversation: Conversation, title: str) -> Conversation:
     title = " ".join(title.split())
     if not title:
-        raise ValidationError("A conversation needs a title.")
+        raise ValidationError(gettext("A conversation needs a title."))
     ProhibitNullCharactersValidator()(title)
     max_length = Conversation._meta.get_field("title").max_length
     if len(title) > max_length:
-        raise ValidationError(f"A title may have at most {max_length} characters.")
+        raise ValidationError(gettext("A title may have at most %(max)s characters.") % {"max": max_length})
     conversation.title = title
     conversation.save(update_fields=["title", "updated_at"])
     return conversation

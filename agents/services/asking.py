@@ -5,6 +5,7 @@ these live above the conversations app."""
 from django.core.exceptions import ValidationError
 from django.core.validators import ProhibitNullCharactersValidator
 from django.db import transaction
+from django.utils.translation import gettext
 
 from artifacts.models import ArtifactSession
 from conversations.models import Conversation, Message
@@ -44,18 +45,21 @@ def message_post(*, conversation: Conversation, content: str, parent=ACTIVE_BRAN
     """
     content = content.strip()
     if not content:
-        raise ValidationError("Write a message first.")
+        raise ValidationError(gettext("Write a message first."))
     # Postgres cannot store a NUL character: say so rather than fail.
     ProhibitNullCharactersValidator()(content)
     if len(content) > MAX_MESSAGE_LENGTH:
         raise ValidationError(
-            f"A message may have at most {MAX_MESSAGE_LENGTH:,} characters; this one has {len(content):,}. "
-            "Shorten it, or upload the long part as a file."
+            gettext(
+                "A message may have at most %(max)s characters; this one has %(length)s. "
+                "Shorten it, or upload the long part as a file."
+            )
+            % {"max": f"{MAX_MESSAGE_LENGTH:,}", "length": f"{len(content):,}"}
         )
     if parent is ACTIVE_BRANCH:
         parent = conversation.active_branch
     elif parent is not None and parent.conversation_id != conversation.pk:
-        raise ValidationError("That message belongs to another conversation.")
+        raise ValidationError(gettext("That message belongs to another conversation."))
 
     try:
         with transaction.atomic():
@@ -82,6 +86,6 @@ def conversation_delete(*, conversation: Conversation) -> None:
         runs = Run.objects.select_for_update(of=("self",)).filter(message__conversation=conversation)
         if any(status in Run.ACTIVE_STATUSES for status in runs.values_list("status", flat=True)):
             raise ValidationError(
-                "A turn is still in progress here. Stop it, and delete the conversation once it has ended."
+                gettext("A turn is still in progress here. Stop it, and delete the conversation once it has ended.")
             )
         conversation.delete()

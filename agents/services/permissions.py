@@ -5,6 +5,7 @@ from datetime import datetime
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from conversations.tree import message_path
 
@@ -23,7 +24,7 @@ def permission_answer(*, run_id: int, user, request_id: str, decision: str, enqu
     with transaction.atomic():
         run = run_owned_locked(run_id=run_id, user=user)
         if decision not in USER_DECISIONS:
-            raise RunStateError("Answer approve, always or deny.")
+            raise RunStateError(gettext("Answer approve, always or deny."))
         decision = PermissionDecision(decision)
         _pending_decide(run=run, request_id=request_id, decision=decision, by=user.get_username(), enqueue=enqueue)
         if decision == PermissionDecision.ALWAYS:
@@ -40,10 +41,13 @@ def _pending_decide(
     """`by`: who answered; nobody when the request expired."""
     pending = pending_request(run.checkpoint)
     if run.status != Run.Status.WAITING_PERMISSION or pending is None or pending.id != request_id:
-        raise RunStateError("This request is no longer open: it was answered already or the turn moved on.")
+        raise RunStateError(gettext("This request is no longer open: it was answered already or the turn moved on."))
     unshowable = permission_unshowable(pending.params)
     if decision in ALLOWING and unshowable:
-        raise RunStateError(f"This call cannot be approved: {unshowable}. Deny it and the agent is told why.")
+        raise RunStateError(
+            gettext("This call cannot be approved: %(reason)s. Deny it and the agent is told why.")
+            % {"reason": unshowable}
+        )
     # Logged with the decision when the run resumes, which may be later than the answer.
     run.checkpoint = pending_answered(run.checkpoint, decision=decision, by=by)
     run.status = Run.Status.QUEUED

@@ -8,6 +8,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext_noop
 
 from artifactflow.db import TRANSIENT_ERRORS
 
@@ -19,9 +20,17 @@ from .runs import run_claim, run_claimed_execute, run_end_unheld, run_enqueue
 
 logger = logging.getLogger(__name__)
 
-WORKER_DIED = "The worker running this turn stopped twice. Ask again to retry."
-NOT_RECOVERED = "The worker running this turn stopped, and the turn could not be resumed. It has been logged."
-ARTIFACTS_NOT_RECOVERED = "The artifacts it was writing could not be read back to be saved."
+# Stored in English on the run and translated as a page shows it (agents.selectors.stored_text).
+WORKER_DIED = gettext_noop("The worker running this turn stopped twice. Ask again to retry.")
+NOT_RECOVERED = gettext_noop(
+    "The worker running this turn stopped, and the turn could not be resumed. It has been logged."
+)
+ARTIFACTS_NOT_RECOVERED = gettext_noop("The artifacts it was writing could not be read back to be saved.")
+# The two together, one message to translate.
+NOT_RECOVERED_NOR_ARTIFACTS = gettext_noop(
+    "The worker running this turn stopped, and the turn could not be resumed. It has been logged. "
+    "The artifacts it was writing could not be read back to be saved."
+)
 # A run whose worker dies is resumed once from its checkpoint; a second death
 # fails it. Claims after a permission answer are not deaths.
 WORKER_DEATHS_RESUMED = 1
@@ -112,7 +121,7 @@ def _run_fail_unrecovered(*, run_id: int) -> Run | None:
     except Exception:
         logger.exception("Run %s could not be ended with its artifacts; it ends without them", run_id)
     try:
-        return _run_end_failed(run_id=run_id, error=f"{NOT_RECOVERED} {ARTIFACTS_NOT_RECOVERED}", with_artifacts=False)
+        return _run_end_failed(run_id=run_id, error=NOT_RECOVERED_NOR_ARTIFACTS, with_artifacts=False)
     except Exception:
         logger.exception("Run %s could not be ended failed; the next sweep tries again", run_id)
         return None

@@ -9,6 +9,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
+from django.utils.translation import gettext, gettext_noop
 from django_q.tasks import async_task
 
 from artifactflow.db import TRANSIENT_ERRORS, transient_retry
@@ -30,10 +31,15 @@ from ..state import OutcomeStatus
 logger = logging.getLogger(__name__)
 
 TASK = "agents.tasks.run_turn"
-CANCELLED = "Cancelled."
-ARTIFACTS_NOT_SAVED = "The answer is complete, but not all its artifacts were saved. Ask again to have them written."
-INTERNAL_ERROR = "An internal error stopped this turn. It has been logged."
-TURN_IN_PROGRESS = "A turn is still running in this conversation. Stop it, or wait for it to finish, then send."
+# Stored in English on the run and translated as a page shows it (agents.selectors.stored_text).
+CANCELLED = gettext_noop("Cancelled.")
+ARTIFACTS_NOT_SAVED = gettext_noop(
+    "The answer is complete, but not all its artifacts were saved. Ask again to have them written."
+)
+INTERNAL_ERROR = gettext_noop("An internal error stopped this turn. It has been logged.")
+TURN_IN_PROGRESS = gettext_noop(
+    "A turn is still running in this conversation. Stop it, or wait for it to finish, then send."
+)
 
 
 class RunStateError(Exception):
@@ -63,7 +69,7 @@ def run_create(*, message, enqueue: bool = True, retry_of: Run | None = None) ->
         if Run.objects.filter(
             message__conversation_id=message.conversation_id, status__in=Run.ACTIVE_STATUSES
         ).exists():
-            raise TurnInProgress(TURN_IN_PROGRESS)
+            raise TurnInProgress(gettext(TURN_IN_PROGRESS))
         run = Run.objects.create(message=message, retry_of=retry_of)
     if enqueue:
         run_enqueue(run=run)
@@ -369,7 +375,7 @@ def runs_cancel_by_staff(*, run_ids: list[int]) -> tuple[list[Run], list[Run]]:
 
 def _run_cancel(run: Run) -> None:
     if not run.is_active:
-        raise RunStateError("This turn has already ended.")
+        raise RunStateError(gettext("This turn has already ended."))
     run.cancel_requested = True
     run.save(update_fields=["cancel_requested"])
     if run.status != Run.Status.RUNNING:
@@ -388,10 +394,10 @@ def run_retry(*, run_id: int, user) -> Run:
     with transaction.atomic():
         run = run_owned_locked(run_id=run_id, user=user)
         if run.status not in (Run.Status.FAILED, Run.Status.CANCELLED):
-            raise RunStateError("Only a failed or cancelled turn can be tried again.")
+            raise RunStateError(gettext("Only a failed or cancelled turn can be tried again."))
         # Runs from before retry_of was recorded were retried at their message.
         if run.retries.exists() or run.message.runs.filter(pk__gt=run.pk).exists():
-            raise RunStateError("This turn was tried again already.")
+            raise RunStateError(gettext("This turn was tried again already."))
         message = run.message
         if message.children.exists():
             message = Message.objects.create(

@@ -268,6 +268,7 @@ const composerError = (text) => {
 // a refusal (422, 409) shows the server's words in its place, and a failure
 // the server never answered, or answered with an error page, says so here.
 // A session that ended sends the page to sign in again (HX-Redirect): that is no acceptance either.
+// The words come translated from the form's data attributes (chat.html).
 const signInAgain = (form, xhr) => (xhr.getResponseHeader("HX-Redirect") || "").startsWith(form.dataset.loginUrl);
 document.addEventListener("htmx:afterRequest", (event) => {
   const form = event.detail.elt;
@@ -282,11 +283,11 @@ document.addEventListener("htmx:afterRequest", (event) => {
     followThread = true;
     followNewest();
   } else if (status === 0) {
-    composerError("The portal could not be reached, so nothing was sent. Your message is still here: send it again.");
+    composerError(form.dataset.unreachable);
   } else if (status === 403) {
-    composerError("This page has been open too long to send from. Reload the page: your message is kept and will be here again.");
+    composerError(form.dataset.expired);
   } else if (status >= 500) {
-    composerError("The portal failed to take your message. It is still here: send it again in a moment.");
+    composerError(form.dataset.failed);
   }
 });
 

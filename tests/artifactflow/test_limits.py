@@ -33,6 +33,17 @@ async def test_a_declared_oversize_body_is_refused_before_any_of_it_is_read():
     assert (status, text) == (413, REFUSAL)
 
 
+@pytest.mark.parametrize(
+    "headers",
+    [[(b"accept-language", b"zh-CN,zh;q=0.9")], [(b"accept-language", b"en"), (b"cookie", b"django_language=zh-hans")]],
+)
+async def test_the_refusal_speaks_the_browsers_language_or_the_one_chosen_in_the_menu(headers):
+    communicator = _post(headers=[(b"content-length", b"50000000"), *headers])
+    status, text = await _response(communicator)
+    await communicator.wait(timeout=5)
+    assert (status, text) == (413, "此文件超过了 1000\xa0字节 的上传上限。")
+
+
 async def test_an_undeclared_body_is_cut_off_once_it_passes_the_cap():
     communicator = _post()
     for _ in range(3):

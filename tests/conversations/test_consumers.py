@@ -18,6 +18,7 @@ from django.db import connections
 from django.test import Client
 from django.urls import path, reverse
 
+from accounts.models import UserPreference
 from agents.models import Run, RunEvent
 from agents.services import asking
 from agents.services.runs import run_execute
@@ -737,3 +738,26 @@ async def test_malformed_messages_are_ignored_quietly_and_the_socket_stays_open(
     await communicator.disconnect()
     assert f'id="message-{message.pk}"' in html
     assert [record for record in caplog.records if record.levelno >= logging.WARNING] == []
+
+
+@pytest.mark.parametrize(
+    ("accept", "chosen", "stop"),
+    [("zh-hans", "", "停止"), ("en", "zh-hans", "停止"), ("en", "", "Stop"), ("zh-CN,zh;q=0.9", "en", "Stop")],
+)
+async def test_a_websockets_pushes_speak_the_language_its_page_was_shown_in(user, accept, chosen, stop):
+    """The browser's Accept-Language, unless its user chose a language."""
+    if chosen:
+        await sync_to_async(UserPreference.objects.create)(user=user, language=chosen)
+    conversation = await _conversation(user, content="热泵的效率如何？")
+    cookie = await _session_cookie(user)
+    headers = [(b"host", b"localhost"), (b"origin", b"http://localhost"), (b"cookie", cookie)]
+    headers.append((b"accept-language", accept.encode()))
+    communicator = WebsocketCommunicator(application, f"/ws/conversations/{conversation.pk}/", headers=headers)
+
+    connected, _ = await communicator.connect()
+    snapshot = await communicator.receive_from(timeout=5)
+    await communicator.disconnect()
+
+    assert connected
+    [button] = lxml.html.fromstring(f"<div>{snapshot}</div>").xpath("//button[@class='stop']")
+    assert button.text_content() == stop

@@ -1,0 +1,100 @@
+import lxml.html
+import pytest
+from django.conf import settings
+from django.test import Client
+from django.urls import reverse
+
+from accounts.models import UserPreference
+from tests.factories import PASSWORD
+
+pytestmark = pytest.mark.django_db
+
+
+def _menu(html: str):
+    """The language menu of a page: where it posts, and the language it shows as chosen."""
+    root = lxml.html.fromstring(html)
+    [form] = root.xpath("//form[@class='language']")
+    return form.get("action"), form.xpath(".//option[@selected]/@value"), root.get("lang")
+
+
+def _sign_in(client, user, **headers):
+    """Through the sign-in form, as a person does: a new session."""
+    response = client.post(reverse("login"), {"username": user.username, "password": PASSWORD}, **headers)
+    assert response.status_code == 302
+
+
+def test_the_header_offers_the_language_menu_to_signed_in_and_anonymous_people(client, user):
+    action, chosen, lang = _menu(client.get(reverse("login")).content.decode())
+    assert (action, chosen, lang) == (reverse("language-set"), ["en"], "en")
+
+    client.force_login(user)
+    action, chosen, lang = _menu(client.get(reverse("chat"), HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode())
+    assert (action, chosen, lang) == (reverse("language-set"), ["zh-hans"], "zh-hans")
+
+
+def test_a_signed_in_users_choice_is_kept_on_the_user_and_beats_the_browser(client, user):
+    _sign_in(client, user)
+    response = client.post(reverse("language-set"), {"language": "zh-hans", "next": reverse("chat")})
+
+    assert response.status_code == 302 and response.url == reverse("chat")
+    assert UserPreference.objects.get(user=user).language == "zh-hans"
+    page = client.get(reverse("chat"), HTTP_ACCEPT_LANGUAGE="en").content.decode()
+    assert "新对话" in page and "New conversation" not in page
+
+    # Another browser, asking for English, with no cookie: a new session still speaks Chinese.
+    elsewhere = Client()
+    _sign_in(elsewhere, user, HTTP_ACCEPT_LANGUAGE="en")
+    page = elsewhere.get(reverse("chat"), HTTP_ACCEPT_LANGUAGE="en").content.decode()
+    assert "新对话" in page and _menu(page)[1:] == (["zh-hans"], "zh-hans")
+
+    # And back to English the same way.
+    elsewhere.post(reverse("language-set"), {"language": "en", "next": "/"})
+    again = Client()
+    _sign_in(again, user, HTTP_ACCEPT_LANGUAGE="zh-hans")
+    assert "New conversation" in again.get(reverse("chat"), HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
+
+
+def test_one_users_choice_is_not_anothers(client, user, other_user):
+    UserPreference.objects.create(user=other_user, language="zh-hans")
+    _sign_in(client, user)
+    assert "New conversation" in client.get(reverse("chat"), HTTP_ACCEPT_LANGUAGE="en").content.decode()
+
+
+def test_an_anonymous_choice_on_the_sign_in_page_is_a_cookie(client):
+    response = client.post(reverse("language-set"), {"language": "zh-hans", "next": reverse("login")})
+
+    assert response.status_code == 302 and response.url == reverse("login")
+    assert client.cookies[settings.LANGUAGE_COOKIE_NAME].value == "zh-hans"
+    page = client.get(reverse("login"), HTTP_ACCEPT_LANGUAGE="en").content.decode()
+    assert "<h1>登录</h1>" in page
+    assert not UserPreference.objects.exists()
+
+
+def test_a_language_the_portal_does_not_speak_changes_nothing(client, user):
+    _sign_in(client, user)
+    response = client.post(reverse("language-set"), {"language": "fr", "next": "/"})
+    assert response.status_code == 400
+    assert not UserPreference.objects.exists()
+    assert settings.LANGUAGE_COOKIE_NAME not in client.cookies
+
+
+def test_the_language_post_needs_its_csrf_token(user):
+    client = Client(enforce_csrf_checks=True)
+    _sign_in_with_token(client, user)
+
+    refused = client.post(reverse("language-set"), {"language": "zh-hans", "next": "/"})
+
+    assert refused.status_code == 403
+    assert not UserPreference.objects.exists()
+    page = client.get(reverse("chat")).content.decode()
+    token = lxml.html.fromstring(page).xpath("//form[@class='language']//input[@name='csrfmiddlewaretoken']/@value")
+    accepted = client.post(reverse("language-set"), {"language": "zh-hans", "next": "/", "csrfmiddlewaretoken": token})
+    assert accepted.status_code == 302
+    assert UserPreference.objects.get(user=user).language == "zh-hans"
+
+
+def _sign_in_with_token(client, user):
+    page = client.get(reverse("login")).content.decode()
+    [token] = lxml.html.fromstring(page).xpath("//main//input[@name='csrfmiddlewaretoken']/@value")
+    data = {"username": user.username, "password": PASSWORD, "csrfmiddlewaretoken": token}
+    assert client.post(reverse("login"), data).status_code == 302
