@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 
 from django.utils.translation import gettext, gettext_noop, ngettext
 
+from artifactflow.textsearch import CJK_CHARACTER
 from artifacts.branches import Branch, branch_at, branch_shown
 from artifacts.live import ActiveRun
 from artifacts.models import ArtifactSession
@@ -29,6 +30,8 @@ from .tools.web import WEB_FETCH, FetchTarget, fetch_target
 
 # Message metadata key: tools the user always allows on the branch through it.
 ALLOWED_TOOLS = "allowed_tools"
+# A library of thousands is not sorted for six examples.
+LIBRARY_TITLES_SCANNED = 200
 
 
 @dataclass(frozen=True)
@@ -348,9 +351,14 @@ def conversations_busy():
     return Run.objects.filter(status__in=Run.ACTIVE_STATUSES).values("message__conversation_id")
 
 
-def library_titles(*, limit: int = 6) -> list[str]:
-    """Titles of the team library's documents, oldest first, for a new conversation's examples."""
-    return list(LibraryDocument.objects.order_by("pk").values_list("title", flat=True)[:limit])
+def library_titles(*, language: str, limit: int = 6) -> list[str]:
+    """Titles of the team library's documents, oldest first, for a new
+    conversation's examples; a reader of Chinese gets the Chinese ones
+    first, from among the oldest LIBRARY_TITLES_SCANNED."""
+    titles = LibraryDocument.objects.order_by("pk").values_list("title", flat=True)
+    if not language.startswith("zh"):
+        return list(titles[:limit])
+    return sorted(titles[:LIBRARY_TITLES_SCANNED], key=lambda title: not CJK_CHARACTER.search(title))[:limit]
 
 
 def tools_allowed(*, messages) -> list[str]:

@@ -5,6 +5,7 @@ from django.core.exceptions import ValidationError
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import translation
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect, push_url, reswap, retarget
 
@@ -85,7 +86,7 @@ def _page(request, *, conversation=None, error=""):
 def _composer_context(conversation) -> dict:
     """What the composer and a new conversation's examples need."""
     if conversation is None:
-        return {"library_titles": agent_selectors.library_titles()}
+        return {"library_titles": agent_selectors.library_titles(language=translation.get_language())}
     return {"active_run": agent_selectors.conversation_active_run(conversation_id=conversation.pk)}
 
 

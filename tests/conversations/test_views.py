@@ -178,6 +178,20 @@ def test_a_new_conversation_offers_questions_about_what_the_library_holds(signed
     assert "autofocus" in page
 
 
+def test_a_reader_of_chinese_is_offered_questions_about_the_chinese_documents_first(signed_in):
+    from tests.factories import LibraryDocumentFactory
+
+    for title in ("Heat pumps", "SQLite WAL mode", "Solid-state batteries", "家用储能电池"):
+        LibraryDocumentFactory(title=title)
+
+    chinese = signed_in.get(reverse("chat"), HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
+    english = signed_in.get(reverse("chat"), HTTP_ACCEPT_LANGUAGE="en").content.decode()
+
+    examples = re.compile(r'<button type="submit" name="content" value="([^"]*)"')
+    assert len(examples.findall(chinese)) == 3 and "家用储能电池" in examples.findall(chinese)[0]
+    assert not any("家用储能电池" in example for example in examples.findall(english))
+
+
 def test_posting_with_a_parent_branches(signed_in, user):
     conversation = ConversationFactory(owner=user)
     root = MessageFactory(conversation=conversation, content="root")
