@@ -300,9 +300,12 @@ document.addEventListener("htmx:afterSwap", (event) => {
   if (question) question.scrollIntoView({ block: "start" });
 });
 
-// Choosing a version shows it at once.
+// Choosing a version shows it at once, and choosing a language switches to
+// it, back on the page as it is now (htmx may have moved its URL on).
 document.addEventListener("change", (event) => {
-  if (event.target.id === "version-select") event.target.form.requestSubmit();
+  const { id, form } = event.target;
+  if (id === "language-select") form.elements.next.value = location.pathname + location.search;
+  if (id === "version-select" || id === "language-select") form.requestSubmit();
 });
 
 // A file over the upload limit is refused before it is sent; one the server
