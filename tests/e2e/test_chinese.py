@@ -3,11 +3,14 @@ sign in, ask, approve, the pane, a diff and the version history, at desktop
 and phone widths, with no English of the interface's own on screen and
 nothing wider than the window."""
 
+import secrets
+
 import pytest
 from playwright.sync_api import expect
 
 from tests.agents.test_engine import call
 from tests.artifactflow.test_i18n import ENGLISH_RE
+from tests.e2e.conftest import User
 from tests.e2e.test_first_turn import TURN_TIMEOUT
 from tests.model_server import Text
 
@@ -40,12 +43,14 @@ def _english_on_screen(page) -> list[str]:
     return sorted({match.group(0) for match in ENGLISH_RE.finditer(shown)})
 
 
-def _language_forget(portal, user):
-    """The user follows their browser's language again, as before this test."""
+def _new_user(portal) -> User:
+    """A user of their own: other tests' English conversations are not in their list."""
+    user = User(f"e2e-zh-{secrets.token_hex(4)}", secrets.token_urlsafe(12))
     portal.shell(
-        "from accounts.models import UserPreference; "
-        f"UserPreference.objects.filter(user__username={user.username!r}).delete()"
+        "from django.contrib.auth import get_user_model; "
+        f"get_user_model().objects.create_user(username={user.username!r}, password={user.password!r})"
     )
+    return user
 
 
 def _check(page, screenshot, *, name: str):
@@ -63,8 +68,7 @@ def _send(page, question: str, *, number: int):
 
 @pytest.mark.parametrize("width", [1366, 390])
 def test_the_whole_flow_in_chinese(portal, model_server, new_page, screenshot, width):
-    user = portal.users[0]
-    _language_forget(portal, user)
+    user = _new_user(portal)
     handbook = portal.shell(HANDBOOK_CODE.format(username=user.username)).strip()
     model_server.add(
         Text(call("create_artifact", id="task_plan", title="研究计划", content=PLAN)),
@@ -129,4 +133,3 @@ def test_the_whole_flow_in_chinese(portal, model_server, new_page, screenshot, w
     expect(pane.get_by_role("button", name="Restore this version")).to_be_visible()
     page.reload()
     expect(page.get_by_role("button", name="Send", exact=True)).to_be_visible()
-    _language_forget(portal, user)
