@@ -14,7 +14,8 @@ through the English stemmer beside them, so "pumps" still finds "pump" and
 The split happens inside the database, so every write path indexes the same
 way: a SQL function named cjk_split, registered from Python on every SQLite
 connection (sqlite_functions_register) and created by migration on Postgres
-(a regexp_replace over the same ranges as CJK_CHARACTERS below).
+(a regexp_replace over the same ranges as CJK_RANGES below, which
+tests.artifactflow.test_textsearch checks).
 """
 
 import re
@@ -27,9 +28,6 @@ from django.db.backends.signals import connection_created
 # spaces between its words.
 CJK_RANGES = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f"
 CJK_CHARACTER = re.compile(f"[{CJK_RANGES}]")
-# The Postgres regular expression of migration conversations 0004: the same
-# ranges, in the escapes Postgres reads.
-POSTGRES_CJK_PATTERN = r"([\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f])"
 
 # Letters and digits, as both databases' parsers see a word ("_" separates).
 _WORD = re.compile(r"[^\W_]+")

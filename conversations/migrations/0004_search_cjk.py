@@ -15,8 +15,6 @@ import importlib
 
 from django.db import migrations
 
-from artifactflow.textsearch import POSTGRES_CJK_PATTERN
-
 previous = importlib.import_module("conversations.migrations.0003_conversation_search")
 
 TOKENIZE = previous.TOKENIZE
@@ -146,6 +144,9 @@ SQLITE_CREATE = [
     """,
 ]
 SQLITE_DROP = previous.SQLITE_DROP
+
+# artifactflow.textsearch.CJK_RANGES, in the escapes Postgres reads.
+POSTGRES_CJK_PATTERN = r"([\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f])"
 
 # Immutable, so generated columns and indexes may call it.
 POSTGRES_FUNCTION = f"""

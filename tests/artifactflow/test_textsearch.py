@@ -1,6 +1,8 @@
+import importlib
+
 import pytest
 
-from artifactflow.textsearch import cjk_split, search_terms, search_words, snippet_join, words_counted
+from artifactflow.textsearch import CJK_RANGES, cjk_split, search_terms, search_words, snippet_join, words_counted
 
 MARKS = ("\x02", "\x03")
 
@@ -57,3 +59,9 @@ def test_a_chinese_question_is_scored_by_the_pairs_between_its_particles():
     assert words_counted(terms) == 5
     assert search_terms("的了吗", limit=32, stop_words=frozenset()) == []
     assert search_terms("热，泵", limit=32, stop_words=frozenset()) == [["热"], ["泵"]]
+
+
+def test_postgres_splits_the_same_characters_as_sqlite():
+    pattern = importlib.import_module("conversations.migrations.0004_search_cjk").POSTGRES_CJK_PATTERN
+
+    assert pattern.encode().decode("unicode_escape") == f"([{CJK_RANGES}])"
