@@ -145,6 +145,12 @@ _CHINESE = {
     # An agent with no tools, such as the compaction.
     "This is the offline demo model; it has nothing to add.": "这是离线演示模型，没有什么可补充的。",
 }
+# What the engine tells an agent whose call a person refused (agents.engine),
+# passed on to the person in their language.
+_CHINESE_REFUSALS = {
+    "The user denied this call.": "你拒绝了这次读取。",
+    "Nobody answered the request in time, so it counts as denied.": "请求无人及时回应，按拒绝处理。",
+}
 
 
 @dataclass(frozen=True)
@@ -160,6 +166,12 @@ class _Say:
         """A regex the phrase matches whatever its values, each value a group: to read back what an agent said."""
         parts = re.split(r"\{\w+\}", self._template(phrase))
         return "(.*)".join(re.escape(part) for part in parts)
+
+    def reason(self, text: str) -> str:
+        """Why a call failed, as the engine or tool said it: its first
+        sentence, in Chinese where it is a refusal the demo knows."""
+        said = _first_sentence(text)
+        return _CHINESE_REFUSALS.get(said, said) if self.table else said
 
     def _template(self, phrase: str) -> str:
         # English is the phrase as written; a phrase missing from a table is a bug, so it fails.
@@ -304,7 +316,7 @@ class DemoChatModel:
             return say("Searching.") + _call("web_search", query=query)
         result = done[-1]
         if not result.ok:
-            return say("The search failed: {reason}", reason=_first_sentence(_text(result.content)))
+            return say("The search failed: {reason}", reason=say.reason(_text(result.content)))
         hits = _HIT.findall(result.content)
         if not hits:
             shown = " ".join(query.split())
@@ -329,7 +341,7 @@ class DemoChatModel:
         for url, result in zip(urls, done, strict=False):
             page = _PAGE.search(result.content)
             if page is None:
-                reason = say("Could not read it: {reason}", reason=_first_sentence(_text(result.content)))
+                reason = say("Could not read it: {reason}", reason=say.reason(_text(result.content)))
                 parts.append(f"### {url}\n\n{reason}")
                 continue
             text = html.unescape(page.group(2)).strip()

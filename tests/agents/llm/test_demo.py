@@ -355,10 +355,10 @@ def test_a_denied_read_is_reported_in_chinese(user, demo_model):
 
     assert run.status == Run.Status.COMPLETED and asked
     report = Artifact.objects.get(artifact_id=REPORT_ID).content
-    assert f"### {asked[0]}\n\n无法读取：The user denied this call." in report
+    assert f"### {asked[0]}\n\n无法读取：你拒绝了这次读取。" in report
     answer = run.message.response
     assert "- 没有阅读任何资料。\n" in answer and "已阅读" not in answer
-    assert f"- 未阅读：[{HEAT_TITLE_ZH}]({asked[0]})：The user denied this call." in answer
+    assert f"- 未阅读：[{HEAT_TITLE_ZH}]({asked[0]})：你拒绝了这次读取。" in answer
 
 
 def test_a_chinese_question_the_library_does_not_cover_is_said_in_chinese(user, demo_model):
