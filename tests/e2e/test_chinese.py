@@ -1,6 +1,6 @@
 """The whole flow in Simplified Chinese, in a browser that asks for it:
-sign in, ask, approve, the pane, a diff and the version history, at desktop
-and phone widths, with no English of the interface's own on screen and
+sign in, ask, approve, the pane, a diff and the version history, at desktop,
+laptop (dark) and phone widths, with no English of the interface's own on screen and
 nothing wider than the window."""
 
 import secrets
@@ -66,8 +66,8 @@ def _send(page, question: str, *, number: int):
     return page.locator("article.turn").nth(number - 1)
 
 
-@pytest.mark.parametrize("width", [1366, 390])
-def test_the_whole_flow_in_chinese(portal, model_server, new_page, screenshot, width):
+@pytest.mark.parametrize(("width", "scheme"), [(1366, "light"), (1024, "dark"), (390, "light")])
+def test_the_whole_flow_in_chinese(portal, model_server, new_page, screenshot, width, scheme):
     user = _new_user(portal)
     handbook = portal.shell(HANDBOOK_CODE.format(username=user.username)).strip()
     model_server.add(
@@ -82,7 +82,12 @@ def test_the_whole_flow_in_chinese(portal, model_server, new_page, screenshot, w
         Text("已补充 COP 的数值。"),
     )
     phone = width < 600
-    page = new_page(locale="zh-CN", viewport={"width": width, "height": 844 if phone else 900}, has_touch=phone)
+    page = new_page(
+        locale="zh-CN",
+        viewport={"width": width, "height": 844 if phone else 900},
+        has_touch=phone,
+        color_scheme=scheme,
+    )
 
     page.goto(f"{portal.base_url}/accounts/login/")
     expect(page.locator("html")).to_have_attribute("lang", "zh-hans")
