@@ -15,7 +15,9 @@ The split happens inside the database, so every write path indexes the same
 way: a SQL function named cjk_split, registered from Python on every SQLite
 connection (sqlite_functions_register) and created by migration on Postgres
 (a regexp_replace over the same ranges as CJK_RANGES below, which
-tests.artifactflow.test_textsearch checks).
+tests.artifactflow.test_textsearch checks). A Postgres tsvector keeps 256
+positions of each word, so there a very long Chinese text is found by a
+word in about its first 256 uses of each of the word's characters.
 """
 
 import re

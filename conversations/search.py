@@ -154,6 +154,21 @@ def _last_marked(terms: list[list[str]]):
     return ((index == len(terms) - 1, term) for index, term in enumerate(terms))
 
 
+# ts_headline parses all it is given, and a long phrase makes it slow: it is
+# given this many characters around the first word's first appearance.
+SNIPPET_WINDOW, SNIPPET_BEFORE = 400, 150
+
+
+def _around_anchor(text: str) -> str:
+    """SQL for the part of `text` around where the query's first word
+    (%(anchor)s) first appears as it was typed; all of it where the word is
+    only there in another form ("pumps" found by "pump")."""
+    return (
+        f"(SELECT CASE WHEN at > 0 THEN substr(t, greatest(at - {SNIPPET_BEFORE}, 1), {SNIPPET_WINDOW}) ELSE t END "
+        f"FROM (SELECT t, strpos(lower(t), %(anchor)s) AS at FROM (SELECT {text} AS t) AS whole) AS found)"
+    )
+
+
 def _postgres_search(*, user, conversations: QuerySet, terms: list[list[str]], limit: int):
     # Each word quoted, so to_tsquery reads none as an operator; a word that is
     # only a stop word drops out instead of failing.
@@ -183,8 +198,9 @@ def _postgres_search(*, user, conversations: QuerySet, terms: list[list[str]], l
         return found, {}
 
     # As on SQLite: from the latest matching message, else an artifact, else
-    # the title. COALESCE stops at the first it finds, and each headline is
-    # made for the one row chosen.
+    # the title. The page's matching messages and artifacts are found in one
+    # scan of each table's text index, not one per conversation, and each
+    # headline is made for the one row chosen.
     options = (
         f"StartSel={_START}, StopSel={_STOP}, MaxWords={SNIPPET_WORDS}, "
         f'MinWords={SNIPPET_WORDS // 2}, FragmentDelimiter=" … "'
@@ -192,21 +208,41 @@ def _postgres_search(*, user, conversations: QuerySet, terms: list[list[str]], l
     with connection.cursor() as cursor:
         cursor.execute(
             """
-            WITH q AS (SELECT to_tsquery('english', %(query)s) AS query)
-            SELECT page.id, COALESCE(
-                (SELECT ts_headline('english', cjk_split(m.content || ' ' || left(m.response, %(chars)s)), q.query, %(options)s)
-                 FROM conversations_message AS m
-                 WHERE m.conversation_id = page.id AND m.search_vector @@ q.query
-                 ORDER BY m.id DESC LIMIT 1),
-                (SELECT ts_headline('english', cjk_split(a.title || ' ' || left(a.content, %(chars)s)), q.query, %(options)s)
-                 FROM artifacts_artifact AS a
-                 WHERE a.session_id = page.id AND a.search_vector @@ q.query
-                 ORDER BY a.id DESC LIMIT 1),
-                (SELECT ts_headline('english', cjk_split(c.title), q.query, %(options)s)
-                 FROM conversations_conversation AS c WHERE c.id = page.id)
+            WITH q AS (SELECT to_tsquery('english', %(query)s) AS query),
+            messages AS (
+                SELECT DISTINCT ON (m.conversation_id) m.conversation_id, m.id
+                FROM conversations_message AS m, q
+                WHERE m.conversation_id = ANY(%(ids)s::uuid[]) AND m.search_vector @@ q.query
+                ORDER BY m.conversation_id, m.id DESC
+            ),
+            artifacts AS (
+                SELECT DISTINCT ON (a.session_id) a.session_id, a.id
+                FROM artifacts_artifact AS a, q
+                WHERE a.session_id = ANY(%(ids)s::uuid[]) AND a.search_vector @@ q.query
+                ORDER BY a.session_id, a.id DESC
             )
-            FROM unnest(%(ids)s::uuid[]) AS page(id), q
-            """,
-            {"query": query, "chars": POSTGRES_INDEXED_CHARS, "options": options, "ids": [c.pk for c in found]},
+            SELECT c.id, ts_headline(
+                'english',
+                cjk_split(CASE WHEN m.id IS NOT NULL THEN {around_message} WHEN a.id IS NOT NULL THEN {around_artifact} ELSE c.title END),
+                q.query,
+                %(options)s
+            )
+            FROM conversations_conversation AS c CROSS JOIN q
+            LEFT JOIN messages ON messages.conversation_id = c.id
+            LEFT JOIN conversations_message AS m ON m.id = messages.id
+            LEFT JOIN artifacts ON artifacts.session_id = c.id
+            LEFT JOIN artifacts_artifact AS a ON a.id = artifacts.id
+            WHERE c.id = ANY(%(ids)s::uuid[])
+            """.format(
+                around_message=_around_anchor("m.content || ' ' || left(m.response, %(chars)s)"),
+                around_artifact=_around_anchor("a.title || ' ' || left(a.content, %(chars)s)"),
+            ),
+            {
+                "query": query,
+                "chars": POSTGRES_INDEXED_CHARS,
+                "options": options,
+                "ids": [c.pk for c in found],
+                "anchor": "".join(terms[0]).lower(),
+            },
         )
         return found, dict(cursor.fetchall())

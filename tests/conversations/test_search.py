@@ -132,6 +132,19 @@ def test_a_chinese_snippet_marks_the_whole_word_without_spaces_between_character
     assert "<mark>COP衡量</mark>" in mixed.snippet
 
 
+@pytest.mark.parametrize(("query", "marked"), [("寒冷气候中的效率", "寒冷气候中的效率"), ("efficiency", "efficiency")])
+def test_a_match_deep_in_a_long_answer_is_marked_in_its_snippet(user, query, marked):
+    # 11,000 characters in, past any snippet's reach from the start. (A Postgres
+    # tsvector numbers 16,383 positions and keeps 256 of each character's.)
+    answer = "前言很长，没有要找词。" * 1000 + "热泵在寒冷气候中的效率会下降, its efficiency drops." + "结尾。" * 1000
+    MessageFactory(conversation__owner=user, content="请写一份长报告", response=answer)
+
+    (found,) = _found(user, query)
+
+    assert f"<mark>{marked}</mark>" in found.snippet
+    assert len(found.snippet) < 200
+
+
 def test_snippet_html_marks_only_whole_pairs_and_escapes_everything():
     assert search.snippet_html("a \x02<b>\x03 \x03c\x02") == "a <mark>&lt;b&gt;</mark> c"
 
