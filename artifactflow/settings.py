@@ -32,6 +32,8 @@ DATABASES = {"default": env.db_url("DATABASE_URL", default=f"sqlite:///{DATA_DIR
 USING_SQLITE = DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3"
 if USING_SQLITE:
     DATA_DIR.mkdir(parents=True, exist_ok=True)
+    # Django's backend, giving each connection the function search indexes with.
+    DATABASES["default"]["ENGINE"] = "artifactflow.sqlite3"
 
 
 def _owner_only(path: Path) -> None:

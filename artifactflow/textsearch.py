@@ -13,7 +13,7 @@ through the English stemmer beside them, so "pumps" still finds "pump" and
 
 The split happens inside the database, so every write path indexes the same
 way: a SQL function named cjk_split, registered from Python on every SQLite
-connection (sqlite_functions_register) and created by migration on Postgres
+connection (the artifactflow.sqlite3 backend) and created by migration on Postgres
 (a regexp_replace over the same ranges as CJK_RANGES below, which
 tests.artifactflow.test_textsearch checks). A Postgres tsvector keeps 256
 positions of each word, so there a very long Chinese text is found by a
@@ -22,8 +22,6 @@ word in about its first 256 uses of each of the word's characters.
 
 import re
 from itertools import pairwise
-
-from django.db.backends.signals import connection_created
 
 # Han (unified, extension A, compatibility, the supplementary planes'
 # extensions), hiragana and katakana. Hangul is left alone: Korean puts
@@ -120,14 +118,3 @@ def fts5_phrase(tokens: list[str], *, prefix: bool = False) -> str:
 def tsquery_phrase(tokens: list[str], *, prefix: bool = False) -> str:
     """A to_tsquery phrase: each token quoted, each next to the one before."""
     return " <-> ".join(f"'{token}'" for token in tokens) + (":*" if prefix else "")
-
-
-def sqlite_functions_register(sender, connection, **kwargs):
-    """Gives each new SQLite connection the cjk_split its search triggers
-    and views call."""
-    if connection.vendor == "sqlite":
-        connection.connection.create_function("cjk_split", 1, cjk_split, deterministic=True)
-
-
-def receivers_connect() -> None:
-    connection_created.connect(sqlite_functions_register, dispatch_uid="artifactflow.textsearch")

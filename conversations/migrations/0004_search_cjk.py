@@ -4,7 +4,7 @@ its own (artifactflow.textsearch explains why), in both databases.
 The indexes are those of migration 0003, rebuilt from the rows: on SQLite the
 same FTS5 tables, views and triggers, with every text passed through
 cjk_split (a function each connection is given by
-artifactflow.textsearch.sqlite_functions_register); on Postgres the same
+artifactflow.sqlite3, the SQLite backend settings name); on Postgres the same
 stored tsvector columns, generated through cjk_split, an SQL function this
 migration creates. A later migration that makes Django rebuild one of the
 indexed tables on SQLite runs this migration's search_index_drop before its

@@ -1,8 +1,12 @@
 import importlib
+import threading
 
 import pytest
+from django.db import connection
 
 from artifactflow.textsearch import CJK_RANGES, cjk_split, search_terms, search_words, snippet_join, words_counted
+from conversations.models import Message
+from tests.factories import MessageFactory
 
 MARKS = ("\x02", "\x03")
 
@@ -65,3 +69,23 @@ def test_postgres_splits_the_same_characters_as_sqlite():
     pattern = importlib.import_module("conversations.migrations.0004_search_cjk").POSTGRES_CJK_PATTERN
 
     assert pattern.encode().decode("unicode_escape") == f"([{CJK_RANGES}])"
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="Postgres has cjk_split from its migration")
+@pytest.mark.django_db(transaction=True)
+def test_a_connection_any_thread_opens_can_write_what_the_search_triggers_index():
+    errors = []
+
+    def write():
+        try:
+            MessageFactory(content="热泵的效率")
+        except Exception as error:
+            errors.append(error)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=write)
+    thread.start()
+    thread.join()
+
+    assert errors == [] and Message.objects.filter(content="热泵的效率").exists()
