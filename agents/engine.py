@@ -41,7 +41,7 @@ from .events import RunEventLog
 from .llm.base import NATIVE, ChatModel, ModelError
 from .llm.config import AgentModels
 from .models import RunEvent
-from .state import ALLOWING, TURN, OutcomeStatus, PendingRequest, PermissionDecision
+from .state import ALLOWING, REFUSED_MESSAGES, TURN, OutcomeStatus, PendingRequest, PermissionDecision
 from .toolcalls import (
     OPEN_TAG,
     ToolCall,
@@ -621,11 +621,7 @@ class Turn:
             tool = {tool.name: tool for tool in AGENTS[frame.agent].tools}[call.name]
             self._tool_execute(state, frame, tool, call)
             return
-        why = (
-            "The user denied this call."
-            if decision == PermissionDecision.DENY
-            else "Nobody answered the request in time, so it counts as denied."
-        )
+        why = REFUSED_MESSAGES[decision]
         unshowable = permission_unshowable(pending["params"])
         if unshowable:
             why += f" It could not be approved: {unshowable}; a call with shorter parameters can be."

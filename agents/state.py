@@ -38,6 +38,12 @@ class PermissionDecision(StrEnum):
 USER_DECISIONS = (PermissionDecision.APPROVE, PermissionDecision.ALWAYS, PermissionDecision.DENY)
 # The answers that let the tool call run.
 ALLOWING = (PermissionDecision.APPROVE, PermissionDecision.ALWAYS)
+# What the engine tells an agent whose call a person refused, or nobody
+# answered in time (the demo model reads these back to the person).
+REFUSED_MESSAGES = {
+    PermissionDecision.DENY: "The user denied this call.",
+    PermissionDecision.EXPIRED: "Nobody answered the request in time, so it counts as denied.",
+}
 
 
 @dataclass(frozen=True)

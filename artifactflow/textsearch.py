@@ -89,18 +89,19 @@ def search_terms(query: str, *, limit: int, stop_words: frozenset[str]) -> list[
     terms: dict[tuple[str, ...], None] = {}
     for word in _WORD.findall(query):
         for part in re.split(f"([{CJK_RANGES}]+)", word.lower()):
-            if not part:
-                continue
-            if not CJK_CHARACTER.match(part):
-                if part not in stop_words:
-                    terms.setdefault((part,), None)
-                continue
-            for run in re.split(f"[{''.join(CHINESE_STOP_CHARACTERS)}]+", part):
-                if len(run) == 1:
-                    terms.setdefault((run,), None)
-                for first, second in pairwise(run):
-                    terms.setdefault((first, second), None)
+            if CJK_CHARACTER.match(part):
+                terms.update(dict.fromkeys(_chinese_terms(part)))
+            elif part and part not in stop_words:
+                terms.setdefault((part,), None)
     return [list(term) for term in terms][:limit]
+
+
+def _chinese_terms(text: str):
+    """Each two characters in a row between the stop characters, and a lone one."""
+    for run in re.split(f"[{''.join(CHINESE_STOP_CHARACTERS)}]+", text):
+        if len(run) == 1:
+            yield (run,)
+        yield from pairwise(run)
 
 
 def words_counted(terms: list[list[str]]) -> float:

@@ -28,6 +28,7 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
+from ..state import REFUSED_MESSAGES, PermissionDecision
 from ..toolcalls import toolcalls_parse
 from ..tools.base import Tool
 from .base import XML, Delta
@@ -145,11 +146,10 @@ _CHINESE = {
     # An agent with no tools, such as the compaction.
     "This is the offline demo model; it has nothing to add.": "这是离线演示模型，没有什么可补充的。",
 }
-# What the engine tells an agent whose call a person refused (agents.engine),
-# passed on to the person in their language.
+# The engine's refusals (agents.state), passed on to the person in their language.
 _CHINESE_REFUSALS = {
-    "The user denied this call.": "你拒绝了这次读取。",
-    "Nobody answered the request in time, so it counts as denied.": "请求无人及时回应，按拒绝处理。",
+    REFUSED_MESSAGES[PermissionDecision.DENY]: "你拒绝了这次读取。",
+    REFUSED_MESSAGES[PermissionDecision.EXPIRED]: "请求无人及时回应，按拒绝处理。",
 }
 
 
