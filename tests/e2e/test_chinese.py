@@ -130,9 +130,12 @@ def test_the_whole_flow_in_chinese(portal, model_server, new_page, screenshot, w
     expect(pane.get_by_role("button", name="恢复此版本")).to_be_visible()
     _check(page, screenshot, name=f"{width}-history")
 
-    # The menu switches at once, and the choice outlasts the browser's.
+    # The menu switches at once, a draft in the composer comes along, and the
+    # choice outlasts the browser's.
+    page.locator("#composer-input").fill("还没发送的草稿")
     page.locator("#language-select").select_option("en")
     expect(page.locator("html")).to_have_attribute("lang", "en")
+    expect(page.locator("#composer-input")).to_have_value("还没发送的草稿")
     if phone:
         page.locator(".pane-toggle").click()
     expect(pane.get_by_role("button", name="Restore this version")).to_be_visible()
