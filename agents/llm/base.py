@@ -16,6 +16,11 @@ class ModelError(Exception):
     """The model could not be reached or broke off; the message is shown to the user."""
 
 
+class ContextOverflow(ModelError):
+    """The model service refused the request for its length: the engine
+    compacts the context and asks once more before the turn fails."""
+
+
 @dataclass
 class Delta:
     content: str = ""
