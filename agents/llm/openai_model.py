@@ -3,9 +3,11 @@ stream's fragments put together into `Delta`s, and a stream that breaks off
 mid-answer asked again."""
 
 import logging
+import queue
 import re
+import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import openai
@@ -14,6 +16,9 @@ from ..tools.base import Tool
 from .base import NATIVE, XML, Delta, ModelError
 
 logger = logging.getLogger(__name__)
+
+# How long a stream may be silent before its reader hands the caller an empty Delta (_paced).
+IDLE_TICK_SECONDS = 0.25
 
 
 @dataclass(frozen=True)
@@ -57,12 +62,17 @@ class OpenAIChatModel:
                 }
                 for t in tools
             ]
+        return _paced(lambda live: self._attempts(request, live))
+
+    def _attempts(self, request: dict, live: "_Live") -> Iterator[Delta]:
         attempt = 0
         while True:
             try:
-                yield from self._stream_once(request)
+                yield from self._stream_once(request, live)
                 return
             except _BrokenStream as broken:
+                if live.abandoned:
+                    return
                 error = broken.error
             attempt += 1
             if attempt > self.config.max_retries:
@@ -76,12 +86,15 @@ class OpenAIChatModel:
             )
             yield Delta(restart=_brief(error, api_key=self.config.api_key))
             time.sleep(min(0.5 * 2 ** (attempt - 1), 8))
+            if live.abandoned:
+                return
 
-    def _stream_once(self, request: dict) -> Iterator[Delta]:
+    def _stream_once(self, request: dict, live: "_Live") -> Iterator[Delta]:
         received = finished = False
         calls: dict[int, dict] = {}
         try:
             stream = self._client.chat.completions.create(**request)
+            live.stream = stream
             with stream:
                 for chunk in stream:
                     # "stop", "length", "tool_calls"…: any reason means the model ended the answer itself.
@@ -113,6 +126,63 @@ class OpenAIChatModel:
             raise _BrokenStream("the stream ended before the answer was finished")
         if calls:
             yield Delta(tool_calls=[calls[i] for i in sorted(calls)])
+
+
+class _Live:
+    """The HTTP stream a reader thread is on, and whether its caller has gone."""
+
+    def __init__(self):
+        self.stream = None
+        self.abandoned = False
+
+    def abandon(self) -> None:
+        self.abandoned = True
+        if self.stream is not None:
+            # Ends the reader's wait on the socket rather than leaving it until the service speaks or times out.
+            try:
+                self.stream.close()
+            except Exception:  # the reader may be closing it too; it is going away either way
+                logger.debug("Closing an abandoned model stream failed", exc_info=True)
+
+
+_END = object()
+
+
+def _paced(produce: Callable[[_Live], Iterator[Delta]]) -> Iterator[Delta]:
+    """What `produce` yields, read in a thread of its own, with an empty
+    Delta whenever nothing came for IDLE_TICK_SECONDS. A thinking model can be
+    silent for a minute before its first token, and the SDK's retries wait
+    too: the caller gets control all the while, to stop a turn within a
+    second. Closing this generator abandons the thread and its stream."""
+    arrived: queue.SimpleQueue = queue.SimpleQueue()
+    live = _Live()
+
+    def read():
+        try:
+            for delta in produce(live):
+                if live.abandoned:
+                    return
+                arrived.put(delta)
+        except BaseException as exc:  # handed to the caller, who raises it
+            arrived.put(exc)
+        else:
+            arrived.put(_END)
+
+    threading.Thread(target=read, name="model-stream", daemon=True).start()
+    try:
+        while True:
+            try:
+                item = arrived.get(timeout=IDLE_TICK_SECONDS)
+            except queue.Empty:
+                yield Delta()
+                continue
+            if item is _END:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        live.abandon()
 
 
 class _BrokenStream(Exception):
