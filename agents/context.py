@@ -111,12 +111,16 @@ def _inventory_text(inventory: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def agent_messages(*, system: str, message, instruction: str, summary: str, interactions: list[dict]) -> list[dict]:
+def agent_messages(
+    *, system: str, message, instruction: str, summary: str, interactions: list[dict], history: list[dict] = ()
+) -> list[dict]:
     """The lead sees the conversation along the branch (`message`, from the
-    latest compaction on) and the request; a subagent only its instruction.
-    Then the compacted summary, if any, and this turn's tool interactions."""
+    latest compaction on) and the request; a subagent its `history` (its
+    earlier activations this turn) and its instruction. Then the compacted
+    summary, if any, and this activation's tool interactions."""
     messages = [{"role": "system", "content": system}]
     if message is None:
+        messages += history
         messages.append({"role": "user", "content": instruction})
     elif not summary:
         messages += _history(message)

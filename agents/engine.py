@@ -38,7 +38,7 @@ from .config import (
     max_tool_rounds,
 )
 from .events import RunEventLog
-from .llm.base import NATIVE, ChatModel, ModelError
+from .llm.base import NATIVE, ChatModel, ContextOverflow, ModelError
 from .llm.config import AgentModels
 from .models import RunEvent
 from .state import ALLOWING, REFUSED_MESSAGES, TURN, OutcomeStatus, PendingRequest, PermissionDecision
@@ -60,6 +60,8 @@ EVENT_PARAM_CHARS = 2000
 # show whole: the person asked sees exactly what would run, so a call with a
 # longer parameter can only be denied (permission_unshowable).
 PERMISSION_PARAM_CHARS = 50_000
+# What a model call is for, in its metrics record: an agent's step, or summarising its context.
+STEP, COMPACTION = "step", "compaction"
 # How often a streaming model call looks at the cancel flag.
 CANCEL_CHECK_SECONDS = 0.3
 # From this many tool calls left, the lead is told how many, so it can plan
@@ -85,8 +87,12 @@ class Frame:
     rounds: int = 0
     # Said to the agent with the result of the call it is waiting for.
     notes: list[str] = field(default_factory=list)
-    # For a subagent: the id of the lead's native call it answers.
+    # For a subagent: the id of the lead's native call it answers, when it was
+    # called, and what it was told and did in its earlier activations this
+    # turn (seed 003 "extended" memory), which it sees before its instruction.
     call_id: str = ""
+    called_at: str = ""
+    history: list[dict] = field(default_factory=list)
     # What compaction made of the agent's older context (seven sections).
     summary: str = ""
     # The prompt tokens the model service counted for the agent's last call,
@@ -116,8 +122,12 @@ class TurnState:
     pending: dict | None = None
     # Tools the user allowed without asking again.
     allowed: list[str] = field(default_factory=list)
-    agent_metrics: dict = field(default_factory=dict)
-    tool_metrics: list[dict] = field(default_factory=list)
+    # Seed 004's metrics, append-only: a record of every model call
+    # (AgentExecutionRecord) and of every tool call (ToolCallRecord).
+    agent_executions: list[dict] = field(default_factory=list)
+    tool_calls: list[dict] = field(default_factory=list)
+    # Each subagent's earlier activations this turn, as it will see them again.
+    memories: dict[str, list[dict]] = field(default_factory=dict)
     started_at: str = ""
     # The lead's answer once the turn is complete: a worker that dies while
     # saving it hands it on in the checkpoint instead of asking the model again.
@@ -128,6 +138,12 @@ class TurnState:
 
     @classmethod
     def from_checkpoint(cls, data: dict) -> "TurnState":
+        data = dict(data)
+        # A checkpoint from before every call had its record: a total per agent, and the tool calls' list.
+        if "agent_metrics" in data:
+            data["agent_executions"] = list(data.pop("agent_metrics").values())
+        if "tool_metrics" in data:
+            data["tool_calls"] = data.pop("tool_metrics")
         return cls(**{**data, "frames": [Frame(**frame) for frame in data["frames"]]})
 
 
@@ -292,7 +308,7 @@ class Turn:
             )
 
         if call.error:
-            self._tool_report(frame, call, tool_error(tool=call.name, message=call.error))
+            self._tool_report(state, frame, call, tool_error(tool=call.name, message=call.error))
             return None
         if call.name == CALL_SUBAGENT:
             self._tool_start(frame, call)
@@ -337,6 +353,7 @@ class Turn:
         return context.agent_messages(
             system=system,
             message=self.message if config.sees_history else None,
+            history=frame.history,
             instruction=frame.instruction,
             summary=frame.summary,
             interactions=frame.interactions,
@@ -351,46 +368,28 @@ class Turn:
             estimate=estimate, reported=frame.reported_tokens, reported_estimate=frame.reported_estimate
         )
         if compaction.needed(tokens=size, model=model):
-            messages, estimate = self._compact(frame, config, model, messages, tokens_before=size)
-
-        started = time.monotonic()
-        parts, reasoning, usage, tool_calls = [], [], None, []
-        prose = _ProseFilter()
-        self.shown = ""
-        checked = time.monotonic()
-        stream = model.stream(messages, tools=config.tools)
+            messages, estimate = self._compact(state, frame, config, model, messages, tokens_before=size)
         try:
-            for delta in stream:
-                if delta.restart:
-                    # The stream broke off and is asked again: what came so far is void.
-                    parts, reasoning, prose, self.shown = [], [], _ProseFilter(), ""
-                    self.log.emit(RunEvent.Type.LLM_RETRY, agent=frame.agent, data={"reason": delta.restart})
-                if delta.content:
-                    parts.append(delta.content)
-                    self._show(frame.agent, prose.feed(delta.content))
-                if delta.reasoning:
-                    reasoning.append(delta.reasoning)
-                if delta.usage:
-                    usage = delta.usage
-                tool_calls += delta.tool_calls
-                if time.monotonic() - checked >= CANCEL_CHECK_SECONDS:
-                    checked = time.monotonic()
-                    self._interrupts_check()
-        finally:
-            # Closing the generator closes the HTTP stream to the model.
-            stream.close()
-        self._show(frame.agent, prose.finish())
-        if usage and usage.get("prompt_tokens"):
-            frame.reported_tokens, frame.reported_estimate = usage["prompt_tokens"], estimate
+            reply = self._stream(state, frame.agent, model, messages, tools=config.tools)
+        except ContextOverflow:
+            # The service counts otherwise than the estimate (another tokenizer,
+            # a smaller window than configured): compact and ask once more, as
+            # the upstream project does.
+            messages, estimate = self._compact(
+                state, frame, config, model, messages, tokens_before=max(size, model.context_window)
+            )
+            try:
+                reply = self._stream(state, frame.agent, model, messages, tools=config.tools)
+            except ContextOverflow as again:
+                raise ModelError(
+                    f"The conversation is too long for the model {model.name}, even after its context was "
+                    f"summarised. {again} Start a new conversation, or set the model's context_window to what "
+                    "the service allows."
+                ) from again
+        if reply.usage and reply.usage.get("prompt_tokens"):
+            frame.reported_tokens, frame.reported_estimate = reply.usage["prompt_tokens"], estimate
         else:
             frame.reported_tokens = frame.reported_estimate = 0
-        reply = _Reply(
-            content="".join(parts).strip(),
-            reasoning="".join(reasoning),
-            usage=usage,
-            duration_ms=int((time.monotonic() - started) * 1000),
-            tool_calls=tool_calls,
-        )
         self.log.emit(
             RunEvent.Type.LLM_COMPLETE,
             agent=frame.agent,
@@ -402,8 +401,67 @@ class Turn:
                 "duration_ms": reply.duration_ms,
             },
         )
-        _agent_metrics_add(state, agent=frame.agent, model=model.name, reply=reply)
         return reply
+
+    def _stream(
+        self, state: TurnState, agent: str, model: ChatModel, messages: list[dict], *, tools=(), purpose: str = STEP
+    ) -> _Reply:
+        """One model call, streamed: Stop and the time limit are checked as it
+        arrives, a step's prose is shown as it comes, and the call is
+        recorded in the metrics however it ends."""
+        started_at, started = timezone.now(), time.monotonic()
+        parts, reasoning, usage, tool_calls = [], [], None, []
+        prose = _ProseFilter()
+        if purpose == STEP:
+            self.shown = ""
+        checked = time.monotonic()
+        success = False
+        stream = model.stream(messages, tools=tools)
+        try:
+            for delta in stream:
+                if delta.restart:
+                    # The stream broke off and is asked again: what came so far is void.
+                    parts, reasoning, prose = [], [], _ProseFilter()
+                    if purpose == STEP:
+                        self.shown = ""
+                    self.log.emit(RunEvent.Type.LLM_RETRY, agent=agent, data={"reason": delta.restart})
+                if delta.content:
+                    parts.append(delta.content)
+                    if purpose == STEP:
+                        self._show(agent, prose.feed(delta.content))
+                if delta.reasoning:
+                    reasoning.append(delta.reasoning)
+                if delta.usage:
+                    usage = delta.usage
+                tool_calls += delta.tool_calls
+                if time.monotonic() - checked >= CANCEL_CHECK_SECONDS:
+                    checked = time.monotonic()
+                    self._interrupts_check()
+            success = True
+        finally:
+            # Closing the generator closes the HTTP stream to the model.
+            stream.close()
+            state.agent_executions.append(
+                {
+                    "agent_name": agent,
+                    "model": model.name,
+                    "purpose": purpose,
+                    "success": success,
+                    "token_usage": _usage_counted(usage),
+                    "llm_duration_ms": int((time.monotonic() - started) * 1000),
+                    "started_at": started_at.isoformat(),
+                    "completed_at": timezone.now().isoformat(),
+                }
+            )
+        if purpose == STEP:
+            self._show(agent, prose.finish())
+        return _Reply(
+            content="".join(parts).strip(),
+            reasoning="".join(reasoning),
+            usage=usage,
+            duration_ms=state.agent_executions[-1]["llm_duration_ms"],
+            tool_calls=tool_calls,
+        )
 
     def _tokens_estimate(self, messages: list[dict], config: AgentConfig, model: ChatModel) -> int:
         """The estimated tokens of a request of `messages`."""
@@ -415,25 +473,43 @@ class Turn:
         return size
 
     def _compact(
-        self, frame: Frame, config: AgentConfig, model: ChatModel, messages: list[dict], *, tokens_before: int
+        self,
+        state: TurnState,
+        frame: Frame,
+        config: AgentConfig,
+        model: ChatModel,
+        messages: list[dict],
+        *,
+        tokens_before: int,
     ) -> tuple[list[dict], int]:
-        """Summarise the agent's older context; returns the messages that
-        replace `messages`, and their estimated tokens."""
-        result = compaction.compact(
-            model=model, messages=messages, keep=compaction.keep_count(interactions=frame.interactions, model=model)
-        )
-        frame.summary = result.summary
-        frame.interactions = frame.interactions[len(frame.interactions) - result.kept :] if result.kept else []
+        """Summarise the agent's older context, or cut it when the model
+        cannot; returns the messages that replace `messages`, and their
+        estimated tokens."""
+        keep = compaction.keep_count(interactions=frame.interactions, model=model)
+        request = compaction.compaction_request(messages=messages, keep=keep)
+        self.log.emit(RunEvent.Type.COMPACTION_START, agent=frame.agent, data={"tokens_before": tokens_before})
+        failure = ""
+        try:
+            reply = self._stream(state, frame.agent, model, request, purpose=COMPACTION)
+            summary = compaction.summary_checked(reply.content)
+        except TimeLimitExceeded:
+            raise
+        except ModelError as exc:
+            failure = str(exc)
+            summary = compaction.summary_truncated(messages=messages, keep=keep, model=model, failure=failure)
+        frame.summary, frame.history = summary, []
+        frame.interactions = frame.interactions[len(frame.interactions) - keep :] if keep else []
         compacted = self._messages(frame, config, model)
         estimate = self._tokens_estimate(compacted, config, model)
         self.log.emit(
             RunEvent.Type.COMPACTION,
             agent=frame.agent,
             data={
-                "summary": result.summary,
+                "summary": summary,
                 "tokens_before": tokens_before,
                 "tokens_after": estimate,
                 "message_id": self.message.pk,
+                **({"failure": failure} if failure else {}),
             },
         )
         return compacted, estimate
@@ -464,6 +540,8 @@ class Turn:
             state.phase, state.response = Phase.COMPLETED, response
             return self._outcome(OutcomeStatus.COMPLETED, state, response=response)
         state.frames.pop()
+        # Asked again this turn, the subagent remembers this activation.
+        state.memories[frame.agent] = _agent_memory(frame, response=response)
         lead = state.frames[-1]
         if response:
             report = response
@@ -483,7 +561,9 @@ class Turn:
         result = self._result_spill(
             result=result, name=f"{frame.agent}_report", title=f"{frame.agent} report ({instruction[:200]})"
         )
-        self._tool_report(lead, ToolCall(name=CALL_SUBAGENT, id=frame.call_id), result)
+        self._tool_report(
+            state, lead, ToolCall(name=CALL_SUBAGENT, id=frame.call_id), result, called_at=frame.called_at
+        )
         return None
 
     def _subagent_start(self, state: TurnState, frame: Frame, call: ToolCall) -> None:
@@ -495,9 +575,17 @@ class Turn:
                 if agent not in SUBAGENTS
                 else "The instruction is empty."
             )
-            self._tool_report(frame, call, tool_error(tool=call.name, message=problem))
+            self._tool_report(state, frame, call, tool_error(tool=call.name, message=problem))
             return
-        state.frames.append(Frame(agent=agent, instruction=instruction, call_id=call.id))
+        state.frames.append(
+            Frame(
+                agent=agent,
+                instruction=instruction,
+                call_id=call.id,
+                called_at=timezone.now().isoformat(),
+                history=state.memories.get(agent, []),
+            )
+        )
         self.log.emit(RunEvent.Type.AGENT_START, agent=agent, data={"instruction": instruction, "from": frame.agent})
 
     # --- tools -------------------------------------------------------------------
@@ -514,6 +602,7 @@ class Turn:
         so tool_start follows permission_result (seed 004)."""
         self._tool_start(frame, call)
         state.phase = Phase.TOOL_EXECUTING
+        called_at = timezone.now().isoformat()
         started = time.monotonic()
         result = tool.handler(self.tool_context, **call.params)
         duration_ms = int((time.monotonic() - started) * 1000)
@@ -524,14 +613,40 @@ class Turn:
             result = self._result_spill(
                 result=result, name=f"{tool.name}_result", title=f"{tool.name} result ({about[:200]})", reader=reader
             )
-        state.tool_metrics.append(
-            {"tool_name": tool.name, "agent": frame.agent, "success": result.success, "duration_ms": duration_ms}
-        )
-        self._tool_report(frame, call, result, duration_ms=duration_ms)
+        self._tool_report(state, frame, call, result, called_at=called_at, duration_ms=duration_ms)
 
-    def _tool_report(self, frame: Frame, call: ToolCall, result: ToolResult, *, duration_ms: int = 0) -> None:
+    def _tool_report(
+        self,
+        state: TurnState,
+        frame: Frame,
+        call: ToolCall,
+        result: ToolResult,
+        *,
+        called_at: str = "",
+        duration_ms: int | None = None,
+        decision: PermissionDecision | None = None,
+    ) -> None:
+        """The result of `call` to its agent, to the event log and to the
+        metrics: every call ends here, run, refused, invalid or delegated.
+        `duration_ms` is the tool's own time; without it, the time since
+        `called_at` (a subagent's whole activation)."""
         content = result.content + "".join(f"\n<note>{escape(note)}</note>" for note in frame.notes)
         frame.notes = []
+        completed_at = timezone.now()
+        if duration_ms is None:
+            since = datetime.fromisoformat(called_at) if called_at else completed_at
+            duration_ms = int((completed_at - since).total_seconds() * 1000)
+        state.tool_calls.append(
+            {
+                "tool_name": call.name,
+                "agent": frame.agent,
+                "success": result.success,
+                "duration_ms": duration_ms,
+                "called_at": called_at or completed_at.isoformat(),
+                "completed_at": completed_at.isoformat(),
+                **({"decision": decision.value} if decision else {}),
+            }
+        )
         self.log.emit(
             RunEvent.Type.TOOL_COMPLETE,
             agent=frame.agent,
@@ -626,24 +741,16 @@ class Turn:
         if unshowable:
             why += f" It could not be approved: {unshowable}; a call with shorter parameters can be."
         message = f"{why} Do not retry it; continue without it or explain what you could not do."
-        self._tool_report(frame, call, tool_error(tool=call.name, message=message))
+        self._tool_report(state, frame, call, tool_error(tool=call.name, message=message), decision=decision)
 
     # --- the end ------------------------------------------------------------------
 
     def _outcome(self, status: OutcomeStatus, state: TurnState, *, response: str = "") -> TurnOutcome:
-        completed_at = timezone.now()
-        started_at = datetime.fromisoformat(state.started_at)
         waiting = status == OutcomeStatus.WAITING_PERMISSION
         return TurnOutcome(
             status=status,
             response=response,
-            metrics={
-                "started_at": state.started_at,
-                "completed_at": completed_at.isoformat(),
-                "total_duration_ms": int((completed_at - started_at).total_seconds() * 1000),
-                "agent_executions": list(state.agent_metrics.values()),
-                "tool_calls": state.tool_metrics,
-            },
+            metrics=turn_metrics(state),
             pending=PendingRequest.from_checkpoint(state.pending) if waiting else None,
         )
 
@@ -669,17 +776,44 @@ def _needs_permission(tool: Tool, state: TurnState) -> bool:
     return permission == CONFIRM and tool.name not in state.allowed
 
 
-def _agent_metrics_add(state: TurnState, *, agent: str, model: str, reply: _Reply) -> None:
-    entry = state.agent_metrics.setdefault(
-        agent, {"agent_name": agent, "model": model, "token_usage": None, "llm_duration_ms": 0, "model_calls": 0}
+def _agent_memory(frame: Frame, *, response: str) -> list[dict]:
+    """A subagent's activation as it will see it when it is called again:
+    what it was told, what it did and what it reported, after what it
+    remembered already."""
+    seen = context.agent_messages(
+        system="",
+        message=None,
+        history=frame.history,
+        instruction=frame.instruction,
+        summary=frame.summary,
+        interactions=frame.interactions,
     )
-    entry["llm_duration_ms"] += reply.duration_ms
-    entry["model_calls"] += 1
-    if reply.usage:
-        total = entry["token_usage"] or {}
-        for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
-            total[key] = total.get(key, 0) + (reply.usage.get(key) or 0)
-        entry["token_usage"] = total
+    return [*seen[1:], {"role": "assistant", "content": response or "(no report)"}]
+
+
+def _usage_counted(usage: dict | None) -> dict | None:
+    """The token counts of a call's usage, as its metrics record keeps them."""
+    if not usage:
+        return None
+    counted = {key: usage.get(key) or 0 for key in ("prompt_tokens", "completion_tokens", "total_tokens")}
+    reasoning = usage.get("reasoning_tokens") or (usage.get("completion_tokens_details") or {}).get("reasoning_tokens")
+    if reasoning:
+        counted["reasoning_tokens"] = reasoning
+    return counted
+
+
+def turn_metrics(state: TurnState) -> dict:
+    """The turn's metrics (seed 004 ExecutionMetrics) as of now: a turn that
+    fails is measured up to where it stopped."""
+    completed_at = timezone.now()
+    started_at = datetime.fromisoformat(state.started_at)
+    return {
+        "started_at": state.started_at,
+        "completed_at": completed_at.isoformat(),
+        "total_duration_ms": int((completed_at - started_at).total_seconds() * 1000),
+        "agent_executions": state.agent_executions,
+        "tool_calls": state.tool_calls,
+    }
 
 
 def turn_state_new(*, message, allowed: list[str]) -> TurnState:

@@ -87,11 +87,18 @@ class LlmComplete(TypedDict):
 
 
 @with_config(_EXACT)
+class CompactionStart(TypedDict):
+    tokens_before: int
+
+
+@with_config(_EXACT)
 class Compaction(TypedDict):
     summary: str
     tokens_before: int
     tokens_after: int
     message_id: int
+    # Why the model could not summarise, so the older context was cut instead.
+    failure: NotRequired[str]
 
 
 @with_config(_EXACT)
@@ -181,6 +188,7 @@ EVENT_SCHEMAS: dict[str, object] = {
     RunEvent.Type.LLM_CHUNK: LlmChunk,
     RunEvent.Type.LLM_RETRY: LlmRetry,
     RunEvent.Type.LLM_COMPLETE: LlmComplete,
+    RunEvent.Type.COMPACTION_START: CompactionStart,
     RunEvent.Type.COMPACTION: Compaction,
     RunEvent.Type.AGENT_COMPLETE: AgentComplete,
     RunEvent.Type.TOOL_START: ToolStart,

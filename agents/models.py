@@ -70,6 +70,7 @@ class RunEvent(models.Model):
         LLM_CHUNK = "llm_chunk"
         LLM_COMPLETE = "llm_complete"
         LLM_RETRY = "llm_retry"
+        COMPACTION_START = "compaction_start"
         COMPACTION = "compaction"
         AGENT_COMPLETE = "agent_complete"
         TOOL_START = "tool_start"

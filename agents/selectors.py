@@ -173,8 +173,10 @@ def run_view_apply(view: RunView, event: RunEvent) -> None:
             if agent == LEAD_AGENT:
                 view.text = ""
             view.activity = gettext("%(agent)s · reconnecting to the model") % {"agent": agent}
-        case RunEvent.Type.COMPACTION:
+        case RunEvent.Type.COMPACTION_START:
             view.activity = gettext("%(agent)s · summarising its context to make room") % {"agent": agent}
+        case RunEvent.Type.COMPACTION:
+            view.activity = gettext("%(agent)s · thinking") % {"agent": agent}
         case RunEvent.Type.LLM_COMPLETE if agent == LEAD_AGENT:
             view.text = text_before_calls(data.get("content", view.text))
         case RunEvent.Type.TOOL_START:
@@ -262,6 +264,42 @@ def run_activity(*, run: Run) -> StepFold:
         step_fold_apply(fold, event)
     _versions_find(fold=fold, run=run)
     return fold
+
+
+@dataclass
+class ModelUse:
+    """One row of an activity's model-use table: an agent's calls to one model."""
+
+    agent: str
+    model: str
+    calls: int = 0
+    # Of the calls, those that summarised the agent's context, and those that failed or were stopped.
+    compactions: int = 0
+    failed: int = 0
+    # None until a call reports its usage: "not reported" is not zero.
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    duration_ms: int = 0
+
+
+def model_use(*, metrics: dict | None) -> list[ModelUse]:
+    """The run's model calls (its metrics' agent_executions) added up by agent
+    and model, in the order they were first called. Metrics from before each
+    call had a record of its own hold one total per agent (`model_calls`)."""
+    rows: dict[tuple[str, str], ModelUse] = {}
+    for record in (metrics or {}).get("agent_executions") or []:
+        key = (str(record.get("agent_name", "")), str(record.get("model", "")))
+        row = rows.setdefault(key, ModelUse(*key))
+        row.calls += record.get("model_calls", 1)
+        row.compactions += record.get("purpose") == "compaction"
+        row.failed += record.get("success") is False
+        row.duration_ms += record.get("llm_duration_ms") or 0
+        usage = record.get("token_usage") or {}
+        for name in ("prompt_tokens", "completion_tokens", "reasoning_tokens"):
+            if usage.get(name) is not None:
+                setattr(row, name, (getattr(row, name) or 0) + usage[name])
+    return list(rows.values())
 
 
 def _steps_all(steps: list[Step]):

@@ -298,17 +298,40 @@ def step_fold_apply(fold: StepFold, event: RunEvent) -> None:
             if step is None:
                 return
             step.permission = str(data.get("decision", ""))
+        case RunEvent.Type.COMPACTION_START:
+            # Between the agent's calls, so the step is its one in progress until the summary comes.
+            step = Step(COMPACTION, agent, subject=gettext("summarising its context to make room"), started=fold.work)
+            _place(fold, agent).append(step)
+            fold.running[agent] = step
         case RunEvent.Type.COMPACTION:
+            step = fold.running.get(agent)
+            if step is None or step.kind != COMPACTION:
+                # Logged before compactions announced their start.
+                step = Step(COMPACTION, agent, started=fold.work)
+                _place(fold, agent).append(step)
+            fold.running.pop(agent, None)
             before, after = data.get("tokens_before"), data.get("tokens_after")
-            subject = (
-                gettext("summarised its context to make room: %(before)s → %(after)s tokens (estimated)")
-                % {"before": f"{before:,}", "after": f"{after:,}"}
+            sizes = (
+                {"before": f"{before:,}", "after": f"{after:,}"}
                 if isinstance(before, int) and isinstance(after, int)
-                else gettext("summarised its context to make room")
+                else None
             )
-            compacted = Step(COMPACTION, agent, subject=subject, status=OK, started=fold.work)
-            compacted.body = str(data.get("summary", ""))
-            _place(fold, agent).append(compacted)
+            if data.get("failure"):
+                step.subject = (
+                    gettext("could not summarise its context, so cut it: %(before)s → %(after)s tokens (estimated)")
+                    % sizes
+                    if sizes
+                    else gettext("could not summarise its context, so cut it")
+                )
+                step.text = str(data["failure"])
+            else:
+                step.subject = (
+                    gettext("summarised its context to make room: %(before)s → %(after)s tokens (estimated)") % sizes
+                    if sizes
+                    else gettext("summarised its context to make room")
+                )
+                step.body = str(data.get("summary", ""))
+            _finish(fold, step, OK)
         case RunEvent.Type.LLM_RETRY:
             retry = Step(
                 RETRY, agent, subject=gettext("the model's reply broke off; asked again"), status=OK, started=fold.work

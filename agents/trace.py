@@ -151,6 +151,14 @@ def _event_fold(trace: Trace, row: TraceRow, event: RunEvent) -> None:
         case RunEvent.Type.LLM_RETRY:
             row.summary = f"model call asked again: {_short(data.get('reason'))}"
             row.failed = True
+        case RunEvent.Type.COMPACTION_START:
+            row.summary = f"summarising the context, {data.get('tokens_before')} tokens"
+        case RunEvent.Type.COMPACTION if data.get("failure"):
+            row.summary = (
+                f"context cut, not summarised ({_short(data['failure'])}), "
+                f"{data.get('tokens_before')} → {data.get('tokens_after')} tokens"
+            )
+            row.failed = True
         case RunEvent.Type.COMPACTION:
             row.summary = f"context summarised, {data.get('tokens_before')} → {data.get('tokens_after')} tokens"
         case RunEvent.Type.TOOL_START:

@@ -95,7 +95,7 @@ def run_activity(request, run_id):
     run = _run_or_404(request, run_id)
     context = {
         "fold": selectors.run_activity(run=run),
-        "metrics": run.metrics,
+        "model_use": selectors.model_use(metrics=run.metrics),
         # Artifact links open in this conversation's pane.
         "conversation_id": run.message.conversation_id,
     }

@@ -134,6 +134,7 @@ def run_claimed_execute(*, run: Run, on_event=None) -> Run | None:
 
 
 def _run_drive(*, run: Run, lease: Lease, log: RunEventLog, artifacts: ArtifactManager, heartbeat: Heartbeat) -> None:
+    state = None
     try:
         models = models_from_settings()
         if run.checkpoint:
@@ -153,10 +154,10 @@ def _run_drive(*, run: Run, lease: Lease, log: RunEventLog, artifacts: ArtifactM
     except (LeaseLost, *TRANSIENT_ERRORS):
         raise
     except (ModelError, ImproperlyConfigured) as exc:
-        _run_fail(run=run, lease=lease, log=log, error=str(exc), flush=artifacts.flush_all())
+        _run_fail(run=run, lease=lease, log=log, error=str(exc), flush=artifacts.flush_all(), state=state)
     except Exception:
         logger.exception("Run %s failed", run.pk)
-        _run_fail(run=run, lease=lease, log=log, error=INTERNAL_ERROR, flush=artifacts.flush_all())
+        _run_fail(run=run, lease=lease, log=log, error=INTERNAL_ERROR, flush=artifacts.flush_all(), state=state)
     else:
         # However the loop ended, the turn's artifacts are saved first; the
         # checkpoint then no longer carries them. A turn paused for the user's
@@ -285,7 +286,13 @@ def _error_emit(*, log: RunEventLog, flush: FlushReport, message: str, cancelled
     return message
 
 
-def _run_fail(*, run: Run, lease: Lease, log: RunEventLog, error: str, flush: FlushReport) -> None:
+def _run_fail(
+    *, run: Run, lease: Lease, log: RunEventLog, error: str, flush: FlushReport, state: engine.TurnState | None
+) -> None:
+    # The model calls and tools of a failed turn cost as much as a finished one's.
+    if state is not None:
+        run.metrics = engine.turn_metrics(state)
+
     def write():
         with transaction.atomic():
             lease.hold()
@@ -303,6 +310,7 @@ def run_end_unheld(*, run: Run, log: RunEventLog, status: str, error: str = "") 
     flush = artifacts.flush_all()
     if run.checkpoint:
         run.checkpoint = {**run.checkpoint, "artifacts": artifacts.working_state()}
+        run.metrics = engine.turn_metrics(engine.checkpoint_state(run.checkpoint))
     _run_end_save(run=run, log=log, status=status, error=error, flush=flush)
 
 
@@ -316,7 +324,7 @@ def _run_end_save(*, run: Run, log: RunEventLog, status: str, error: str, flush:
     else:
         error = _error_emit(log=log, flush=flush, message=error)
     run.status, run.finished_at, run.error = status, timezone.now(), error
-    run.save(update_fields=["status", "finished_at", "error", "checkpoint", "worker_deaths"])
+    run.save(update_fields=["status", "finished_at", "error", "checkpoint", "worker_deaths", "metrics"])
 
 
 def _answer_shown(*, run: Run) -> str:

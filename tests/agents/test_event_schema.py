@@ -32,6 +32,7 @@ VALID = {
         "token_usage": {"prompt_tokens": 120, "completion_tokens": 8, "total_tokens": 128},
         "duration_ms": 840,
     },
+    "compaction_start": {"tokens_before": 90_000},
     "compaction": {"summary": "## Goal\n…", "tokens_before": 90_000, "tokens_after": 12_000, "message_id": 7},
     "agent_complete": {"response": "The report is written."},
     "tool_start": {"tool": "create_artifact", "params": PARAMS, "params_truncated": {"content": 5000}},
