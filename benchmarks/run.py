@@ -14,6 +14,7 @@ import people_edits  # noqa: E402
 import renderers  # noqa: E402
 import search_chinese  # noqa: E402
 import security  # noqa: E402
+import stop  # noqa: E402
 import streaming  # noqa: E402
 import thread_page  # noqa: E402
 import tokens  # noqa: E402
@@ -31,6 +32,7 @@ for benchmark in (
     renderers,
     extraction,
     streaming,
+    stop,
     websocket_flood,
     artifacts,
     people_edits,

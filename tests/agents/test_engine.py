@@ -277,6 +277,9 @@ def test_a_turn_that_fails_midway_still_saves_its_artifacts(user, scripted_model
     assert run.status == Run.Status.FAILED
     assert Artifact.objects.get(artifact_id="notes").content == "found so far"
     assert _events(run, RunEvent.Type.ERROR)[0].data["artifacts"]["flushed"] == ["notes"]
+    # Measured up to where it failed: both calls, the second unsuccessful.
+    assert [m["success"] for m in run.metrics["agent_executions"]] == [True, False]
+    assert [m["tool_name"] for m in run.metrics["tool_calls"]] == ["create_artifact"]
 
 
 @pytest.mark.parametrize("cut", range(1, 20))
@@ -323,6 +326,30 @@ def test_the_lead_delegates_to_a_subagent_and_gets_its_report(user, scripted_mod
     assert calls == [("lead_agent", "step"), ("search_agent", "step"), ("lead_agent", "step")]
     [delegation] = [t for t in run.metrics["tool_calls"] if t["tool_name"] == "call_subagent"]
     assert delegation["success"] and delegation["called_at"] <= delegation["completed_at"]
+
+
+def test_a_subagent_called_again_in_the_turn_remembers_its_earlier_activation(user, scripted_model):
+    scripted_model.add(
+        Text(call("call_subagent", agent="search_agent", instruction="查找预写日志的资料")),
+        Text(call("web_search", query="预写日志")),
+        Text("找到了 SQLite 文档。"),
+        Text(call("call_subagent", agent="search_agent", instruction="Now find sources on checkpoints")),
+        Text("Checkpoints: see the same SQLite docs."),
+        Text("Done."),
+    )
+
+    run = _run(user)
+
+    assert run.status == Run.Status.COMPLETED
+    second = scripted_model.requests[4]["messages"]
+    assert [m["role"] for m in second] == ["system", "user", "assistant", "user", "assistant", "user"]
+    assert second[1]["content"] == "查找预写日志的资料" and second[2]["content"].endswith("</tool_call>")
+    assert second[3]["content"].startswith('<tool_result tool="web_search">')
+    assert second[4]["content"] == "找到了 SQLite 文档。"
+    assert second[5]["content"] == "Now find sources on checkpoints"
+    # The lead's context is its own: it sees the reports, not the search.
+    lead_last = scripted_model.requests[5]["messages"]
+    assert '<tool_result tool="web_search">' not in str(lead_last)
 
 
 def test_an_unknown_subagent_is_an_error_the_lead_can_fix(user, scripted_model):
@@ -403,6 +430,9 @@ def test_a_denied_call_is_reported_to_the_model(user, scripted_model, confirm_cr
     assert run.status == Run.Status.COMPLETED
     assert not Artifact.objects.exists()
     assert "denied this call" in scripted_model.requests[-1]["messages"][-1]["content"]
+    [denied] = run.metrics["tool_calls"]
+    assert (denied["tool_name"], denied["success"], denied["decision"]) == ("create_artifact", False, "deny")
+    assert [m["agent_name"] for m in run.metrics["agent_executions"]] == ["lead_agent", "lead_agent"]
 
 
 def test_always_allow_holds_for_the_rest_of_the_branch_only(user, scripted_model, confirm_create):
@@ -657,6 +687,94 @@ def test_a_summary_without_the_seven_sections_cuts_the_oldest_context_and_the_tu
     answered = small_window.requests[-1]["messages"]
     assert answered[1]["content"].startswith("<context_summary>")
     assert tokens_estimate(text=answered[1]["content"]) < 10_000 * 0.3
+    assert Artifact.objects.get(artifact_id="notes")
+
+
+def test_a_compaction_the_service_refuses_cuts_the_oldest_context_and_the_turn_goes_on(user, small_window):
+    small_window.add(
+        Text(call("create_artifact", id="notes", content="WAL notes. " * 3000), chunk_size=4000),
+        Status(400, "invalid request"),
+        Text("The notes are written."),
+    )
+
+    run = _run(user, content="记下预写日志的要点")
+
+    assert run.status == Run.Status.COMPLETED and run.message.response == "The notes are written."
+    [compaction] = _events(run, RunEvent.Type.COMPACTION)
+    assert "invalid request" in compaction.data["failure"]
+    assert compaction.data["tokens_after"] < 0.7 * 10_000 < compaction.data["tokens_before"]
+    answered = small_window.requests[-1]["messages"]
+    assert answered[1]["content"].startswith("<context_summary>") and "记下预写日志的要点" in str(answered)
+    purposes = [(m["purpose"], m["success"]) for m in run.metrics["agent_executions"]]
+    assert purposes == [("step", True), ("compaction", False), ("step", True)]
+
+
+def test_a_compaction_is_a_model_call_like_any_other_in_the_metrics(user, small_window):
+    small_window.add(
+        Text(call("create_artifact", id="notes", content="WAL notes. " * 3000), chunk_size=4000),
+        Text(SUMMARY),
+        Text("Final answer."),
+    )
+
+    run = _run(user)
+
+    step, summary, answer = run.metrics["agent_executions"]
+    assert summary["purpose"] == "compaction" and summary["success"]
+    assert summary["token_usage"]["completion_tokens"] > 0 and summary["token_usage"]["prompt_tokens"] > 0
+    assert step["completed_at"] <= summary["started_at"] <= summary["completed_at"] <= answer["started_at"]
+
+
+def test_a_compaction_past_the_turns_time_limit_ends_the_turn(user, small_window, settings):
+    settings.RUN_TIME_LIMIT = 2
+    small_window.add(
+        Text(call("create_artifact", id="notes", content="WAL notes. " * 3000), chunk_size=4000),
+        Text(SUMMARY, wait=30),
+    )
+
+    with finishes_within(10):
+        run = _run(user)
+
+    assert run.status == Run.Status.FAILED
+    assert run.error == "The turn ran past its time limit of 2 seconds and was stopped."
+    assert [e.type for e in _events(run, RunEvent.Type.COMPACTION_START)] == [RunEvent.Type.COMPACTION_START]
+    assert not _events(run, RunEvent.Type.COMPACTION)
+    assert Artifact.objects.get(artifact_id="notes")
+    assert run.metrics["agent_executions"][-1]["purpose"] == "compaction"
+
+
+def test_a_request_refused_for_its_length_is_compacted_and_asked_once_more(user, small_window):
+    # Sized under the compaction threshold by the estimate, over the window by
+    # the service's own count: only its refusal says the request is too long.
+    small_window.context_window = 3_500
+    small_window.add(
+        Text(call("create_artifact", id="notes", content="预写日志笔记。" * 400), chunk_size=4000),
+        Text(SUMMARY),
+        Text("最终答案。"),
+    )
+
+    run = _run(user)
+
+    assert run.status == Run.Status.COMPLETED and run.message.response == "最终答案。"
+    [start] = _events(run, RunEvent.Type.COMPACTION_START)
+    assert start.data["tokens_before"] >= 10_000
+    refused, compaction, asked_again = small_window.requests[1:]
+    assert "seven sections" in compaction["messages"][0]["content"]
+    assert asked_again["messages"][1]["content"].startswith("<context_summary>")
+    assert prompt_tokens(asked_again) < 3_500 < prompt_tokens(refused)
+
+
+def test_a_request_refused_for_its_length_even_after_compaction_fails_saying_why(user, small_window):
+    small_window.context_window = 3_500
+    small_window.add(
+        Text(call("create_artifact", id="notes", content="预写日志笔记。" * 400), chunk_size=4000),
+        Text(SUMMARY + "\n\n" + "预写日志让读者与写者互不阻塞。" * 200),
+    )
+
+    run = _run(user)
+
+    assert run.status == Run.Status.FAILED
+    assert run.error.startswith("The conversation is too long for the model scripted-model, even after its context")
+    assert "maximum context length is 3500 tokens" in run.error
     assert Artifact.objects.get(artifact_id="notes")
 
 

@@ -13,7 +13,7 @@ from artifacts.branches import branch_at, branch_heads, branch_shown
 from artifacts.manager import ArtifactManager
 from artifacts.models import Artifact
 from conversations.models import Conversation
-from tests.agents.test_engine import call
+from tests.agents.test_engine import SUMMARY, call
 from tests.artifacts.test_manager import LARGE
 from tests.model_server import Drop, Status, Text, Truncated
 
@@ -225,6 +225,39 @@ def test_cancelling_a_streaming_run_stops_it_and_keeps_the_partial_answer(user, 
     assert run.message.response.startswith("word") and len(run.message.response) < len("word " * 400) - 5
     terminal = run.events.get(type__in=RunEvent.TERMINAL_TYPES)
     assert terminal.data["cancelled"] is True
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("moment", ["while the model thinks", "while the context is summarised"])
+def test_stop_reaches_a_model_call_that_sends_nothing(user, scripted_model, settings, moment):
+    # A model that thinks (or summarises) for half a minute before its first
+    # token: Stop must not wait for it.
+    settings.RUN_CHUNK_FLUSH_SECONDS = 0.0
+    if moment == "while the model thinks":
+        scripted_model.add(Text("An answer at last.", wait=30))
+        started = lambda: len(scripted_model.requests) == 1  # noqa: E731
+    else:
+        settings.ARTIFACTFLOW_LLM = {**settings.ARTIFACTFLOW_LLM, "context_window": 10_000}
+        settings.COMPACTION_THRESHOLD = 0.7
+        scripted_model.add(
+            Text(call("create_artifact", id="notes", content="WAL notes. " * 3000), chunk_size=4000),
+            Text(SUMMARY, wait=30),
+        )
+        started = lambda: run.events.filter(type=RunEvent.Type.COMPACTION_START).exists()  # noqa: E731
+    _, run = _turn(user)
+    worker = threading.Thread(target=_execute_and_close, args=(run.pk,))
+    worker.start()
+    try:
+        _wait_for(started)
+        run_cancel(run_id=run.pk, user=user)
+    finally:
+        worker.join(timeout=10)
+
+    assert not worker.is_alive()
+    run.refresh_from_db()
+    assert run.status == Run.Status.CANCELLED
+    assert run.events.get(type__in=RunEvent.TERMINAL_TYPES).data["cancelled"] is True
+    assert run.metrics["agent_executions"][-1]["success"] is False
 
 
 def _execute_and_close(run_id):
