@@ -7,7 +7,7 @@ from django.test.utils import CaptureQueriesContext
 
 from agents.library import library_document_fetch
 from agents.models import Run, RunEvent
-from agents.selectors import RunView, run_activity, run_view_apply
+from agents.selectors import RunView, model_use, run_activity, run_view_apply
 from agents.services.asking import conversation_start
 from agents.services.permissions import permission_answer
 from agents.services.runs import run_execute
@@ -31,9 +31,9 @@ START = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 LEAD, SEARCH, CRAWL = "lead_agent", "search_agent", "crawl_agent"
 
 
-def _log(run, events):
+def _log(run, events, *, start=1):
     """Writes the events as a worker would, each `at` seconds into the run."""
-    for seq, (at, type, agent, data) in enumerate(events, start=1):
+    for seq, (at, type, agent, data) in enumerate(events, start=start):
         event = RunEvent.objects.create(run=run, seq=seq, type=type, agent=agent, data=data)
         RunEvent.objects.filter(pk=event.pk).update(created_at=START + timedelta(seconds=at))
 
@@ -625,6 +625,77 @@ def test_a_compaction_and_a_retry_are_steps_of_the_agent_they_happened_to(user):
     assert "<h2>Goal</h2>" in compaction.body_html
     assert (retry.kind, retry.agent, retry.text) == ("retry", SEARCH, "The stream broke off after 12 s.")
     assert (lead_retry.kind, lead_retry.agent, handover.status) == ("retry", LEAD, "running")
+
+
+def test_a_compaction_runs_as_a_step_until_it_ends_and_one_that_cut_says_so(user):
+    run = RunFactory(message__conversation__owner=user)
+    _log(
+        run,
+        [
+            (0, "agent_start", LEAD, {"instruction": "Research"}),
+            (1, "compaction_start", LEAD, {"tokens_before": 130000}),
+        ],
+    )
+    [running] = run_activity(run=run).steps
+    assert (running.kind, running.status) == ("compaction", "running")
+    assert _live(run).activity == "lead_agent · summarising its context to make room"
+
+    failure = "The model service answered 500: overloaded"
+    cut = {"summary": "…", "tokens_before": 130000, "tokens_after": 20000, "message_id": 1, "failure": failure}
+    _log(run, [(2, "compaction", LEAD, cut)], start=3)
+
+    [cut] = run_activity(run=run).steps
+    assert (cut.kind, cut.status, cut.text) == ("compaction", "ok", failure)
+    assert cut.subject.startswith("could not summarise its context, so cut it")
+    assert _live(run).activity == "lead_agent · thinking"
+
+
+def _call(agent, model, *, purpose="step", success=True, usage=None, ms=1000):
+    return {
+        "agent_name": agent,
+        "model": model,
+        "purpose": purpose,
+        "success": success,
+        "token_usage": usage,
+        "llm_duration_ms": ms,
+    }
+
+
+def test_model_use_adds_up_each_agents_calls_to_each_model():
+    usage = {"prompt_tokens": 1000, "completion_tokens": 200, "total_tokens": 1200}
+    metrics = {
+        "agent_executions": [
+            _call(LEAD, "deepseek-r1", usage={**usage, "reasoning_tokens": 150}),
+            _call(SEARCH, "qwen-fast", usage=usage),
+            _call(LEAD, "deepseek-r1", purpose="compaction", usage=usage),
+            _call(LEAD, "deepseek-r1", success=False, usage=None, ms=300),
+            _call(SEARCH, "qwen-fast", usage=None),
+        ]
+    }
+
+    lead, search = model_use(metrics=metrics)
+
+    assert (lead.agent, lead.model, lead.calls, lead.compactions, lead.failed) == (LEAD, "deepseek-r1", 3, 1, 1)
+    assert (lead.prompt_tokens, lead.completion_tokens, lead.reasoning_tokens, lead.duration_ms) == (
+        2000,
+        400,
+        150,
+        2300,
+    )
+    assert (search.calls, search.prompt_tokens, search.reasoning_tokens) == (2, 1000, None)
+
+
+def test_model_use_reads_the_one_total_per_agent_of_older_runs_and_says_when_nothing_was_reported():
+    legacy = {
+        "agent_executions": [
+            {"agent_name": LEAD, "model": "gpt-4o", "model_calls": 4, "token_usage": None, "llm_duration_ms": 9000}
+        ]
+    }
+
+    [row] = model_use(metrics=legacy)
+
+    assert (row.calls, row.prompt_tokens, row.failed, row.compactions, row.duration_ms) == (4, None, 0, 0, 9000)
+    assert model_use(metrics=None) == [] and model_use(metrics={}) == []
 
 
 # --- the versions an activity links to ------------------------------------------------
