@@ -18,7 +18,7 @@ from tests.agents.test_admin import HOSTILE_NAMES
 from tests.agents.test_engine import call
 from tests.asgi import conversation_socket, session_cookie
 from tests.factories import ConversationFactory, MessageFactory, RunFactory
-from tests.model_server import Text
+from tests.model_server import Status, Text
 
 pytestmark = pytest.mark.django_db
 
@@ -320,6 +320,24 @@ def test_the_activity_of_a_turn_with_its_metrics_for_its_owner_only(client, user
     assert "<caption>Model use</caption>" in page and "lead_agent" in page and "2 tool calls" in page
     detail = client.get(reverse("conversation-detail", args=[conversation.pk])).content.decode()
     assert f'hx-get="{url}"' in detail
+
+
+def test_the_activity_counts_a_summary_and_a_failed_call_among_the_model_calls(client, user, settings, scripted_model):
+    settings.ARTIFACTFLOW_LLM = {**settings.ARTIFACTFLOW_LLM, "context_window": 10_000}
+    settings.COMPACTION_THRESHOLD = 0.7
+    scripted_model.add(
+        Text(call("create_artifact", id="notes", content="WAL notes. " * 3000), chunk_size=4000),
+        Status(400, "invalid request"),
+        Text("Done."),
+    )
+    conversation = asking.conversation_start(user=user, content="Take notes", enqueue=False)
+    run = run_execute(run_id=conversation.active_branch.runs.get().pk)
+    client.force_login(user)
+
+    page = client.get(reverse("run-activity", args=[run.pk])).content.decode()
+
+    assert "<td>3 <span" in page and "(1 summary)" in page and "(1 failed or stopped)" in page
+    assert "could not summarise its context, so cut it" in page
 
 
 @pytest.mark.django_db(transaction=True)
