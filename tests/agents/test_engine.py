@@ -778,6 +778,28 @@ def test_a_request_refused_for_its_length_even_after_compaction_fails_saying_why
     assert Artifact.objects.get(artifact_id="notes")
 
 
+def test_a_subagents_memory_counts_against_its_context_and_is_summarised_like_it(user, small_window):
+    report = "预写日志让读者与写者互不阻塞。" * 500  # about 7,500 tokens
+    small_window.add(
+        Text(call("call_subagent", agent="search_agent", instruction="查找预写日志的资料")),
+        Text(report, chunk_size=4000),
+        Text(call("call_subagent", agent="search_agent", instruction="再查检查点")),
+        Text(SUMMARY),
+        Text("检查点的资料。"),
+        Text("Done."),
+    )
+
+    run = _run(user)
+
+    assert run.status == Run.Status.COMPLETED and run.message.response == "Done."
+    [compaction] = _events(run, RunEvent.Type.COMPACTION)
+    assert compaction.agent == "search_agent" and "failure" not in compaction.data
+    summarised, second = small_window.requests[3]["messages"], small_window.requests[4]["messages"]
+    assert "seven sections" in summarised[0]["content"] and "查找预写日志的资料" in summarised[1]["content"]
+    assert second[1]["content"] == "再查检查点" and second[2]["content"].startswith("<context_summary>")
+    assert report not in str(second)
+
+
 # A long Chinese answer, about a token a character where characters over four
 # said a quarter of that. In seven sections, so it serves as a compaction's
 # summary too: whichever request it answers, the conversation grows the same.
