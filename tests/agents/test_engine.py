@@ -19,7 +19,7 @@ from agents.selectors import run_activity
 from agents.services import asking
 from agents.services.permissions import permission_answer, permissions_expire
 from agents.services.runs import RunStateError, run_execute
-from agents.state import pending_request
+from agents.state import TURN, pending_request
 from agents.tokens import tokens_estimate
 from artifacts.branches import branch_shown
 from artifacts.models import Artifact, ArtifactVersion
@@ -397,6 +397,32 @@ def test_an_approved_call_runs_when_the_turn_resumes(user, scripted_model, confi
     assert _events(run, RunEvent.Type.TOOL_COMPLETE)[0].data["success"]
     with pytest.raises(RunStateError, match="no longer open"):
         permission_answer(run_id=run.pk, user=user, request_id=request_id, decision="deny")
+
+
+def test_a_turn_paused_before_every_call_had_its_record_resumes_and_keeps_its_totals(
+    user, scripted_model, confirm_create
+):
+    scripted_model.add(Text(call("create_artifact", id="draft", content="text")), Text("Created it."))
+    run = _run(user)
+    # The checkpoint as a worker wrote it before this change: a total per agent, and frames without memory.
+    turn = run.checkpoint[TURN]
+    turn["agent_metrics"] = {
+        "lead_agent": {"agent_name": "lead_agent", "model": "scripted-model", "model_calls": 1, "token_usage": None}
+    }
+    turn["tool_metrics"] = []
+    for key in ("agent_executions", "tool_calls", "memories"):
+        del turn[key]
+    for frame in turn["frames"]:
+        del frame["called_at"], frame["history"]
+    Run.objects.filter(pk=run.pk).update(checkpoint=run.checkpoint)
+
+    permission_answer(run_id=run.pk, user=user, request_id=pending_request(run.checkpoint).id, decision="approve")
+    run = _run_again(run)
+
+    assert run.status == Run.Status.COMPLETED and run.message.response == "Created it."
+    [before, after] = run.metrics["agent_executions"]
+    assert before["model_calls"] == 1 and after["purpose"] == "step"
+    assert [t["tool_name"] for t in run.metrics["tool_calls"]] == ["create_artifact"]
 
 
 @pytest.mark.parametrize(
