@@ -34,10 +34,16 @@ class Text:
 
 @dataclass
 class Status:
-    """An HTTP error answer (no stream)."""
+    """An HTTP error answer (no stream): by default shaped like OpenAI's,
+    `{"error": {"message", "type", "code"}}`, with the HTTP status for a code."""
 
     code: int
     message: str = "scripted failure"
+    error_code: str | int | None = None
+    error_type: str | None = "scripted"
+    # The whole body in place of OpenAI's shape, as another service sends it:
+    # a dict is sent as JSON, a string as it is (a proxy's HTML page).
+    body: dict | str | None = None
 
 
 @dataclass
@@ -132,8 +138,9 @@ def _handler_for(server: ScriptedModelServer):
                         400,
                         f"This model's maximum context length is {server.context_window} tokens. "
                         f"However, your messages resulted in {prompt} tokens.",
-                    ),
-                    code="context_length_exceeded",
+                        error_code="context_length_exceeded",
+                        error_type="invalid_request_error",
+                    )
                 )
                 return
             reply = server.next_reply()
@@ -199,11 +206,14 @@ def _handler_for(server: ScriptedModelServer):
                     )
             self._event(_chunk(server.model, {}, finish_reason="tool_calls"))
 
-        def _send_error(self, reply: Status, *, code=None):
-            error = {"message": reply.message, "type": "scripted", "code": code or reply.code}
-            payload = json.dumps({"error": error}).encode()
+        def _send_error(self, reply: Status):
+            if isinstance(reply.body, str):
+                payload, content_type = reply.body.encode(), "text/html"
+            else:
+                error = {"message": reply.message, "type": reply.error_type, "code": reply.error_code or reply.code}
+                payload, content_type = json.dumps(reply.body or {"error": error}).encode(), "application/json"
             self.send_response(reply.code)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(payload)))
             # Keeps the SDK's retry backoff short in tests.
             self.send_header("retry-after-ms", "10")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import openai
 
 from ..tools.base import Tool
-from .base import NATIVE, XML, Delta, ModelError
+from .base import NATIVE, XML, ContextOverflow, Delta, ModelError
 
 logger = logging.getLogger(__name__)
 
@@ -103,6 +103,11 @@ class OpenAIChatModel:
                         received = True
                         yield delta
         except openai.APIStatusError as exc:
+            if _refused_for_length(exc):
+                raise ContextOverflow(
+                    "The model service refused the request as longer than the model's context: "
+                    f"{_brief(exc.message, api_key=self.config.api_key)}"
+                ) from exc
             raise ModelError(
                 f"The model service answered {exc.status_code}: {_brief(exc.message, api_key=self.config.api_key)}"
             ) from exc
@@ -126,6 +131,42 @@ class OpenAIChatModel:
             raise _BrokenStream("the stream ended before the answer was finished")
         if calls:
             yield Delta(tool_calls=[calls[i] for i in sorted(calls)])
+
+
+# Every service refuses a request longer than its model's context as a plain
+# 400 (the SDK has no error of its own for it), each in its own words. Told
+# apart from other bad requests, it is one the engine can mend: compact the
+# context and ask again (agents.engine). A tool schema the service rejects, a
+# content policy, a wrong key or a rate limit would be refused again, so
+# anything else stays a ModelError.
+_OVERFLOW_CODE = "context_length_exceeded"  # OpenAI, and services that copy its errors
+_OVERFLOW_WORDS = tuple(
+    re.compile(pattern, re.IGNORECASE)
+    for pattern in (
+        r"maximum context length is \d+",  # OpenAI, vLLM
+        r"exceeds the context window",  # OpenAI
+        r"longer than the maximum model length|max_model_len",  # vLLM
+        r"exceeds? the available context size|exceed_context_size_error",  # llama.cpp server
+        r"input length exceeds the context length|context length exceeded",  # Ollama
+        r"prompt is too long|input length and `?max_tokens`? exceed context limit",  # Anthropic, llama.cpp
+        r"ContextWindowExceededError",  # LiteLLM proxy, whatever the upstream said
+    )
+)
+
+
+def _refused_for_length(exc: openai.APIStatusError) -> bool:
+    """Whether the service refused the request for its length: a 413 (a
+    proxy's body limit), or a 400 whose code, type or words say so."""
+    if exc.status_code == 413:
+        return True
+    if exc.status_code != 400:
+        return False
+    if exc.code == _OVERFLOW_CODE:
+        return True
+    # The SDK's message holds the error's own message only when the body is
+    # JSON shaped like OpenAI's; Ollama's native errors are a bare string.
+    said = [exc.message, exc.type or "", exc.body if isinstance(exc.body, str) else ""]
+    return any(pattern.search(text) for pattern in _OVERFLOW_WORDS for text in said)
 
 
 class _Live:

@@ -1,9 +1,10 @@
 """The OpenAI-compatible model's stream: one that ends before the model
-finished its answer is asked again, and a model error once retries run out."""
+finished its answer is asked again, a model error once retries run out, and a
+request refused for its length told apart from other refusals."""
 
 import pytest
 
-from agents.llm.base import ModelError
+from agents.llm.base import ContextOverflow, ModelError
 from agents.llm.openai_model import ModelSettings, OpenAIChatModel
 from tests.model_server import Status, Text, Truncated
 
@@ -63,3 +64,126 @@ def test_secrets_a_service_echoes_in_an_error_never_reach_the_person(model_serve
     assert "[redacted]" in message
     for secret in (KEY, KEY[::-1], "9" * 20, "hunter2"):
         assert secret not in message
+
+
+# How each service refuses a request longer than its model's context.
+REFUSED_FOR_LENGTH = {
+    "OpenAI": Status(
+        400,
+        "This model's maximum context length is 8192 tokens. However, your messages resulted in 9120 tokens. "
+        "Please reduce the length of the messages.",
+        error_code="context_length_exceeded",
+        error_type="invalid_request_error",
+    ),
+    "OpenAI, by its code alone": Status(
+        400, "Your input exceeds what this model accepts.", error_code="context_length_exceeded"
+    ),
+    "vLLM": Status(
+        400,
+        body={
+            "object": "error",
+            "message": "This model's maximum context length is 4096 tokens. However, you requested 5012 tokens "
+            "(5012 in the messages, 0 in the completion). Please reduce the length of the messages or completion.",
+            "type": "BadRequestError",
+            "param": None,
+            "code": 400,
+        },
+    ),
+    "vLLM, newer": Status(
+        400,
+        "The decoder prompt (length 5012) is longer than the maximum model length of 4096. "
+        "Make sure that `max_model_len` is no smaller than the number of text tokens.",
+        error_type="BadRequestError",
+    ),
+    "llama.cpp server": Status(
+        400,
+        body={
+            "error": {
+                "code": 400,
+                "message": "the request exceeds the available context size, try increasing it",
+                "type": "exceed_context_size_error",
+                "n_prompt_tokens": 4476,
+                "n_ctx": 4096,
+            }
+        },
+    ),
+    "Ollama": Status(400, "the input length exceeds the context length", error_type="api_error"),
+    "Ollama, a bare string": Status(400, body={"error": "the input length exceeds the context length"}),
+    "a service that says so plainly": Status(400, "context length exceeded", error_type="api_error"),
+    "LiteLLM proxy": Status(
+        400,
+        body={
+            "error": {
+                "message": "litellm.ContextWindowExceededError: litellm.BadRequestError: 超出上下文 - upstream said no",
+                "type": None,
+                "param": None,
+                "code": "400",
+            }
+        },
+    ),
+    "Anthropic": Status(
+        400,
+        body={
+            "type": "error",
+            "error": {"type": "invalid_request_error", "message": "prompt is too long: 209303 tokens > 200000 maximum"},
+        },
+    ),
+    "a proxy's body limit": Status(
+        413, body="<html><head><title>413 Request Entity Too Large</title></head><body>nginx</body></html>"
+    ),
+}
+
+
+@pytest.mark.parametrize("refusal", REFUSED_FOR_LENGTH.values(), ids=REFUSED_FOR_LENGTH.keys())
+def test_a_request_refused_for_its_length_is_a_context_overflow(model_server, refusal):
+    model_server.add(refusal)
+
+    with pytest.raises(ContextOverflow) as error:
+        list(_model(model_server, max_retries=0).stream([{"role": "user", "content": "研究 WAL"}]))
+
+    assert str(error.value).startswith("The model service refused the request as longer than the model's context: ")
+    assert len(model_server.requests) == 1
+
+
+def test_the_scripted_servers_own_window_refuses_as_openai_does(model_server):
+    model_server.context_window = 10
+
+    with pytest.raises(ContextOverflow, match="maximum context length is 10 tokens"):
+        list(_model(model_server, max_retries=0).stream([{"role": "user", "content": "预写日志" * 20}]))
+
+
+# Refusals that asking again with less context would not mend.
+REFUSED_OTHERWISE = {
+    "a bad request": Status(400, "bad request"),
+    "a tool schema": Status(
+        400,
+        "Invalid schema for function 'web_search': In context=('properties', 'query'), 'type' is required.",
+        error_type="invalid_request_error",
+    ),
+    "a content policy": Status(
+        400,
+        "Your request was rejected as a result of our safety system. 请求内容不合规。",
+        error_code="content_policy_violation",
+        error_type="invalid_request_error",
+    ),
+    "a wrong key": Status(401, "Incorrect API key provided.", error_code="invalid_api_key"),
+    "an unknown model": Status(404, "The model `gpt-9` does not exist.", error_code="model_not_found"),
+    "a rate limit counted in tokens": Status(
+        429,
+        "Request too large for gpt-4o on tokens per min (TPM): Limit 30000, Requested 45000. "
+        "The input or output tokens must be reduced in order to run successfully.",
+        error_code="rate_limit_exceeded",
+    ),
+    "a broken service": Status(503, "The engine is currently overloaded."),
+}
+
+
+@pytest.mark.parametrize("refusal", REFUSED_OTHERWISE.values(), ids=REFUSED_OTHERWISE.keys())
+def test_other_refusals_are_plain_model_errors(model_server, refusal):
+    model_server.add(refusal)
+
+    with pytest.raises(ModelError) as error:
+        list(_model(model_server, max_retries=0).stream([{"role": "user", "content": "研究 WAL"}]))
+
+    assert not isinstance(error.value, ContextOverflow)
+    assert str(error.value).startswith(f"The model service answered {refusal.code}: ")
