@@ -890,45 +890,6 @@ def test_without_reported_usage_the_estimate_of_the_whole_decides(user, small_wi
     assert "seven sections" in small_window.requests[1]["messages"][0]["content"]
 
 
-def _refused_for_length():
-    return Status(
-        400,
-        "This model's maximum context length is 8192 tokens. However, your messages resulted in 9120 tokens.",
-        error_code="context_length_exceeded",
-        error_type="invalid_request_error",
-    )
-
-
-def test_a_step_refused_for_its_length_is_compacted_and_asked_again(user, scripted_model):
-    # The estimate is far below the window: only the service knows the request is too long.
-    scripted_model.add(_refused_for_length(), Text(SUMMARY), Text("预写日志让读者不阻塞写者。"))
-
-    run = _run(user, content="研究预写日志")
-
-    assert run.status == Run.Status.COMPLETED and run.message.response == "预写日志让读者不阻塞写者。"
-    refused, compaction_request, asked_again = (r["messages"] for r in scripted_model.requests)
-    assert "seven sections" in compaction_request[0]["content"]
-    assert asked_again[0] == refused[0] and asked_again[-1] == {"role": "user", "content": "研究预写日志"}
-    assert asked_again[1]["content"].startswith("<context_summary>") and "## 7. Next step" in asked_again[1]["content"]
-    [start] = _events(run, RunEvent.Type.COMPACTION_START)
-    [compaction] = _events(run, RunEvent.Type.COMPACTION)
-    assert start.agent == compaction.agent == "lead_agent" and start.seq < compaction.seq
-    assert compaction.data["summary"] == SUMMARY and "failure" not in compaction.data
-
-
-def test_a_step_refused_for_its_length_again_after_compaction_fails_the_turn(user, scripted_model):
-    scripted_model.add(_refused_for_length(), Text(SUMMARY), _refused_for_length())
-
-    run = _run(user, content="研究预写日志")
-
-    assert run.status == Run.Status.FAILED
-    assert run.error.startswith(
-        f"The conversation is too long for the model {scripted_model.model}, even after its context was summarised."
-    )
-    assert "refused the request as longer than the model's context" in run.error
-    assert len(_events(run, RunEvent.Type.COMPACTION)) == 1 and len(scripted_model.requests) == 3
-
-
 def test_a_bad_request_that_is_not_about_length_fails_the_turn_without_compaction(user, scripted_model):
     scripted_model.add(Status(400, "Invalid schema for function 'web_search'.", error_type="invalid_request_error"))
 
