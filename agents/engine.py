@@ -196,6 +196,8 @@ class _Reply:
     usage: dict | None
     duration_ms: int
     tool_calls: list[dict]
+    # How long the model thought: from the call's start to its first answer text, or its end.
+    reasoning_ms: int | None = None
 
 
 class _ProseFilter:
@@ -399,6 +401,7 @@ class Turn:
                 "tool_calls": reply.tool_calls,
                 "token_usage": reply.usage,
                 "duration_ms": reply.duration_ms,
+                **({"reasoning_ms": reply.reasoning_ms} if reply.reasoning else {}),
             },
         )
         return reply
@@ -407,10 +410,13 @@ class Turn:
         self, state: TurnState, agent: str, model: ChatModel, messages: list[dict], *, tools=(), purpose: str = STEP
     ) -> _Reply:
         """One model call, streamed: Stop and the time limit are checked as it
-        arrives, a step's prose is shown as it comes, and the call is
-        recorded in the metrics however it ends."""
+        arrives, a step's prose and thinking are shown as they come, and the
+        call is recorded in the metrics however it ends. The thinking is
+        never part of the reply's content, which is what the model is shown
+        of its own turn again."""
         started_at, started = timezone.now(), time.monotonic()
         parts, reasoning, usage, tool_calls = [], [], None, []
+        reasoning_ms = None
         prose = _ProseFilter()
         if purpose == STEP:
             self.shown = ""
@@ -421,16 +427,21 @@ class Turn:
             for delta in stream:
                 if delta.restart:
                     # The stream broke off and is asked again: what came so far is void.
-                    parts, reasoning, prose = [], [], _ProseFilter()
+                    parts, reasoning, prose, reasoning_ms = [], [], _ProseFilter(), None
                     if purpose == STEP:
                         self.shown = ""
                     self.log.emit(RunEvent.Type.LLM_RETRY, agent=agent, data={"reason": delta.restart})
+                if delta.reasoning:
+                    reasoning.append(delta.reasoning)
+                    # A summary's thinking is not shown: the page shows its summary.
+                    if purpose == STEP:
+                        self.log.chunk(agent=agent, reasoning=delta.reasoning)
                 if delta.content:
+                    if reasoning and reasoning_ms is None:
+                        reasoning_ms = int((time.monotonic() - started) * 1000)
                     parts.append(delta.content)
                     if purpose == STEP:
                         self._show(agent, prose.feed(delta.content))
-                if delta.reasoning:
-                    reasoning.append(delta.reasoning)
                 if delta.usage:
                     usage = delta.usage
                 tool_calls += delta.tool_calls
@@ -447,7 +458,7 @@ class Turn:
                     "model": model.name,
                     "purpose": purpose,
                     "success": success,
-                    "token_usage": _usage_counted(usage),
+                    "token_usage": _usage_counted(usage, reasoning="".join(reasoning)),
                     "llm_duration_ms": int((time.monotonic() - started) * 1000),
                     "started_at": started_at.isoformat(),
                     "completed_at": timezone.now().isoformat(),
@@ -455,12 +466,14 @@ class Turn:
             )
         if purpose == STEP:
             self._show(agent, prose.finish())
+        duration_ms = state.agent_executions[-1]["llm_duration_ms"]
         return _Reply(
             content="".join(parts).strip(),
             reasoning="".join(reasoning),
             usage=usage,
-            duration_ms=state.agent_executions[-1]["llm_duration_ms"],
+            duration_ms=duration_ms,
             tool_calls=tool_calls,
+            reasoning_ms=duration_ms if reasoning_ms is None else reasoning_ms,
         )
 
     def _tokens_estimate(self, messages: list[dict], config: AgentConfig, model: ChatModel) -> int:
@@ -791,14 +804,18 @@ def _agent_memory(frame: Frame, *, response: str) -> list[dict]:
     return [*seen[1:], {"role": "assistant", "content": response or "(no report)"}]
 
 
-def _usage_counted(usage: dict | None) -> dict | None:
-    """The token counts of a call's usage, as its metrics record keeps them."""
+def _usage_counted(usage: dict | None, *, reasoning: str = "") -> dict | None:
+    """The token counts of a call's usage, as its metrics record keeps them:
+    its thinking as the service counted it, else as estimated from the
+    thinking it streamed (a service that passes inline <think> text on, or
+    streams reasoning_content, often reports no details)."""
     if not usage:
         return None
     counted = {key: usage.get(key) or 0 for key in ("prompt_tokens", "completion_tokens", "total_tokens")}
-    reasoning = usage.get("reasoning_tokens") or (usage.get("completion_tokens_details") or {}).get("reasoning_tokens")
-    if reasoning:
-        counted["reasoning_tokens"] = reasoning
+    thought = usage.get("reasoning_tokens") or (usage.get("completion_tokens_details") or {}).get("reasoning_tokens")
+    thought = thought or (tokens.tokens_estimate(text=reasoning) if reasoning else 0)
+    if thought:
+        counted["reasoning_tokens"] = thought
     return counted
 
 

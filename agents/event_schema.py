@@ -54,6 +54,8 @@ AgentStart = with_config(_EXACT)(TypedDict("AgentStart", {"instruction": str, "f
 @with_config(_EXACT)
 class LlmChunk(TypedDict):
     content: str
+    # The model's thinking streamed since the previous chunk row, when there is some.
+    reasoning: NotRequired[str]
 
 
 @with_config(_EXACT)
@@ -84,6 +86,8 @@ class LlmComplete(TypedDict):
     tool_calls: list[NativeToolCall]
     token_usage: TokenUsage | None
     duration_ms: int
+    # When the call had thinking: how long the model thought before it answered.
+    reasoning_ms: NotRequired[int]
 
 
 @with_config(_EXACT)

@@ -17,8 +17,8 @@ from .models import Run, RunEvent
 
 
 class RunEventLog:
-    """Appends a run's events; streamed text is coalesced into one llm_chunk row
-    per flush interval rather than a row per token."""
+    """Appends a run's events; streamed text, answer and thinking alike, is
+    coalesced into one llm_chunk row per flush interval rather than a row per token."""
 
     def __init__(
         self,
@@ -38,6 +38,7 @@ class RunEventLog:
         self._seq = run.events.aggregate(last=Max("seq"))["last"] or 0
         self._chunk_agent = ""
         self._chunks: list[str] = []
+        self._thoughts: list[str] = []
         self._last_write = time.monotonic()
 
     def emit(self, type: str, *, agent: str = "", data: dict | None = None) -> RunEvent:
@@ -46,19 +47,24 @@ class RunEventLog:
         self.flush_chunks()
         return self._write(type, agent, data or {})
 
-    def chunk(self, *, agent: str, content: str) -> None:
-        if self._chunks and agent != self._chunk_agent:
+    def chunk(self, *, agent: str, content: str = "", reasoning: str = "") -> None:
+        """Streamed answer text, or thinking (`reasoning`), of an agent's model call."""
+        if (self._chunks or self._thoughts) and agent != self._chunk_agent:
             self.flush_chunks()
         self._chunk_agent = agent
-        self._chunks.append(content)
+        if content:
+            self._chunks.append(content)
+        if reasoning:
+            self._thoughts.append(reasoning)
         if time.monotonic() - self._last_write >= self._flush_seconds:
             self.flush_chunks()
 
     def flush_chunks(self) -> None:
-        if self._chunks:
-            content = "".join(self._chunks)
-            self._chunks = []
-            self._write(RunEvent.Type.LLM_CHUNK, self._chunk_agent, {"content": content})
+        if self._chunks or self._thoughts:
+            content, reasoning = "".join(self._chunks), "".join(self._thoughts)
+            self._chunks, self._thoughts = [], []
+            data = {"content": content, **({"reasoning": reasoning} if reasoning else {})}
+            self._write(RunEvent.Type.LLM_CHUNK, self._chunk_agent, data)
 
     def _write(self, type: str, agent: str, data: dict) -> RunEvent:
         seq = self._seq + 1

@@ -11,7 +11,9 @@ run, a conversation's active one, the tools always allowed on a branch.
 
 import json
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 
+from django.db.models import OuterRef, Subquery
 from django.utils.translation import gettext, gettext_noop, ngettext
 
 from artifactflow.textsearch import CJK_CHARACTER
@@ -24,7 +26,17 @@ from conversations.tree import message_path
 from .config import LEAD_AGENT
 from .models import LIBRARY_URL_PREFIX, LibraryDocument, Run, RunEvent
 from .state import ALLOWING
-from .steps import ArtifactRef, Step, StepFold, quoted, shortened, status_line, step_fold_apply
+from .steps import (
+    ArtifactRef,
+    Step,
+    StepFold,
+    Thinking,
+    quoted,
+    shortened,
+    status_line,
+    step_fold_apply,
+    step_thinking_add,
+)
 from .toolcalls import text_before_calls
 from .tools.web import WEB_FETCH, FetchTarget, fetch_target
 
@@ -112,6 +124,26 @@ class RunView:
     # A finished answer rendered when it was stored (Message.response_html).
     html: str = ""
     fold: StepFold = field(default_factory=StepFold)
+    # The lead's thinking in its current model call (for a finished run, the
+    # last call's, which wrote the answer): when it began to stream, whether
+    # the call has ended, and how long the model thought once known.
+    thinking: str = ""
+    thinking_from: datetime | None = None
+    thinking_ended: bool = False
+    thinking_ms: int | None = None
+
+    @property
+    def thinking_block(self) -> Thinking | None:
+        """The thinking folded in the answer: open while the model thinks,
+        closed once it answers or the call ends."""
+        if not self.thinking.strip():
+            return None
+        live = self.is_active and not self.thinking_ended and not self.text
+        return Thinking(self.thinking, live=live, ms=self.thinking_ms)
+
+    def thinking_forget(self) -> None:
+        """A new model call of the lead's (or the same asked again) thinks afresh."""
+        self.thinking, self.thinking_from, self.thinking_ended, self.thinking_ms = "", None, False, None
 
     @property
     def steps(self) -> list[Step]:
@@ -149,6 +181,7 @@ def run_view_apply(view: RunView, event: RunEvent) -> None:
         case RunEvent.Type.METADATA if data.get("resumed"):
             # The step the dead worker was in is done again from the start.
             view.text = ""
+            view.thinking_forget()
             view.activity = gettext("Resuming")
         case RunEvent.Type.METADATA:
             view.status = Run.Status.RUNNING
@@ -158,6 +191,7 @@ def run_view_apply(view: RunView, event: RunEvent) -> None:
         case RunEvent.Type.AGENT_START if agent == LEAD_AGENT:
             view.activity = gettext("%(agent)s · thinking") % {"agent": LEAD_AGENT}
             view.text = ""
+            view.thinking_forget()
         case RunEvent.Type.AGENT_START:
             view.activity = gettext("%(agent)s · working on %(instruction)s") % {
                 "agent": agent,
@@ -166,12 +200,20 @@ def run_view_apply(view: RunView, event: RunEvent) -> None:
         case RunEvent.Type.AGENT_COMPLETE if agent != LEAD_AGENT:
             view.activity = gettext("%(lead)s · reading %(agent)s’s report") % {"lead": LEAD_AGENT, "agent": agent}
         case RunEvent.Type.LLM_CHUNK if agent == LEAD_AGENT:
-            view.text += data.get("content", "")
-            view.activity = gettext("%(agent)s · writing the answer") % {"agent": LEAD_AGENT}
+            reasoning, content = data.get("reasoning", ""), data.get("content", "")
+            if reasoning:
+                view.thinking += reasoning
+                view.thinking_from = view.thinking_from or event.created_at
+            if content:
+                if view.thinking_ms is None and view.thinking_from and event.created_at:
+                    view.thinking_ms = int((event.created_at - view.thinking_from).total_seconds() * 1000)
+                view.text += content
+                view.activity = gettext("%(agent)s · writing the answer") % {"agent": LEAD_AGENT}
         case RunEvent.Type.LLM_RETRY:
             # The stream broke off and the model is asked again from the start.
             if agent == LEAD_AGENT:
                 view.text = ""
+                view.thinking_forget()
             view.activity = gettext("%(agent)s · reconnecting to the model") % {"agent": agent}
         case RunEvent.Type.COMPACTION_START:
             view.activity = gettext("%(agent)s · summarising its context to make room") % {"agent": agent}
@@ -179,10 +221,16 @@ def run_view_apply(view: RunView, event: RunEvent) -> None:
             view.activity = gettext("%(agent)s · thinking") % {"agent": agent}
         case RunEvent.Type.LLM_COMPLETE if agent == LEAD_AGENT:
             view.text = text_before_calls(data.get("content", view.text))
+            # The whole of the call's thinking, and how long it took as the engine measured it.
+            view.thinking = data.get("reasoning", view.thinking)
+            view.thinking_ms = data.get("reasoning_ms", view.thinking_ms)
+            view.thinking_ended = True
         case RunEvent.Type.TOOL_START:
-            # What the agent wrote before a tool call was a step, not the answer.
+            # What the agent wrote before a tool call was a step, not the answer;
+            # its thinking is in the activity.
             if agent == LEAD_AGENT:
                 view.text = ""
+                view.thinking_forget()
             view.activity = status_line(view.fold.running.get(agent), view.fold, agent)
         case RunEvent.Type.TOOL_COMPLETE:
             view.activity = gettext("%(agent)s · thinking") % {"agent": agent}
@@ -190,6 +238,7 @@ def run_view_apply(view: RunView, event: RunEvent) -> None:
             # No tool_start precedes a call that needs approval: the question ends the step's prose.
             if agent == LEAD_AGENT:
                 view.text = ""
+                view.thinking_forget()
             view.status = Run.Status.WAITING_PERMISSION
             # The question in the user's terms: who asks, for what, and the
             # work it was given, from the step the fold keeps for the call.
@@ -247,21 +296,49 @@ def run_views(*, runs: list[Run]) -> dict[int, RunView]:
             )
     for event in RunEvent.objects.filter(run_id__in=active).order_by("run_id", "seq"):
         run_view_apply(views[event.run_id], event)
+    _thinking_find(views=[views[run.pk] for run in runs if run.status == Run.Status.COMPLETED])
     for pk, run in active.items():
         # The run row is the authority on status; events only fill in progress.
         views[pk].status = run.status
     return views
 
 
+def _thinking_find(*, views: list[RunView]) -> None:
+    """The thinking of each completed run's last lead model call (the one
+    that wrote its answer), in one query: its streamed chunks may be purged,
+    its llm_complete events are kept. A run that failed or was stopped may
+    have ended in another call than its last logged one."""
+    by_run = {view.run_id: view for view in views if view.run_id is not None}
+    if not by_run:
+        return
+    lead_calls = RunEvent.objects.filter(type=RunEvent.Type.LLM_COMPLETE, agent=LEAD_AGENT)
+    last = lead_calls.filter(run_id=OuterRef("run_id")).order_by("-seq").values("seq")[:1]
+    rows = lead_calls.filter(run_id__in=by_run, seq=Subquery(last)).values_list(
+        "run_id", "data__reasoning", "data__reasoning_ms"
+    )
+    for run_id, reasoning, ms in rows:
+        view = by_run[run_id]
+        view.thinking = reasoning if isinstance(reasoning, str) else ""
+        view.thinking_ms = ms if isinstance(ms, int) else None
+        view.thinking_ended = True
+
+
 def run_activity(*, run: Run) -> StepFold:
     """What the agents did in this run, for the activity folded under an
     answer: the fold the page's live list is made of, over every event but
     the streamed text, which makes no step (and the clock only sums the gaps
-    between the events it sees, so skipping some changes no duration); each
-    artifact it names with the version saved, to link to."""
+    between the events it sees, so skipping some changes no duration), with
+    each model call's thinking; each artifact it names with the version
+    saved, to link to."""
     fold = StepFold()
-    for event in run.events.exclude(type__in=(RunEvent.Type.LLM_CHUNK, RunEvent.Type.LLM_COMPLETE)).order_by("seq"):
-        step_fold_apply(fold, event)
+    events = run.events.exclude(type=RunEvent.Type.LLM_CHUNK).exclude(
+        type=RunEvent.Type.LLM_COMPLETE, data__reasoning=""
+    )
+    for event in events.order_by("seq"):
+        if event.type == RunEvent.Type.LLM_COMPLETE:
+            step_thinking_add(fold, event)
+        else:
+            step_fold_apply(fold, event)
     _versions_find(fold=fold, run=run)
     return fold
 

@@ -26,8 +26,8 @@ from .tools.web import WEB_FETCH, fetch_target
 
 # What a step is: a subagent's delegated work (its own steps nested under it), a
 # tool call, a compaction, a model call asked again, a worker's death and the
-# resumption after it.
-AGENT, TOOL, COMPACTION, RETRY, RESUMED = "agent", "tool", "compaction", "retry", "resumed"
+# resumption after it, a model call's thinking (the activity's only).
+AGENT, TOOL, COMPACTION, RETRY, RESUMED, THINKING = "agent", "tool", "compaction", "retry", "resumed", "thinking"
 # How it went.
 RUNNING, OK, FAILED, DENIED, STOPPED = "running", "ok", "failed", "denied", "stopped"
 
@@ -59,6 +59,43 @@ SUBJECT_CHARS = 60
 URL_CHARS = 200
 EXCERPT_CHARS = 300
 OUTCOME_CHARS = 120
+# How much of a model's thinking a page shows: a thinking of 100,000
+# characters must not weigh the thread down. The start is shown, as it streamed.
+THINKING_SHOWN_CHARS = 20_000
+
+
+@dataclass(frozen=True)
+class Thinking:
+    """A model call's thinking as a page shows it: plain text, folded away
+    once the model answers."""
+
+    text: str
+    # The model is thinking still: shown open, as it streams.
+    live: bool = False
+    # How long it thought, once known.
+    ms: int | None = None
+
+    @property
+    def shown(self) -> str:
+        return self.text[:THINKING_SHOWN_CHARS]
+
+    @property
+    def cut(self) -> bool:
+        return len(self.text) > THINKING_SHOWN_CHARS
+
+    @property
+    def cut_note(self) -> str:
+        return gettext("Only the first %(count)s characters of the thinking are shown.") % {
+            "count": f"{THINKING_SHOWN_CHARS:,}"
+        }
+
+    @property
+    def summary(self) -> str:
+        if self.live:
+            return gettext("Thinking…")
+        if self.ms is None:
+            return gettext("Thinking")
+        return gettext("Thought for %(duration)s") % {"duration": _duration_text(timedelta(milliseconds=self.ms))}
 
 
 @dataclass(frozen=True)
@@ -137,6 +174,8 @@ class Step:
     text: str = ""
     # What the engine told the model along with the result.
     notes: list[str] = field(default_factory=list)
+    # A model call's thinking (a THINKING step).
+    thinking: Thinking | None = None
 
     @property
     def is_running(self) -> bool:
@@ -351,6 +390,19 @@ def step_fold_apply(fold: StepFold, event: RunEvent) -> None:
         case _:
             return
     fold.changed_seq = event.seq
+
+
+def step_thinking_add(fold: StepFold, event: RunEvent) -> None:
+    """The thinking of an llm_complete event, as a step of the agent that
+    thought, for the activity (the live list of steps has none)."""
+    reasoning = event.data.get("reasoning")
+    if not isinstance(reasoning, str) or not reasoning.strip():
+        return
+    ms = event.data.get("reasoning_ms")
+    thinking = Thinking(reasoning, ms=ms if isinstance(ms, int) else None)
+    _place(fold, event.agent).append(
+        Step(THINKING, event.agent, subject=thinking.summary, status=OK, started=fold.work, thinking=thinking)
+    )
 
 
 def _call_start(fold: StepFold, agent: str, data: dict) -> Step:

@@ -7,6 +7,8 @@ only the events after the last one the stream saw, then sends:
   rendered once and appended, and the unfinished block as plain text; or the
   whole answer when the text was replaced rather than extended (a tool call,
   a retry);
+- the thinking the lead's model call streamed since, appended as text, or
+  the thinking block whole when it closed (the answer began) or was replaced;
 - the status line, when it changed;
 - the list of steps, whole (it is short), when an event changed it;
 - a snapshot of the whole message when anything else changed (status, a
@@ -29,6 +31,13 @@ from .models import Run, RunEvent
 from .selectors import RunView, run_view_apply
 
 
+def _thinking_state(view: RunView) -> tuple:
+    """Everything the thinking block shows besides its text: a change here
+    sends the block whole, else the text it gained is appended."""
+    block = view.thinking_block
+    return (block.live, block.summary, block.cut) if block else ()
+
+
 def _frame(view: RunView) -> tuple:
     """Everything a message shows besides its text and status line: a change
     here re-renders the message."""
@@ -48,12 +57,20 @@ class RunStream:
     steps_seq: int = 0
     frame: tuple = ()
     splitter: BlockSplitter = field(default_factory=BlockSplitter)
+    # The thinking the page shows (its shown part) and the block's state.
+    thinking: str = ""
+    thinking_state: tuple = ()
 
     def show(self, view: RunView, answer: LiveAnswer) -> None:
         """Record that the page now shows this whole message, its answer as `answer`."""
         self.view, self.shown, self.activity, self.frame = view, view.text, view.activity, _frame(view)
         self.steps_seq = view.fold.changed_seq
         self.splitter = answer.splitter
+        self.thinking_show(view)
+
+    def thinking_show(self, view: RunView) -> None:
+        block = view.thinking_block
+        self.thinking, self.thinking_state = (block.shown if block else ""), _thinking_state(view)
 
 
 def stream_open(*, conversation: Conversation, run_id: int) -> tuple[RunStream | None, str]:
@@ -95,6 +112,7 @@ def stream_advance(*, conversation: Conversation, stream: RunStream) -> tuple[Ru
         stream.shown, stream.splitter = view.text, answer.splitter
     elif len(view.text) > len(stream.shown):
         parts.append(_appended(stream, view.text))
+    parts.append(_thinking_pushed(stream, view))
     if view.fold.changed_seq != stream.steps_seq:
         stream.steps_seq = view.fold.changed_seq
         parts.append(
@@ -104,6 +122,20 @@ def stream_advance(*, conversation: Conversation, stream: RunStream) -> tuple[Ru
         stream.activity = view.activity
         parts.append(_render("activity", message_id=stream.message_id, view=view, oob=True))
     return stream, "".join(parts)
+
+
+def _thinking_pushed(stream: RunStream, view: RunView) -> str:
+    """The thinking block whole when it opened, closed or was replaced; else
+    the thinking it gained, appended; else nothing. What is shown of it is
+    bounded (Thinking.shown), so neither grows without end."""
+    block = view.thinking_block
+    shown = block.shown if block else ""
+    if _thinking_state(view) == stream.thinking_state and shown.startswith(stream.thinking):
+        more = shown[len(stream.thinking) :]
+        stream.thinking = shown
+        return _render_thinking("thinking_more", message_id=stream.message_id, more=more) if more else ""
+    stream.thinking_show(view)
+    return _render_thinking("thinking", message_id=stream.message_id, thinking=block, oob=True)
 
 
 def _appended(stream: RunStream, text: str) -> str:
@@ -123,3 +155,7 @@ def _message_html(entry: thread.ThreadEntry) -> str:
 
 def _render(partial: str, **context) -> str:
     return render_to_string(f"conversations/chat.html#{partial}", context)
+
+
+def _render_thinking(partial: str, **context) -> str:
+    return render_to_string(f"agents/thinking.html#{partial}", context)

@@ -25,7 +25,12 @@ class Text:
     chunk_size: int = 8
     delay: float = 0.0  # seconds between chunks
     wait: float = 0.0  # seconds of silence before the first chunk, as a model thinking
+    # Thinking streamed before the answer, in chunks as the answer is, under
+    # `reasoning_field`: DeepSeek and vLLM say reasoning_content, Ollama and OpenRouter reasoning.
     reasoning: str = ""
+    reasoning_field: str = "reasoning_content"
+    # Reported as completion_tokens_details.reasoning_tokens, as OpenAI's o-series does; None: no details.
+    reasoning_tokens: int | None = None
     usage: bool = True  # send a usage chunk when the client asks for one
     # The prompt tokens the usage chunk reports, in place of the server's count,
     # as a service whose tokenizer counts otherwise than the estimate would.
@@ -172,8 +177,10 @@ def _handler_for(server: ScriptedModelServer):
                 self._write(b"")
                 return
             time.sleep(reply.wait)
-            if reply.reasoning:
-                self._event(_chunk(server.model, {"reasoning_content": reply.reasoning}))
+            for piece in _pieces(reply.reasoning, reply.chunk_size):
+                if reply.delay:
+                    time.sleep(reply.delay)
+                self._event(_chunk(server.model, {"content": None, reply.reasoning_field: piece}))
             for piece in _pieces(reply.content, reply.chunk_size):
                 if reply.delay:
                     time.sleep(reply.delay)
@@ -182,8 +189,10 @@ def _handler_for(server: ScriptedModelServer):
             self._event(_chunk(server.model, {}, finish_reason="stop"))
             if include_usage and reply.usage:
                 prompt = prompt if reply.prompt_tokens is None else reply.prompt_tokens
-                completion = max(1, _tokens(reply.content))
+                completion = max(1, _tokens(reply.content) + _tokens(reply.reasoning))
                 usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+                if reply.reasoning_tokens is not None:
+                    usage["completion_tokens_details"] = {"reasoning_tokens": reply.reasoning_tokens}
                 self._event({**_chunk(server.model, None), "choices": [], "usage": usage})
             self._write(b"data: [DONE]\n\n")
             self._write(b"")

@@ -14,6 +14,7 @@ import openai
 
 from ..tools.base import Tool
 from .base import NATIVE, XML, ContextOverflow, Delta, ModelError
+from .think import ThinkSplitter
 
 logger = logging.getLogger(__name__)
 
@@ -92,6 +93,8 @@ class OpenAIChatModel:
     def _stream_once(self, request: dict, live: "_Live") -> Iterator[Delta]:
         received = finished = False
         calls: dict[int, dict] = {}
+        # Each attempt starts a new answer: a restart leaves no half-read tag behind.
+        splitter = ThinkSplitter()
         try:
             stream = self._client.chat.completions.create(**request)
             live.stream = stream
@@ -101,7 +104,11 @@ class OpenAIChatModel:
                     finished = finished or any(choice.finish_reason for choice in chunk.choices or [])
                     for delta in _deltas(chunk, calls):
                         received = True
-                        yield delta
+                        if delta.content:
+                            inline, delta.content = splitter.feed(delta.content)
+                            delta.reasoning += inline
+                        if delta.content or delta.reasoning or delta.usage:
+                            yield delta
         except openai.APIStatusError as exc:
             if _refused_for_length(exc):
                 raise ContextOverflow(
@@ -129,6 +136,9 @@ class OpenAIChatModel:
             # off as the whole answer. Without a finish reason it is a broken
             # stream, asked again like one that was cut.
             raise _BrokenStream("the stream ended before the answer was finished")
+        reasoning, content = splitter.finish()
+        if reasoning or content:
+            yield Delta(content=content, reasoning=reasoning)
         if calls:
             yield Delta(tool_calls=[calls[i] for i in sorted(calls)])
 

@@ -190,15 +190,35 @@ document.addEventListener("drop", (event) => {
 
 // A turn re-rendered over the websocket keeps what the reader opened in it:
 // the activity fold (which then reloads with the newest steps) and an edit
-// being typed.
+// being typed. The thinking fold opens and closes by itself (open while the
+// model thinks, closed once it answers) until the reader opens or closes it:
+// from then on it stays as they chose, swapped alone or with its turn.
 let typing = null;
 const selfOrInside = (root, selector) => (root.matches && root.matches(selector) ? [root] : [...root.querySelectorAll(selector)]);
+document.addEventListener("click", (event) => {
+  const summary = event.target.closest && event.target.closest("details.thinking[id] > summary");
+  // The click is about to toggle the fold: what it will be is the reader's choice.
+  if (summary) summary.parentElement.dataset.chosen = summary.parentElement.open ? "closed" : "open";
+});
+const thinkingFollow = new Set();
 document.addEventListener("htmx:oobBeforeSwap", (event) => {
   const { target, fragment } = event.detail;
+  for (const fold of selfOrInside(target, "details.thinking[id]")) {
+    const text = fold.querySelector(".thinking-text");
+    // Streaming thinking stays scrolled to its newest line unless the reader scrolled up in it.
+    if (text && text.scrollHeight - text.scrollTop - text.clientHeight < 24) thinkingFollow.add(text.id);
+    const fresh = selfOrInside(fragment, `#${CSS.escape(fold.id)}`)[0];
+    if (!fresh || !fold.dataset.chosen) continue;
+    fresh.dataset.chosen = fold.dataset.chosen;
+    fresh.open = fold.dataset.chosen === "open";
+  }
+  if (target.matches && target.matches(".thinking-text") && target.scrollHeight - target.scrollTop - target.clientHeight < 24) {
+    thinkingFollow.add(target.id);
+  }
   for (const turn of selfOrInside(target, "article.turn")) {
     const fresh = selfOrInside(fragment, `#${CSS.escape(turn.id)}`)[0];
     if (!fresh) continue;
-    for (const fold of turn.querySelectorAll("details[open]")) {
+    for (const fold of turn.querySelectorAll("details[open]:not(.thinking)")) {
       const again = fresh.querySelector(`details.${CSS.escape(fold.classList[0])}`);
       if (again) again.open = true;
     }
@@ -211,6 +231,11 @@ document.addEventListener("htmx:oobBeforeSwap", (event) => {
   }
 });
 document.addEventListener("htmx:oobAfterSwap", () => {
+  for (const id of thinkingFollow) {
+    const text = document.getElementById(id);
+    if (text) text.scrollTop = text.scrollHeight;
+  }
+  thinkingFollow.clear();
   const box = typing && document.getElementById(typing.id);
   if (!box) return;
   box.focus();

@@ -26,7 +26,7 @@ from artifacts.models import Artifact, ArtifactVersion
 from artifacts.services import artifact_edit
 from tests.bounded import finishes_within
 from tests.factories import LibraryDocumentFactory
-from tests.model_server import Status, Text, ToolCalls, prompt_tokens
+from tests.model_server import Drop, Status, Text, ToolCalls, prompt_tokens
 
 pytestmark = pytest.mark.django_db
 
@@ -1138,3 +1138,70 @@ def test_a_rewrite_the_model_mends_after_the_warning_saves_with_no_conflict(user
     report = Artifact.objects.get(artifact_id="research_report")
     assert TEAM_NOTE in report.content and "conflict" not in report.metadata
     assert _events(run, RunEvent.Type.COMPLETE)[0].data["artifacts"]["dropped"] == []
+
+
+THOUGHT = "用户问的是 WAL。先确认定义，再举例子。" * 6
+
+
+def _thinking_streamed(run) -> str:
+    return "".join(e.data.get("reasoning", "") for e in _events(run, RunEvent.Type.LLM_CHUNK))
+
+
+def test_thinking_streams_live_apart_from_the_answer_and_its_tokens_are_counted(user, scripted_model):
+    scripted_model.add(Text("WAL 是预写日志。", reasoning=THOUGHT, chunk_size=4, delay=0.02))
+
+    run = _run(user, content="WAL 是什么？")
+
+    chunks = _events(run, RunEvent.Type.LLM_CHUNK)
+    assert _thinking_streamed(run) == THOUGHT
+    # Live: the thinking comes in rows of its own before the answer does, not at the end.
+    assert chunks[0].data["reasoning"] and not chunks[0].data["content"]
+    assert "".join(e.data["content"] for e in chunks) == "WAL 是预写日志。"
+    assert run.message.response == "WAL 是预写日志。"
+    complete = _events(run, RunEvent.Type.LLM_COMPLETE)[0].data
+    assert complete["reasoning"] == THOUGHT and complete["content"] == "WAL 是预写日志。"
+    assert 0 <= complete["reasoning_ms"] <= complete["duration_ms"]
+    # The service reported no details: the thinking is estimated.
+    assert run.metrics["agent_executions"][0]["token_usage"]["reasoning_tokens"] == tokens_estimate(text=THOUGHT)
+
+
+def test_the_thinking_tokens_the_service_reports_are_the_ones_counted(user, scripted_model):
+    scripted_model.add(Text("Answer.", reasoning=THOUGHT, reasoning_field="reasoning", reasoning_tokens=321))
+
+    run = _run(user)
+
+    assert _thinking_streamed(run) == THOUGHT
+    assert run.metrics["agent_executions"][0]["token_usage"]["reasoning_tokens"] == 321
+
+
+def test_inline_thinking_is_shown_but_never_sent_back_to_the_model_as_its_answer(user, scripted_model):
+    create = call("create_artifact", id="notes", content="WAL 笔记", title="笔记")
+    scripted_model.add(
+        Text(f"<think>{THOUGHT}</think>\n\nI will take notes.\n{create}", chunk_size=5),
+        Text("<think>笔记写好了，可以回答。</think>WAL 是预写日志。", chunk_size=3),
+    )
+
+    run = _run(user)
+
+    assert _thinking_streamed(run) == THOUGHT + "笔记写好了，可以回答。"
+    streamed = "".join(e.data["content"] for e in _events(run, RunEvent.Type.LLM_CHUNK))
+    assert "think>" not in streamed and "I will take notes." in streamed
+    again = scripted_model.requests[1]["messages"]
+    assert again[-2] == {"role": "assistant", "content": f"I will take notes.\n{create}"}
+    assert not any(THOUGHT[:10] in (m.get("content") or "") for m in again)
+    assert run.message.response == "WAL 是预写日志。"
+    first, second = (e.data for e in _events(run, RunEvent.Type.LLM_COMPLETE))
+    assert first["reasoning"] == THOUGHT and second["reasoning"] == "笔记写好了，可以回答。"
+    assert all(record["token_usage"]["reasoning_tokens"] for record in run.metrics["agent_executions"])
+
+
+def test_a_stream_asked_again_shows_its_thinking_afresh(user, scripted_model):
+    scripted_model.add(Drop("<think>想了一半"), Text("<think>重新想过。</think>答案。"))
+
+    run = _run(user)
+
+    complete = _events(run, RunEvent.Type.LLM_COMPLETE)[0].data
+    assert complete["reasoning"] == "重新想过。" and run.message.response == "答案。"
+    retry = _events(run, RunEvent.Type.LLM_RETRY)[0]
+    after = [e for e in _events(run, RunEvent.Type.LLM_CHUNK) if e.seq > retry.seq]
+    assert "".join(e.data.get("reasoning", "") for e in after) == "重新想过。"

@@ -79,3 +79,117 @@ def test_a_tool_call_that_replaces_the_leads_text_still_sends_its_step_and_statu
     assert pushed[f"answer-{message.pk}"].text_content().strip() == ""
     assert _lines(pushed[f"steps-{message.pk}"]) == ["lead_agent create_artifact “Notes” working"]
     assert pushed[f"activity-{message.pk}"].text_content() == "lead_agent · writing “Notes”…"
+
+
+@pytest.mark.events_by_hand
+def test_the_leads_thinking_streams_open_in_the_answer_and_folds_away_once_it_answers(running):
+    conversation, message, run = running
+    _write(run, "metadata", "", model="m")
+    _write(run, "agent_start", instruction="WAL 是什么？")
+    stream, html = stream_open(conversation=conversation, run_id=run.pk)
+    fold = f"thinking-{message.pk}"
+    # An empty fold waits, hidden, for the thinking to come.
+    assert _by_id(html)[f"message-{message.pk}"].get_element_by_id(fold).get("hidden") is not None
+
+    _write(run, "llm_chunk", content="", reasoning="先想想 <b>WAL</b>")
+    stream, started = stream_advance(conversation=conversation, stream=stream)
+    _write(run, "llm_chunk", content="", reasoning=" 的定义。")
+    stream, more = stream_advance(conversation=conversation, stream=stream)
+    _write(run, "llm_chunk", content="WAL 是预写日志。")
+    stream, answering = stream_advance(conversation=conversation, stream=stream)
+
+    opened = _by_id(started)[fold]
+    assert opened.get("open") is not None and opened.get("hidden") is None
+    assert opened.xpath("./summary")[0].text_content() == "Thinking…"
+    # Plain text: what the model wrote in its thinking is never markup.
+    assert opened.get_element_by_id(f"thinking-text-{message.pk}").text_content() == "先想想 <b>WAL</b>"
+    assert not opened.xpath(".//b")
+    # Then only the thinking gained, appended.
+    appended = _by_id(more)[f"thinking-text-{message.pk}"]
+    assert appended.get("hx-swap-oob") == "beforeend" and appended.text_content() == " 的定义。"
+    assert fold not in more
+    closed = _by_id(answering)[fold]
+    assert closed.get("open") is None and closed.xpath("./summary")[0].text_content().startswith("Thought for ")
+    assert closed.text_content().count("先想想 <b>WAL</b> 的定义。") == 1
+    assert f"tail-{message.pk}" in answering
+
+
+@pytest.mark.events_by_hand
+def test_a_long_thinking_is_shown_cut_and_the_page_is_sent_no_more_of_it(running):
+    conversation, _, run = running
+    _write(run, "metadata", "", model="m")
+    _write(run, "agent_start", instruction="Think hard")
+    stream, _ = stream_open(conversation=conversation, run_id=run.pk)
+    pushed = []
+    for _ in range(12):
+        _write(run, "llm_chunk", content="", reasoning="想" * 10_000)
+        stream, html = stream_advance(conversation=conversation, stream=stream)
+        pushed.append(html)
+
+    # Once cut, the block is sent whole once more with its note, and then nothing.
+    sent = "".join(pushed)
+    assert sent.count("想") == 40_000
+    assert "Only the first 20,000 characters of the thinking are shown." in pushed[2]
+    assert pushed[3:] == [""] * 9
+
+
+@pytest.mark.events_by_hand
+def test_a_tool_call_folds_the_thinking_into_the_activity_and_the_next_call_thinks_afresh(running):
+    conversation, message, run = running
+    _write(run, "metadata", "", model="m")
+    _write(run, "agent_start", instruction="Take notes")
+    _write(run, "llm_chunk", content="", reasoning="先记笔记。")
+    stream, _ = stream_open(conversation=conversation, run_id=run.pk)
+
+    _write(run, "llm_complete", content="", reasoning="先记笔记。", tool_calls=[], token_usage=None, duration_ms=5)
+    _write(run, "tool_start", tool="read_artifact", params={"id": "notes"})
+    stream, tool = stream_advance(conversation=conversation, stream=stream)
+    _write(run, "llm_chunk", content="", reasoning="笔记读完了。")
+    stream, again = stream_advance(conversation=conversation, stream=stream)
+
+    fold = f"thinking-{message.pk}"
+    assert _by_id(tool)[fold].get("hidden") is not None
+    assert _by_id(again)[fold].text_content().strip().endswith("笔记读完了。")
+    assert "先记笔记" not in again
+
+
+@pytest.mark.events_by_hand
+def test_a_finished_answer_keeps_its_thinking_folded_away(running):
+    conversation, message, run = running
+    _write(run, "metadata", "", model="m")
+    _write(run, "agent_start", instruction="WAL?")
+    _write(
+        run,
+        "llm_complete",
+        content="",
+        reasoning="Step one.",
+        tool_calls=[],
+        token_usage=None,
+        duration_ms=5,
+        reasoning_ms=1200,
+    )
+    _write(run, "tool_start", tool="read_artifact", params={"id": "notes"})
+    _write(run, "tool_complete", tool="read_artifact", success=True, result="…", truncated=False, duration_ms=1)
+    _write(
+        run,
+        "llm_complete",
+        content="WAL 是预写日志。",
+        reasoning="可以回答了 <script>x()</script>",
+        tool_calls=[],
+        token_usage=None,
+        duration_ms=9,
+        reasoning_ms=3400,
+    )
+    run.status = Run.Status.COMPLETED
+    run.save()
+    message.response = "WAL 是预写日志。"
+    message.save()
+
+    stream, html = stream_open(conversation=conversation, run_id=run.pk)
+
+    assert stream is None
+    fold = _by_id(html)[f"message-{message.pk}"].get_element_by_id(f"thinking-{message.pk}")
+    assert fold.get("open") is None and fold.get("hidden") is None
+    assert fold.xpath("./summary")[0].text_content() == "Thought for 3.4 s"
+    # The thinking of the call that wrote the answer, as text.
+    assert fold.text_content().strip().endswith("可以回答了 <script>x()</script>") and "<script" not in html

@@ -16,8 +16,8 @@ def test_the_thread_takes_a_constant_number_of_queries(depth, django_assert_num_
     conversation.active_branch = messages[-1]
     conversation.save()
     conversation.refresh_from_db()
-    # path, runs, events of unfinished runs, siblings
-    with django_assert_num_queries(4):
+    # path, runs, events of unfinished runs, the thinking of finished ones, siblings
+    with django_assert_num_queries(5):
         entries = thread_for_conversation(conversation=conversation)
     assert [e.view.status for e in entries] == ["completed"] * (depth - 1) + ["running"]
 

@@ -592,3 +592,27 @@ def test_another_user_cannot_retry_and_a_retry_needs_a_csrf_token(client, user, 
     assert strict.get(url).status_code == 405
     assert strict.post(url, **HTMX).status_code == 403
     assert later.conversation.messages.count() == 2 and Run.objects.count() == 2
+
+
+def test_the_activity_shows_each_model_calls_thinking_folded_as_text(signed_in, user, scripted_model):
+    scripted_model.add(
+        Text("<think>先写笔记 <script>x()</script></think>" + call("create_artifact", id="notes", content="WAL")),
+        Text("答案。", reasoning="笔记写好了。", reasoning_field="reasoning"),
+    )
+    conversation = asking.conversation_start(user=user, content="WAL?", enqueue=False)
+    run = conversation.active_branch.runs.get()
+    run_execute(run_id=run.pk)
+
+    html = signed_in.get(reverse("run-activity", args=[run.pk])).content.decode()
+    tree = lxml.html.fragment_fromstring(html, create_parent="div")
+
+    steps = tree.xpath("//ol[@class='activity-steps']/li")
+    assert [li.get("class").split()[1] for li in steps] == ["step-thinking", "step-tool", "step-thinking"]
+    folds = tree.xpath("//details[contains(@class, 'thinking')]")
+    assert [fold.get("open") for fold in folds] == [None, None]
+    assert [fold.xpath(".//div[@class='thinking-text']")[0].text_content() for fold in folds] == [
+        "先写笔记 <script>x()</script>",
+        "笔记写好了。",
+    ]
+    assert "<script" not in html
+    assert folds[0].xpath("./summary")[0].text_content().startswith("lead_agent Thought for ")

@@ -187,3 +187,38 @@ def test_other_refusals_are_plain_model_errors(model_server, refusal):
 
     assert not isinstance(error.value, ContextOverflow)
     assert str(error.value).startswith(f"The model service answered {refusal.code}: ")
+
+
+def _said(deltas) -> tuple[str, str]:
+    return "".join(d.reasoning for d in deltas), "".join(d.content for d in deltas)
+
+
+@pytest.mark.parametrize("field", ["reasoning_content", "reasoning"])
+def test_thinking_streamed_beside_the_answer_is_reasoning_under_either_name(model_server, field):
+    model_server.add(Text("WAL 是预写日志。", reasoning="先想想 WAL 是什么。" * 5, reasoning_field=field, chunk_size=4))
+
+    deltas = list(_model(model_server).stream([{"role": "user", "content": "WAL?"}]))
+
+    assert _said(deltas) == ("先想想 WAL 是什么。" * 5, "WAL 是预写日志。")
+    # As it comes, not in one piece at the end.
+    assert len([d for d in deltas if d.reasoning]) > 5
+
+
+@pytest.mark.parametrize("chunk_size", [1, 3, 7, 50])
+def test_inline_think_text_is_reasoning_and_not_the_answer(model_server, chunk_size):
+    model_server.add(Text("<think>用户问 WAL。\n先定义。</think>\n\nWAL 是预写日志。", chunk_size=chunk_size))
+
+    deltas = list(_model(model_server).stream([{"role": "user", "content": "WAL?"}]))
+
+    assert _said(deltas) == ("用户问 WAL。\n先定义。", "WAL 是预写日志。")
+
+
+def test_a_stream_asked_again_mid_think_tag_starts_its_thinking_afresh(model_server):
+    model_server.add(
+        Truncated("<think>半个想法 </thi", chunk_size=3), Text("<think>整个想法</think>答案", chunk_size=3)
+    )
+
+    deltas = list(_model(model_server).stream([{"role": "user", "content": "Hi"}]))
+
+    restart = next(i for i, d in enumerate(deltas) if d.restart)
+    assert _said(deltas[restart + 1 :]) == ("整个想法", "答案")
