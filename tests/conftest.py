@@ -34,6 +34,17 @@ def scripted_model(model_server, settings):
 
 
 @pytest.fixture
+def small_window(settings, scripted_model):
+    """The scripted model with a window of 10,000 tokens, compacting from 70% of it."""
+    # About 7,000 tokens before compaction: the prompts fit, 30,000 characters of notes do not.
+    settings.ARTIFACTFLOW_LLM = {**settings.ARTIFACTFLOW_LLM, "context_window": 10_000}
+    settings.COMPACTION_THRESHOLD = 0.7
+    # The service refuses, as a real one does, a request longer than the window.
+    scripted_model.context_window = 10_000
+    return scripted_model
+
+
+@pytest.fixture
 def demo_model(settings):
     """The offline demo model, with the sample library to search and read."""
     settings.ARTIFACTFLOW_LLM = {**settings.ARTIFACTFLOW_LLM, "api_key": ""}

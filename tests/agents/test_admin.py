@@ -12,7 +12,7 @@ from agents.services.permissions import permission_answer
 from agents.services.runs import run_execute
 from agents.state import pending_request
 from conversations.models import Message
-from tests.agents.test_engine import call
+from tests.agents.test_engine import call, run_with_a_cut_compaction
 from tests.factories import (
     ConversationFactory,
     LibraryDocumentFactory,
@@ -20,7 +20,7 @@ from tests.factories import (
     RunFactory,
     UserFactory,
 )
-from tests.model_server import Status, Text
+from tests.model_server import Text
 
 pytestmark = pytest.mark.django_db
 
@@ -322,18 +322,8 @@ def test_tools_named_like_a_dicts_methods_are_rows_of_the_trace_like_any_other(s
     assert [row.xpath("td[1]")[0].text_content() for row in agents] == ["lead_agent"]
 
 
-def test_the_trace_shows_a_compaction_starting_and_one_that_cut_the_context(
-    staff_client, user, settings, scripted_model
-):
-    settings.ARTIFACTFLOW_LLM = {**settings.ARTIFACTFLOW_LLM, "context_window": 10_000}
-    settings.COMPACTION_THRESHOLD = 0.7
-    scripted_model.add(
-        Text(call("create_artifact", id="notes", content="WAL notes. " * 3000), chunk_size=4000),
-        Status(400, "invalid request"),
-        Text("Done."),
-    )
-    conversation = asking.conversation_start(user=user, content="Take notes", enqueue=False)
-    run = run_execute(run_id=conversation.active_branch.runs.get().pk)
+def test_the_trace_shows_a_compaction_starting_and_one_that_cut_the_context(staff_client, user, small_window):
+    run = run_with_a_cut_compaction(user, small_window)
 
     page = lxml.html.fromstring(staff_client.get(reverse("admin:agents_run_change", args=[run.pk])).content)
 

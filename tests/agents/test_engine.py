@@ -643,16 +643,6 @@ SUMMARY = "\n\n".join(
 )
 
 
-@pytest.fixture
-def small_window(settings, scripted_model):
-    # About 7,000 tokens before compaction: the prompts fit, 30,000 characters of notes do not.
-    settings.ARTIFACTFLOW_LLM = {**settings.ARTIFACTFLOW_LLM, "context_window": 10_000}
-    settings.COMPACTION_THRESHOLD = 0.7
-    # The service refuses, as a real one does, a request longer than the window.
-    scripted_model.context_window = 10_000
-    return scripted_model
-
-
 def test_compaction_summarises_older_context_and_keeps_the_plan_and_the_request(user, small_window):
     notes = "WAL notes. " * 3000
     small_window.add(
@@ -716,14 +706,19 @@ def test_a_summary_without_the_seven_sections_cuts_the_oldest_context_and_the_tu
     assert Artifact.objects.get(artifact_id="notes")
 
 
-def test_a_compaction_the_service_refuses_cuts_the_oldest_context_and_the_turn_goes_on(user, small_window):
+def run_with_a_cut_compaction(user, small_window, *, content="Take notes"):
+    """A turn whose notes outgrow the small window and whose summary the
+    service refuses: the older context is cut instead."""
     small_window.add(
         Text(call("create_artifact", id="notes", content="WAL notes. " * 3000), chunk_size=4000),
         Status(400, "invalid request"),
         Text("The notes are written."),
     )
+    return _run(user, content=content)
 
-    run = _run(user, content="记下预写日志的要点")
+
+def test_a_compaction_the_service_refuses_cuts_the_oldest_context_and_the_turn_goes_on(user, small_window):
+    run = run_with_a_cut_compaction(user, small_window, content="记下预写日志的要点")
 
     assert run.status == Run.Status.COMPLETED and run.message.response == "The notes are written."
     [compaction] = _events(run, RunEvent.Type.COMPACTION)

@@ -15,10 +15,10 @@ from agents.services.runs import run_execute
 from agents.state import pending_request
 from artifacts.services import artifact_delete
 from tests.agents.test_admin import HOSTILE_NAMES
-from tests.agents.test_engine import call
+from tests.agents.test_engine import call, run_with_a_cut_compaction
 from tests.asgi import conversation_socket, session_cookie
 from tests.factories import ConversationFactory, MessageFactory, RunFactory
-from tests.model_server import Status, Text
+from tests.model_server import Text
 
 pytestmark = pytest.mark.django_db
 
@@ -322,16 +322,8 @@ def test_the_activity_of_a_turn_with_its_metrics_for_its_owner_only(client, user
     assert f'hx-get="{url}"' in detail
 
 
-def test_the_activity_counts_a_summary_and_a_failed_call_among_the_model_calls(client, user, settings, scripted_model):
-    settings.ARTIFACTFLOW_LLM = {**settings.ARTIFACTFLOW_LLM, "context_window": 10_000}
-    settings.COMPACTION_THRESHOLD = 0.7
-    scripted_model.add(
-        Text(call("create_artifact", id="notes", content="WAL notes. " * 3000), chunk_size=4000),
-        Status(400, "invalid request"),
-        Text("Done."),
-    )
-    conversation = asking.conversation_start(user=user, content="Take notes", enqueue=False)
-    run = run_execute(run_id=conversation.active_branch.runs.get().pk)
+def test_the_activity_counts_a_summary_and_a_failed_call_among_the_model_calls(client, user, small_window):
+    run = run_with_a_cut_compaction(user, small_window)
     client.force_login(user)
 
     page = client.get(reverse("run-activity", args=[run.pk])).content.decode()
