@@ -574,3 +574,14 @@ def test_another_user_cannot_retry_and_a_retry_needs_a_csrf_token(client, user, 
     assert strict.get(url).status_code == 405
     assert strict.post(url, **HTMX).status_code == 403
     assert later.conversation.messages.count() == 2 and Run.objects.count() == 2
+
+
+def test_the_activity_names_the_lead_model_the_conversation_chose(signed_in, user, lead_models, scripted_model):
+    scripted_model.add(Text("热泵很高效。"))
+    conversation = asking.conversation_start(user=user, content="热泵的效率？", lead_model="fast", enqueue=False)
+    run = conversation.active_branch.runs.get()
+    run_execute(run_id=run.pk)
+
+    html = signed_in.get(reverse("run-activity", args=[run.pk]), **HTMX).content.decode()
+
+    assert '<p class="activity-model">The lead agent answered with 快速 Fast (fast-model).</p>' in html
