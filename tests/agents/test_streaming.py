@@ -79,3 +79,29 @@ def test_a_tool_call_that_replaces_the_leads_text_still_sends_its_step_and_statu
     assert pushed[f"answer-{message.pk}"].text_content().strip() == ""
     assert _lines(pushed[f"steps-{message.pk}"]) == ["lead_agent create_artifact “Notes” working"]
     assert pushed[f"activity-{message.pk}"].text_content() == "lead_agent · writing “Notes”…"
+
+
+def test_the_model_that_answers_shows_as_soon_as_the_turn_starts(running):
+    """A queued run names no model yet; its first event names the lead's, and
+    the message is sent again with it."""
+    conversation, message, run = running
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.QUEUED)
+    stream, html = stream_open(conversation=conversation, run_id=run.pk)
+    assert 'class="answer-model"' not in html
+
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.RUNNING)
+    _write(
+        run,
+        "metadata",
+        "",
+        conversation_id=str(conversation.pk),
+        message_id=message.pk,
+        run_id=run.pk,
+        model="fast-model",
+        model_label="快速 Fast",
+        demo=False,
+    )
+    stream, started = stream_advance(conversation=conversation, stream=stream)
+
+    shown = _by_id(started)[f"message-{message.pk}"]
+    assert [p.text_content() for p in shown.find_class("answer-model")] == ["Model: 快速 Fast"]
