@@ -197,8 +197,8 @@ def lead_choices_from_settings() -> tuple[list[ModelEntry], str]:
         return [], ""
     try:
         file = models_file_from_settings()
-    except ImproperlyConfigured:
-        logger.exception("The models file cannot be read; no lead models are offered")
+    except ImproperlyConfigured as exc:
+        logger.warning("No lead models are offered: %s", exc)
         return [], ""
     if file is None:
         return [], ""
