@@ -64,6 +64,8 @@ class RunAdmin(ReadOnlyAdmin):
         "conversation_link",
         "question",
         "model",
+        "model_label",
+        "lead_model",
         "attempts",
         "worker_deaths",
         "worker",

@@ -27,6 +27,8 @@ class MetadataStarted(TypedDict):
     message_id: int
     run_id: int
     model: str
+    # The lead model's label in the models file; not for the environment's model.
+    model_label: NotRequired[str]
     demo: bool
 
 

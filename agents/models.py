@@ -22,7 +22,13 @@ class Run(models.Model):
 
     message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="runs")
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
+    # The lead's model: its name at the model service, and its label in the
+    # models file (empty for the environment's model). Set when the turn starts.
     model = models.CharField(max_length=200, blank=True)
+    model_label = models.CharField(max_length=200, blank=True)
+    # The lead model the conversation had chosen when the turn was asked
+    # (Conversation.lead_model): a resumed turn keeps it.
+    lead_model = models.CharField(max_length=100, blank=True)
     # Counts claims by a worker. It is also the fencing token: a worker writes
     # only while the run is running under the claim it made (agents.lease).
     attempts = models.PositiveIntegerField(default=0)

@@ -24,6 +24,7 @@ from artifacts.selectors import run_versions
 from conversations.tree import message_path
 
 from .config import LEAD_AGENT
+from .llm.config import lead_choices_from_settings
 from .models import LIBRARY_URL_PREFIX, LibraryDocument, Run, RunEvent
 from .state import ALLOWING
 from .steps import (
@@ -113,6 +114,8 @@ class RunView:
     text: str = ""
     error: str = ""
     model: str = ""
+    # The lead model's label in the models file: the answer names it.
+    model_label: str = ""
     demo: bool = False
     run_id: int | None = None
     # Tried again as a new branch (runs.run_retry): the run its message keeps.
@@ -186,6 +189,7 @@ def run_view_apply(view: RunView, event: RunEvent) -> None:
         case RunEvent.Type.METADATA:
             view.status = Run.Status.RUNNING
             view.model = data.get("model", "")
+            view.model_label = data.get("model_label", "")
             view.demo = bool(data.get("demo"))
             view.activity = gettext("Starting")
         case RunEvent.Type.AGENT_START if agent == LEAD_AGENT:
@@ -280,7 +284,7 @@ def run_views(*, runs: list[Run]) -> dict[int, RunView]:
     active = {run.pk: run for run in runs if run.is_active}
     for run in runs:
         if run.is_active:
-            views[run.pk] = RunView(status=run.status, model=run.model, run_id=run.pk)
+            views[run.pk] = RunView(status=run.status, model=run.model, model_label=run.model_label, run_id=run.pk)
         else:
             views[run.pk] = RunView(
                 status=run.status,
@@ -289,6 +293,7 @@ def run_views(*, runs: list[Run]) -> dict[int, RunView]:
                 html=run.message.response_html,
                 error=stored_text(run.error),
                 model=run.model,
+                model_label=run.model_label,
                 demo=run.model == "demo",
                 run_id=run.pk,
                 # Annotated by the thread; a run read alone is offered a retry its service may refuse.
@@ -341,6 +346,33 @@ def run_activity(*, run: Run) -> StepFold:
             step_fold_apply(fold, event)
     _versions_find(fold=fold, run=run)
     return fold
+
+
+@dataclass(frozen=True)
+class LeadModelOption:
+    """A model the composer offers for the lead agent."""
+
+    name: str
+    label: str
+    thinking: bool
+    selected: bool
+
+
+def lead_model_options(*, chosen: str) -> list[LeadModelOption]:
+    """The models the composer offers for the lead, `chosen` selected, or the
+    default when it is not offered (blank, or removed from the file since).
+    Empty when there is nothing to choose: no models file, the demo model, or
+    fewer than two choices."""
+    choices, default = lead_choices_from_settings()
+    if len(choices) < 2:
+        return []
+    selected = chosen if chosen in {choice.name for choice in choices} else default
+    return [
+        LeadModelOption(
+            name=choice.name, label=choice.label, thinking=choice.thinking, selected=choice.name == selected
+        )
+        for choice in choices
+    ]
 
 
 @dataclass

@@ -41,7 +41,7 @@ def _thinking_state(view: RunView) -> tuple:
 def _frame(view: RunView) -> tuple:
     """Everything a message shows besides its text and status line: a change
     here re-renders the message."""
-    return (view.status, view.pending and view.pending.id, view.error, view.demo, view.model)
+    return (view.status, view.pending and view.pending.id, view.error, view.demo, view.model, view.model_label)
 
 
 @dataclass

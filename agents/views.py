@@ -96,6 +96,7 @@ def run_activity(request, run_id):
     context = {
         "fold": selectors.run_activity(run=run),
         "model_use": selectors.model_use(metrics=run.metrics),
+        "run": run,
         # Artifact links open in this conversation's pane.
         "conversation_id": run.message.conversation_id,
     }

@@ -13,6 +13,9 @@ class Conversation(models.Model):
     title = models.CharField(max_length=200, blank=True)
     # The leaf of the branch the user is looking at; new messages continue it.
     active_branch = models.ForeignKey("Message", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    # The models-file name of the model the person chose for the lead agent
+    # (agents.llm.config, [lead] choices); blank: the configured default.
+    lead_model = models.CharField(max_length=100, blank=True)
     metadata = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

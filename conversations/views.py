@@ -61,12 +61,14 @@ def _list_context(request, *, conversation) -> dict:
     return context
 
 
-def _page(request, *, conversation=None, error=""):
+def _page(request, *, conversation=None, error="", draft=""):
     context = {
         **_list_context(request, conversation=conversation),
         **_composer_context(conversation),
         "entries": [],
         "error": error,
+        # A refused message comes back in the composer: a draft survives every refusal.
+        "draft": draft,
     }
     if conversation is not None:
         context["entries"] = thread_for_conversation(conversation=conversation)
@@ -85,22 +87,33 @@ def _page(request, *, conversation=None, error=""):
 
 def _composer_context(conversation) -> dict:
     """What the composer and a new conversation's examples need."""
+    lead_models = agent_selectors.lead_model_options(chosen=conversation.lead_model if conversation else "")
     if conversation is None:
-        return {"library_titles": agent_selectors.library_titles(language=translation.get_language())}
-    return {"active_run": agent_selectors.conversation_active_run(conversation_id=conversation.pk)}
+        return {
+            "library_titles": agent_selectors.library_titles(language=translation.get_language()),
+            "lead_models": lead_models,
+        }
+    return {
+        "active_run": agent_selectors.conversation_active_run(conversation_id=conversation.pk),
+        "lead_models": lead_models,
+    }
 
 
-def thread_response(request, *, conversation, branch_changed: bool = False, notice: str = ""):
+def thread_response(request, *, conversation, branch_changed: bool = False, notice: str = "", posted: bool = False):
     """The thread, with the composer's Send or Stop: a new turn changes it.
     On another branch the artifact pane shows that branch's artifacts, still
     the one the page showed if the branch has it. `notice` says under the
-    thread what happened, until the thread is shown again."""
+    thread what happened, until the thread is shown again. After the composer
+    `posted` a message, its model picker shows the model the conversation keeps."""
     entries = thread_for_conversation(conversation=conversation)
     thread = render(request, "conversations/chat.html#thread", {"entries": entries, "notice": notice})
-    actions = render(
-        request, "conversations/chat.html#composer_actions", {**_composer_context(conversation), "oob": True}
+    composer = {**_composer_context(conversation), "oob": True}
+    response = HttpResponse(
+        thread.content + render(request, "conversations/chat.html#composer_actions", composer).content
     )
-    response = HttpResponse(thread.content + actions.content)
+    if posted:
+        # Swapped before app.js resets the form, which then resets the picker to this choice, not the page's first.
+        response.content += render(request, "conversations/chat.html#composer_model", composer).content
     if branch_changed:
         shown = parse_qs(urlsplit(request.htmx.current_url or "").query).get("artifact", [""])[0]
         pane = artifact_selectors.pane_context_for_branch_change(
@@ -114,7 +127,7 @@ def thread_response(request, *, conversation, branch_changed: bool = False, noti
 def _invalid(request, exc: ValidationError, *, conversation=None):
     error = exc.messages[0]
     if not request.htmx:
-        return _page(request, conversation=conversation, error=error)
+        return _page(request, conversation=conversation, error=error, draft=request.POST.get("content", ""))
     response = render(request, "conversations/chat.html#composer_error", {"error": error}, status=422)
     return reswap(retarget(response, "#composer-error"), "outerHTML")
 
@@ -132,7 +145,9 @@ def conversation_detail(request, conversation_id):
 @require_POST
 def conversation_create(request):
     try:
-        conversation = asking.conversation_start(user=request.user, content=request.POST.get("content", ""))
+        conversation = asking.conversation_start(
+            user=request.user, content=request.POST.get("content", ""), lead_model=request.POST.get("model")
+        )
     except ValidationError as exc:
         return _invalid(request, exc)
     url = conversation.get_absolute_url()
@@ -149,13 +164,20 @@ def message_create(request, conversation_id):
     elif named:
         parent = _message_or_404(conversation, named)
     try:
-        asking.message_post(conversation=conversation, content=request.POST.get("content", ""), parent=parent)
+        asking.message_post(
+            conversation=conversation,
+            content=request.POST.get("content", ""),
+            parent=parent,
+            lead_model=request.POST.get("model"),
+        )
     except ValidationError as exc:
         return _invalid(request, exc, conversation=conversation)
     if not request.htmx:
         return redirect(conversation.get_absolute_url())
     # An edited or re-asked message starts a branch of its own.
-    return thread_response(request, conversation=conversation, branch_changed=parent is not asking.ACTIVE_BRANCH)
+    return thread_response(
+        request, conversation=conversation, branch_changed=parent is not asking.ACTIVE_BRANCH, posted=True
+    )
 
 
 @require_GET

@@ -33,6 +33,38 @@ def scripted_model(model_server, settings):
     return model_server
 
 
+# Two lead models a person may choose between, both served by the scripted
+# model (a model without base_url is the environment's service): as seed 003
+# has it, the lead thinks by default and the subagents are fast.
+LEAD_MODELS = """
+[models.fast]
+label = "快速 Fast"
+model = "fast-model"
+
+[models.deep]
+label = "深度思考 Deep"
+model = "deep-model"
+thinking = true
+
+[agents]
+lead_agent = "deep"
+search_agent = "fast"
+crawl_agent = "fast"
+
+[lead]
+choices = ["deep", "fast"]
+"""
+
+
+@pytest.fixture
+def lead_models(scripted_model, settings, tmp_path):
+    """The models file of LEAD_MODELS, in force: the composer offers its two lead models."""
+    path = tmp_path / "models.toml"
+    path.write_text(LEAD_MODELS)
+    settings.MODELS_FILE = str(path)
+    return path
+
+
 @pytest.fixture
 def small_window(settings, scripted_model):
     """The scripted model with a window of 10,000 tokens, compacting from 70% of it."""

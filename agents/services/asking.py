@@ -10,6 +10,7 @@ from django.utils.translation import gettext
 from artifacts.models import ArtifactSession
 from conversations.models import Conversation, Message
 
+from ..llm.config import lead_choices_from_settings
 from ..models import Run
 from .runs import TurnInProgress, run_create
 
@@ -20,12 +21,12 @@ TITLE_LENGTH = 80
 ACTIVE_BRANCH = object()
 
 
-def conversation_start(*, user, content: str, enqueue: bool = True) -> Conversation:
+def conversation_start(*, user, content: str, lead_model: str | None = None, enqueue: bool = True) -> Conversation:
     """A new conversation (with its artifact session) that opens with `content`."""
     with transaction.atomic():
         conversation = Conversation.objects.create(owner=user)
         ArtifactSession.objects.create(conversation=conversation)
-        message_post(conversation=conversation, content=content, enqueue=enqueue)
+        message_post(conversation=conversation, content=content, lead_model=lead_model, enqueue=enqueue)
     return conversation
 
 
@@ -36,12 +37,21 @@ def _title_from(content: str) -> str:
     return line[:TITLE_LENGTH].rsplit(" ", 1)[0] + "…"
 
 
-def message_post(*, conversation: Conversation, content: str, parent=ACTIVE_BRANCH, enqueue: bool = True) -> Message:
+def message_post(
+    *,
+    conversation: Conversation,
+    content: str,
+    parent=ACTIVE_BRANCH,
+    lead_model: str | None = None,
+    enqueue: bool = True,
+) -> Message:
     """Store a user message and a queued run for it; the turn starts once committed.
 
     `parent` is ACTIVE_BRANCH (continue what the user sees), a message of this
     conversation (branch there) or None (a new root). The new message becomes
-    the active branch.
+    the active branch. `lead_model` is the lead's model the person chose, one
+    of the models file's [lead] choices, kept for the conversation's turns
+    from this one on (blank: the default); None keeps the conversation's.
     """
     content = content.strip()
     if not content:
@@ -56,6 +66,8 @@ def message_post(*, conversation: Conversation, content: str, parent=ACTIVE_BRAN
             )
             % {"max": f"{MAX_MESSAGE_LENGTH:,}", "length": f"{len(content):,}"}
         )
+    if lead_model is not None:
+        _lead_model_check(lead_model)
     if parent is ACTIVE_BRANCH:
         parent = conversation.active_branch
     elif parent is not None and parent.conversation_id != conversation.pk:
@@ -63,15 +75,25 @@ def message_post(*, conversation: Conversation, content: str, parent=ACTIVE_BRAN
 
     try:
         with transaction.atomic():
+            if lead_model is not None:
+                # Before the run, which takes its lead model from the conversation.
+                conversation.lead_model = lead_model
             message = Message.objects.create(conversation=conversation, parent=parent, content=content)
             run_create(message=message, enqueue=enqueue)
             conversation.active_branch = message
             if not conversation.title:
                 conversation.title = _title_from(content)
-            conversation.save(update_fields=["active_branch", "title", "updated_at"])
+            conversation.save(update_fields=["active_branch", "title", "lead_model", "updated_at"])
     except TurnInProgress as exc:
         raise ValidationError(str(exc)) from None
     return message
+
+
+def _lead_model_check(name: str) -> None:
+    """Only a model of the list: a crafted request naming another is refused."""
+    choices, _ = lead_choices_from_settings()
+    if name and name not in {choice.name for choice in choices}:
+        raise ValidationError(gettext("That model cannot be chosen here. Choose one from the list."))
 
 
 def conversation_delete(*, conversation: Conversation) -> None:

@@ -20,10 +20,11 @@ from artifacts.models import ArtifactSession
 from conversations.models import Conversation, Message
 
 from .. import engine
+from ..config import LEAD_AGENT
 from ..events import RunEventLog
 from ..lease import Heartbeat, Lease, LeaseLost, worker_name
 from ..llm.base import ModelError
-from ..llm.config import models_from_settings
+from ..llm.config import AgentModels, models_from_settings
 from ..models import Run, RunEvent
 from ..selectors import RunView, branch_allowed_tools, run_view_apply
 from ..state import OutcomeStatus
@@ -70,7 +71,7 @@ def run_create(*, message, enqueue: bool = True, retry_of: Run | None = None) ->
             message__conversation_id=message.conversation_id, status__in=Run.ACTIVE_STATUSES
         ).exists():
             raise TurnInProgress(gettext(TURN_IN_PROGRESS))
-        run = Run.objects.create(message=message, retry_of=retry_of)
+        run = Run.objects.create(message=message, retry_of=retry_of, lead_model=message.conversation.lead_model)
     if enqueue:
         run_enqueue(run=run)
     return run
@@ -136,12 +137,12 @@ def run_claimed_execute(*, run: Run, on_event=None) -> Run | None:
 def _run_drive(*, run: Run, lease: Lease, log: RunEventLog, artifacts: ArtifactManager, heartbeat: Heartbeat) -> None:
     state = None
     try:
-        models = models_from_settings()
+        models = models_from_settings(lead=run.lead_model)
         if run.checkpoint:
             state = engine.checkpoint_state(run.checkpoint)
             artifacts.restore(run.checkpoint.get("artifacts", []))
         else:
-            state = _run_start(run=run, model=models.default, log=log)
+            state = _run_start(run=run, models=models, log=log)
         outcome = engine.turn_execute(
             run=run,
             models=models,
@@ -193,9 +194,11 @@ def _run_interrupted(*, run: Run, heartbeat: Heartbeat) -> bool:
         return False
 
 
-def _run_start(*, run: Run, model, log: RunEventLog) -> engine.TurnState:
-    run.model = model.name
-    run.save(update_fields=["model"])
+def _run_start(*, run: Run, models: AgentModels, log: RunEventLog) -> engine.TurnState:
+    # The lead writes the answer: its model is the one the answer names.
+    model = models.for_agent(LEAD_AGENT)
+    run.model, run.model_label = model.name, models.lead_label
+    run.save(update_fields=["model", "model_label"])
     log.emit(
         RunEvent.Type.METADATA,
         data={
@@ -203,6 +206,7 @@ def _run_start(*, run: Run, model, log: RunEventLog) -> engine.TurnState:
             "message_id": run.message_id,
             "run_id": run.pk,
             "model": model.name,
+            **({"model_label": models.lead_label} if models.lead_label else {}),
             "demo": model.demo,
         },
     )

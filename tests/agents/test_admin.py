@@ -109,7 +109,8 @@ def test_the_run_page_is_a_trace_of_what_the_run_did(staff_client, user, scripte
 def test_a_failed_run_shows_its_error(staff_client):
     run = RunFactory(status=Run.Status.FAILED, error="The model server answered 500.", finished_at=timezone.now())
     RunEvent.objects.create(run=run, seq=1, type=RunEvent.Type.ERROR, data={"message": run.error})
-    text = _text(staff_client.get(reverse("admin:agents_run_change", args=[run.pk])))
+    page = staff_client.get(reverse("admin:agents_run_change", args=[run.pk])).content.decode()
+    text = " ".join(lxml.html.fromstring(page).text_content().split())
     assert "Errors The model server answered 500." in text
 
 
@@ -330,3 +331,16 @@ def test_the_trace_shows_a_compaction_starting_and_one_that_cut_the_context(staf
     timeline = " ".join(page.xpath("//table[@class='timeline']//text()"))
     assert "summarising the context" in timeline
     assert "context cut, not summarised (The model service answered 400" in timeline
+
+
+def test_the_trace_names_the_lead_model_the_conversation_chose(staff_client, user, lead_models, scripted_model):
+    scripted_model.add(Text("热泵很高效。"))
+    conversation = asking.conversation_start(user=user, content="热泵的效率？", lead_model="fast", enqueue=False)
+    run = conversation.active_branch.runs.get()
+    run_execute(run_id=run.pk)
+
+    page = staff_client.get(reverse("admin:agents_run_change", args=[run.pk])).content.decode()
+    text = " ".join(lxml.html.fromstring(page).text_content().split())
+
+    assert "The lead agent answered with 快速 Fast (fast-model)." in text
+    assert "started with model fast-model (快速 Fast)" in text

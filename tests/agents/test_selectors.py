@@ -7,7 +7,7 @@ from django.test.utils import CaptureQueriesContext
 
 from agents.library import library_document_fetch
 from agents.models import Run, RunEvent
-from agents.selectors import RunView, model_use, run_activity, run_view_apply
+from agents.selectors import RunView, lead_model_options, model_use, run_activity, run_view_apply
 from agents.services.asking import conversation_start
 from agents.services.permissions import permission_answer
 from agents.services.runs import run_execute
@@ -838,3 +838,25 @@ def test_the_activity_of_40_artifacts_costs_the_queries_of_one_of_2(user, django
         links = _links(large)
 
     assert links == [(f"notes_{n}", "version 1 on this branch (v1)", "") for n in range(40)]
+
+
+@pytest.mark.parametrize(
+    ("chosen", "selected"), [("fast", "fast"), ("deep", "deep"), ("", "deep"), ("removed-since", "deep")]
+)
+def test_the_composer_offers_the_lead_models_with_the_conversations_choice_or_the_default(
+    lead_models, chosen, selected
+):
+    options = lead_model_options(chosen=chosen)
+
+    assert [(o.name, o.label, o.thinking) for o in options] == [
+        ("deep", "深度思考 Deep", True),
+        ("fast", "快速 Fast", False),
+    ]
+    assert [o.name for o in options if o.selected] == [selected]
+
+
+def test_one_lead_model_or_none_is_no_choice_to_offer(lead_models, settings):
+    lead_models.write_text(lead_models.read_text().replace('choices = ["deep", "fast"]', 'choices = ["deep"]'))
+    assert lead_model_options(chosen="deep") == []
+    settings.MODELS_FILE = ""
+    assert lead_model_options(chosen="fast") == []

@@ -193,3 +193,29 @@ def test_a_finished_answer_keeps_its_thinking_folded_away(running):
     assert fold.xpath("./summary")[0].text_content() == "Thought for 3.4 s"
     # The thinking of the call that wrote the answer, as text.
     assert fold.text_content().strip().endswith("可以回答了 <script>x()</script>") and "<script" not in html
+
+
+def test_the_model_that_answers_shows_as_soon_as_the_turn_starts(running):
+    """A queued run names no model yet; its first event names the lead's, and
+    the message is sent again with it."""
+    conversation, message, run = running
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.QUEUED)
+    stream, html = stream_open(conversation=conversation, run_id=run.pk)
+    assert 'class="answer-model"' not in html
+
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.RUNNING)
+    _write(
+        run,
+        "metadata",
+        "",
+        conversation_id=str(conversation.pk),
+        message_id=message.pk,
+        run_id=run.pk,
+        model="fast-model",
+        model_label="快速 Fast",
+        demo=False,
+    )
+    stream, started = stream_advance(conversation=conversation, stream=stream)
+
+    shown = _by_id(started)[f"message-{message.pk}"]
+    assert [p.text_content() for p in shown.find_class("answer-model")] == ["Model: 快速 Fast"]

@@ -608,3 +608,14 @@ def test_the_activity_shows_each_model_calls_thinking_folded_as_text(signed_in, 
     ]
     assert "<script" not in html
     assert folds[0].xpath("./summary")[0].text_content().startswith("lead_agent Thought for ")
+
+
+def test_the_activity_names_the_lead_model_the_conversation_chose(signed_in, user, lead_models, scripted_model):
+    scripted_model.add(Text("热泵很高效。"))
+    conversation = asking.conversation_start(user=user, content="热泵的效率？", lead_model="fast", enqueue=False)
+    run = conversation.active_branch.runs.get()
+    run_execute(run_id=run.pk)
+
+    html = signed_in.get(reverse("run-activity", args=[run.pk]), **HTMX).content.decode()
+
+    assert '<p class="activity-model">The lead agent answered with 快速 Fast (fast-model).</p>' in html

@@ -107,6 +107,10 @@ ENGLISH = [
     "done",
     "Title",
     "Model use",
+    "Model",
+    "thinks",
+    "answered",
+    "chosen",
     "calls",
     "parameters",
     "report",
@@ -261,6 +265,22 @@ def test_a_user_who_chose_chinese_sees_it_whatever_the_browser_asks(client, scri
 
     client.post(reverse("login"), {"username": someone.username, "password": PASSWORD}, HTTP_ACCEPT_LANGUAGE="en")
     assert _walk(client, _pages(conversation, run), HTTP_ACCEPT_LANGUAGE="en") == {}
+
+
+def test_the_model_picker_and_the_model_an_answer_names_are_chinese(client, user, lead_models, scripted_model):
+    conversation = ConversationFactory(owner=user, title="热泵研究", lead_model="fast")
+    run = _turn(scripted_model, conversation, "请研究热泵的效率", "热泵的能效系数通常在三到五之间。")
+    client.force_login(user)
+    pages = [
+        ("get", reverse("chat"), {}),
+        ("get", conversation.get_absolute_url(), {}),
+        ("get", reverse("run-activity", args=[run.pk]), HTMX),
+        ("post", reverse("message-create", args=[conversation.pk]), {"content": "换个模型", "model": "gpt-5", **HTMX}),
+    ]
+
+    assert _walk(client, pages, **ZH) == {}
+    page = shown_text(client.get(conversation.get_absolute_url(), **ZH).content.decode())
+    assert "模型" in page and "深度思考 Deep · 先思考再回答" in page and "模型：快速 Fast" in page
 
 
 def test_the_sign_in_pages_are_chinese_for_an_anonymous_browser_that_asks(client):

@@ -622,3 +622,76 @@ def test_with_redis_down_one_signs_in_and_sees_a_running_turn(disposable_redis, 
     # The running turn's conversation offers Stop, not Send.
     assert reverse("run-cancel", args=[run.pk]) in html and ">Send</button>" not in html
     assert client.get(reverse("conversation-detail", args=[theirs.pk])).status_code == 404
+
+
+def test_without_a_models_file_the_composer_offers_no_model(signed_in, user):
+    conversation = ConversationFactory(owner=user)
+    for url in (reverse("chat"), conversation.get_absolute_url()):
+        assert 'name="model"' not in signed_in.get(url).content.decode()
+
+
+def test_the_composer_offers_the_lead_models_and_sending_keeps_the_one_chosen(signed_in, user, lead_models):
+    page = signed_in.get(reverse("chat")).content.decode()
+    assert re.findall(r'<option value="(\w+)"( selected)?>([^<]*)</option>', page) == [
+        ("deep", " selected", "深度思考 Deep · thinks before answering"),
+        ("fast", "", "快速 Fast"),
+    ]
+
+    response = signed_in.post(reverse("conversation-create"), {"content": "热泵怎么样？", "model": "fast"}, **HTMX)
+    conversation = Conversation.objects.get(owner=user)
+    assert response.headers["HX-Redirect"] == conversation.get_absolute_url()
+    assert conversation.lead_model == "fast" and conversation.active_branch.runs.get().lead_model == "fast"
+    assert '<option value="fast" selected>' in signed_in.get(conversation.get_absolute_url()).content.decode()
+
+    Run.objects.update(status=Run.Status.COMPLETED)
+    posted = signed_in.post(
+        reverse("message-create", args=[conversation.pk]), {"content": "深入一点", "model": "deep"}, **HTMX
+    ).content.decode()
+    conversation.refresh_from_db()
+    assert conversation.lead_model == "deep"
+    # The picker comes along, swapped out of band, so the composer's reset leaves the choice just made.
+    assert '<div id="composer-model" class="composer-model" hx-swap-oob="true">' in posted
+    assert '<option value="deep" selected>' in posted
+
+
+def test_a_crafted_model_is_refused_and_the_draft_is_kept(signed_in, user, lead_models):
+    conversation = ConversationFactory(owner=user)
+    url = reverse("message-create", args=[conversation.pk])
+    crafted = {"content": "我的草稿：用最贵的模型", "model": "gpt-5-huge"}
+
+    fragment = signed_in.post(url, crafted, **HTMX)
+    page = signed_in.post(url, crafted)
+    new = signed_in.post(reverse("conversation-create"), crafted, **HTMX)
+
+    said = "That model cannot be chosen here. Choose one from the list."
+    # The refusal replaces only the error line: the composer and its text stay as they are.
+    assert fragment.status_code == 422 and fragment.headers["HX-Retarget"] == "#composer-error"
+    assert said in fragment.content.decode() and "composer-input" not in fragment.content.decode()
+    # Without HTMX the page comes back with the draft in the composer.
+    assert page.status_code == 422 and said in page.content.decode()
+    assert ">我的草稿：用最贵的模型</textarea>" in page.content.decode()
+    assert new.status_code == 422 and said in new.content.decode()
+    conversation.refresh_from_db()
+    assert conversation.lead_model == "" and not conversation.messages.exists()
+    assert Conversation.objects.count() == 1
+
+
+def test_another_users_conversation_is_a_404_with_a_model_too(signed_in, other_user, lead_models):
+    theirs = ConversationFactory(owner=other_user)
+    response = signed_in.post(reverse("message-create", args=[theirs.pk]), {"content": "hi", "model": "fast"}, **HTMX)
+    assert response.status_code == 404
+    theirs.refresh_from_db()
+    assert theirs.lead_model == "" and not theirs.messages.exists()
+
+
+def test_an_answer_names_the_model_that_wrote_it(signed_in, user):
+    message = MessageFactory(conversation=ConversationFactory(owner=user), response="热泵很高效。")
+    RunFactory(message=message, status=Run.Status.COMPLETED, model="fast-model", model_label="快速 Fast")
+    plain = MessageFactory(conversation=message.conversation, parent=message, response="没有标签。")
+    RunFactory(message=plain, status=Run.Status.COMPLETED, model="gpt-4o-mini")
+    Conversation.objects.filter(pk=message.conversation_id).update(active_branch=plain)
+
+    page = signed_in.get(message.conversation.get_absolute_url()).content.decode()
+
+    assert "没有标签。" in page and page.count('class="answer-model"') == 1
+    assert '<p class="answer-model">Model: 快速 Fast</p>' in page

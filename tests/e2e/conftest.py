@@ -147,9 +147,16 @@ def _wait_for_http(*, url: str, processes: list[subprocess.Popen], portal: Porta
 
 @pytest.fixture(scope="session")
 def portal(tmp_path_factory):
-    server = ScriptedModelServer().start()
     # pytest keeps the last few of these, logs included, for debugging.
-    data_dir = tmp_path_factory.mktemp("portal")
+    with portal_running(data_dir=tmp_path_factory.mktemp("portal")) as running:
+        yield running
+
+
+@contextlib.contextmanager
+def portal_running(*, data_dir: Path, extra_env: dict | None = None):
+    """A portal of its own: daphne and a worker on a fresh database in
+    `data_dir`, talking to a scripted model server; `extra_env` adds to their environment."""
+    server = ScriptedModelServer().start()
     database_url = os.environ.get("DATABASE_URL", "")
     postgres_db = None
     if urlsplit(database_url).scheme in ("postgres", "postgresql"):
@@ -172,6 +179,7 @@ def portal(tmp_path_factory):
         OPENAI_BASE_URL=server.url,
         ARTIFACTFLOW_MODEL=server.model,
         PYTHONUNBUFFERED="1",
+        **(extra_env or {}),
     )
 
     port = _free_port()

@@ -193,3 +193,51 @@ def test_delete_is_refused_while_a_turn_is_active_and_leaves_the_turn_alone(user
     assert ArtifactSession.objects.filter(pk=conversation.pk).exists()
     # Stopping is the user's decision, not a side effect of asking to delete.
     assert run.status == status and not run.cancel_requested
+
+
+def test_the_lead_model_chosen_is_kept_for_the_conversation_and_its_turn(user, lead_models):
+    conversation = asking.conversation_start(user=user, content="用快速模型回答", lead_model="fast")
+    assert conversation.lead_model == "fast" and conversation.active_branch.runs.get().lead_model == "fast"
+
+    # A message that names no model (Edit, Ask again) keeps the conversation's.
+    _answered(conversation)
+    message = asking.message_post(conversation=conversation, content="再问一次")
+    conversation.refresh_from_db()
+    assert conversation.lead_model == "fast" and message.runs.get().lead_model == "fast"
+
+    # Blank is the configured default.
+    _answered(conversation)
+    message = asking.message_post(conversation=conversation, content="默认模型", lead_model="")
+    conversation.refresh_from_db()
+    assert conversation.lead_model == "" and message.runs.get().lead_model == ""
+
+
+@pytest.mark.parametrize("models_file", [True, False])
+def test_a_model_outside_the_list_is_refused_and_nothing_is_stored(user, lead_models, settings, models_file):
+    if not models_file:
+        settings.MODELS_FILE = ""
+    conversation = asking.conversation_start(
+        user=user, content="第一个问题", lead_model="fast" if models_file else None
+    )
+    _answered(conversation)
+
+    for name in ("gpt-5-huge", "fast-model", "deep "):
+        with pytest.raises(ValidationError, match="That model cannot be chosen here"):
+            asking.message_post(conversation=conversation, content="换个模型", lead_model=name)
+    with pytest.raises(ValidationError):
+        asking.conversation_start(user=user, content="新的对话", lead_model="gpt-5-huge")
+
+    conversation.refresh_from_db()
+    assert conversation.lead_model == ("fast" if models_file else "")
+    assert conversation.messages.count() == 1 and Conversation.objects.count() == 1
+
+
+def test_a_choice_refused_with_its_message_is_not_kept(user, lead_models):
+    """A turn still running refuses the message, and the model sent with it."""
+    conversation = asking.conversation_start(user=user, content="第一个问题")
+
+    with pytest.raises(ValidationError, match="A turn is still running"):
+        asking.message_post(conversation=conversation, content="太快了", lead_model="fast")
+
+    conversation.refresh_from_db()
+    assert conversation.lead_model == ""
