@@ -11,7 +11,7 @@ from django.urls import reverse
 from agents.models import Run, RunEvent
 from agents.selectors import branch_shown_live
 from agents.services import asking
-from agents.services.runs import run_execute
+from agents.services.execution import run_execute
 from artifacts import selectors, services
 from artifacts.branches import branch_at, branch_shown
 from artifacts.manager import ArtifactError, ArtifactManager
