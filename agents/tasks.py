@@ -1,10 +1,10 @@
 """django-q2 entry points. They run in the worker processes, never in the web process."""
 
-from .services import recovery
+from .services import execution, recovery
 
 
 def run_turn(run_id: int) -> None:
-    recovery.run_deliver(run_id=run_id)
+    execution.run_deliver(run_id=run_id)
 
 
 def runs_sweep() -> dict:

@@ -11,7 +11,7 @@ from agents.selectors import branch_shown_live
 from artifactflow.ids import id_from_text
 from conversations.selectors import conversation_get
 
-from . import selectors, services
+from . import pane, selectors, services
 from .export import docx_from_markdown
 from .uploads import UploadError, convert_upload_async
 
@@ -86,7 +86,7 @@ def _pane(
     push=True,
     **extra,
 ):
-    pane = selectors.pane_context(
+    shown_pane = pane.pane_context(
         branch=branch,
         selected=selected,
         version=version,
@@ -95,7 +95,7 @@ def _pane(
         conflict=conflict,
         merging=merging,
     )
-    context = {**pane, **extra}
+    context = {**shown_pane, **extra}
     shown = context["selected"]
     if shown is not None:
         # A text the person discarded in a conflict, theirs to take back while the session keeps it.
@@ -140,7 +140,7 @@ def artifact_detail(request, conversation_id, artifact_id):
 def artifact_diff(request, conversation_id, artifact_id):
     branch = _branch_or_404(request, conversation_id)
     selected = _saved_or_404(branch, artifact_id)
-    diff = selectors.artifact_compare(
+    diff = pane.artifact_compare(
         artifact=selected.saved,
         old_version=_version_number(request, "from"),
         new_version=_version_number(request, "to"),
@@ -191,7 +191,7 @@ def artifact_edit(request, conversation_id, artifact_id):
                 session=request.session, conversation_id=branch.session.pk, artifact_id=artifact_id, text=content
             )
         except ValidationError as exc:
-            conflict = selectors.edit_conflict(theirs=theirs, mine=content)
+            conflict = pane.edit_conflict(theirs=theirs, mine=content)
             return _pane(request, branch, **refused, conflict=conflict, edit_error=exc.messages[0])
         return _pane(
             request, branch, selected=selected, pane_notice=gettext("Your text was discarded; theirs is current.")
@@ -199,7 +199,7 @@ def artifact_edit(request, conversation_id, artifact_id):
     try:
         services.artifact_edit(branch=branch, artifact=selected.saved, content=content, base_version=base)
     except services.ChangedMeanwhile as exc:
-        conflict = selectors.edit_conflict(theirs=exc.theirs, mine=content)
+        conflict = pane.edit_conflict(theirs=exc.theirs, mine=content)
         return _pane(request, branch, **{**refused, "status": 409}, conflict=conflict)
     except ValidationError as exc:
         return _pane(request, branch, **refused, edit_error=exc.messages[0])
@@ -243,7 +243,7 @@ def artifact_restore(request, conversation_id, artifact_id):
     try:
         restored = services.artifact_restore(branch=branch, version=version, base_version=base)
     except services.ChangedMeanwhile as exc:
-        conflict = selectors.edit_conflict(theirs=exc.theirs, mine=version.content, restoring=version)
+        conflict = pane.edit_conflict(theirs=exc.theirs, mine=version.content, restoring=version)
         return _pane(
             request, branch, selected=selected, conflict=conflict, editing=True, edit_text=version.content, status=409
         )

@@ -23,7 +23,7 @@ from django.urls import reverse
 
 from agents.models import RunEvent
 from agents.services import asking
-from agents.services.runs import run_execute
+from agents.services.execution import run_execute
 from artifacts import selectors
 from artifacts.branches import branch_shown
 from artifacts.manager import ArtifactManager

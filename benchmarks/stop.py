@@ -23,7 +23,8 @@ from django.db import connections
 
 from agents.models import Run, RunEvent
 from agents.services import asking
-from agents.services.runs import run_cancel, run_execute
+from agents.services.execution import run_execute
+from agents.services.runs import run_cancel
 from tests.model_server import ScriptedModelServer, Text
 
 SILENCE = 30

@@ -25,7 +25,7 @@ from django.test import Client
 
 from agents.models import Run, RunEvent
 from agents.services import asking
-from agents.services.runs import run_execute
+from agents.services.execution import run_execute
 from agents.streaming import stream_advance, stream_open
 from artifactflow.markdown import markdown_render
 from tests.answers import long_answer

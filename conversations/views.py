@@ -13,7 +13,7 @@ from agents import selectors as agent_selectors
 from agents.services import asking
 from agents.services import permissions as agent_permissions
 from agents.thread import thread_for_conversation
-from artifacts import selectors as artifact_selectors
+from artifacts import pane as artifact_pane
 
 from . import selectors, services
 
@@ -72,9 +72,9 @@ def _page(request, *, conversation=None, error="", draft=""):
     }
     if conversation is not None:
         context["entries"] = thread_for_conversation(conversation=conversation)
-        # The URL may name what the pane shows (see artifacts.selectors.pane_context_for_page).
+        # The URL may name what the pane shows (see artifacts.pane.pane_context_for_page).
         context.update(
-            artifact_selectors.pane_context_for_page(
+            artifact_pane.pane_context_for_page(
                 branch=agent_selectors.branch_shown_live(conversation=conversation),
                 artifact_id=request.GET.get("artifact", ""),
                 version=request.GET.get("version", ""),
@@ -116,7 +116,7 @@ def thread_response(request, *, conversation, branch_changed: bool = False, noti
         response.content += render(request, "conversations/chat.html#composer_model", composer).content
     if branch_changed:
         shown = parse_qs(urlsplit(request.htmx.current_url or "").query).get("artifact", [""])[0]
-        pane = artifact_selectors.pane_context_for_branch_change(
+        pane = artifact_pane.pane_context_for_branch_change(
             branch=agent_selectors.branch_shown_live(conversation=conversation), artifact_id=shown
         )
         response.content += render(request, "artifacts/pane.html#pane", {**pane, "pane_oob": True}).content

@@ -1,6 +1,8 @@
-"""Runs whose worker died: found by a stale heartbeat or a process of this
-host that is gone, resumed once from their checkpoint, failed the second time;
-and the periodic sweep that looks for them."""
+"""The sweep: runs whose worker died, found by a stale heartbeat or a process
+of this host that is gone, queued again to resume once from their checkpoint
+and failed the second time; and permission requests left unanswered, expired.
+It never executes a turn: a worker does (`agents.services.execution`, which
+asks `run_recover_dead` about a run delivered again that is not queued)."""
 
 import logging
 from datetime import timedelta
@@ -15,8 +17,9 @@ from artifactflow.db import TRANSIENT_ERRORS
 from ..events import RunEventLog
 from ..lease import HOST, worker_gone
 from ..models import Run, RunEvent
+from .ending import run_end_unheld
 from .permissions import permissions_expire
-from .runs import run_claim, run_claimed_execute, run_end_unheld, run_enqueue
+from .runs import run_enqueue
 
 logger = logging.getLogger(__name__)
 
@@ -36,17 +39,6 @@ NOT_RECOVERED_NOR_ARTIFACTS = gettext_noop(
 WORKER_DEATHS_RESUMED = 1
 
 
-def run_deliver(*, run_id: int) -> Run | None:
-    """A worker's task for the run: execute it (run_claimed_execute). A second
-    delivery of the task finds the run not queued: done, or its worker died,
-    and then it is queued again, with a task of its own."""
-    run = run_claim(run_id=run_id)
-    if run is None:
-        _run_recover_dead(run_id=run_id)
-        return None
-    return run_claimed_execute(run=run)
-
-
 def _worker_dead(run: Run) -> bool:
     cutoff = timezone.now() - timedelta(seconds=settings.RUN_HEARTBEAT_STALE)
     return run.heartbeat_at is None or run.heartbeat_at < cutoff or worker_gone(run.worker)
@@ -62,7 +54,7 @@ def _running_locked(*, run_id: int) -> Run | None:
     )
 
 
-def _run_recover_dead(*, run_id: int) -> Run | None:
+def run_recover_dead(*, run_id: int) -> Run | None:
     """A running run whose worker died is queued again to continue from its
     last checkpoint — once; the second death fails it, its artifacts saved and
     the answer the page showed kept. Returns the run when it was recovered
@@ -98,7 +90,7 @@ def runs_recover() -> int:
     # others after it running for good.
     for run_id in sorted(dead):
         try:
-            run = _run_recover_dead(run_id=run_id)
+            run = run_recover_dead(run_id=run_id)
         except TRANSIENT_ERRORS:
             # The database, not the run: the next sweep tries it again.
             logger.exception("The database failed while run %s was recovered; the next sweep tries again", run_id)

@@ -8,8 +8,8 @@ from django.utils import timezone
 
 from agents.models import Run, RunEvent
 from agents.services import asking
+from agents.services.execution import run_execute
 from agents.services.permissions import permission_answer
-from agents.services.runs import run_execute
 from agents.state import pending_request
 from conversations.models import Message
 from tests.agents.test_engine import call, run_with_a_cut_compaction

@@ -8,7 +8,7 @@ from agents.context import agent_messages, prompt_text, system_prompt
 from agents.llm.base import XML
 from agents.models import Run, RunEvent
 from agents.services import asking
-from agents.services.runs import run_execute
+from agents.services.execution import run_execute
 from artifacts import services as artifact_services
 from artifacts.branches import branch_at
 from artifacts.manager import ArtifactManager

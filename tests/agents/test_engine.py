@@ -17,8 +17,9 @@ from agents.engine import (
 from agents.models import Run, RunEvent
 from agents.selectors import run_activity
 from agents.services import asking
+from agents.services.execution import run_execute
 from agents.services.permissions import permission_answer, permissions_expire
-from agents.services.runs import RunStateError, run_execute
+from agents.services.runs import RunStateError
 from agents.state import TURN, pending_request
 from agents.tokens import tokens_estimate
 from artifacts.branches import branch_shown

@@ -13,8 +13,8 @@ from django.utils import timezone
 from agents.lease import HOST, Heartbeat, Lease, LeaseLost, worker_gone, worker_name
 from agents.models import Run, RunEvent
 from agents.services import asking
+from agents.services.execution import run_execute
 from agents.services.recovery import runs_sweep
-from agents.services.runs import run_execute
 from artifacts.models import Artifact, ArtifactVersion
 from tests.agents.test_engine import call
 from tests.model_server import Text

@@ -9,8 +9,8 @@ from agents.library import library_document_fetch
 from agents.models import Run, RunEvent
 from agents.selectors import RunView, lead_model_options, model_use, run_activity, run_view_apply
 from agents.services.asking import conversation_start
+from agents.services.execution import run_execute
 from agents.services.permissions import permission_answer
-from agents.services.runs import run_execute
 from agents.state import pending_request
 from agents.tools.base import tool_error
 from agents.tools.search import web_search

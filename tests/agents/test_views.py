@@ -11,7 +11,7 @@ from django.urls import reverse
 
 from agents.models import Run, RunEvent
 from agents.services import asking
-from agents.services.runs import run_execute
+from agents.services.execution import run_execute
 from agents.state import pending_request
 from artifacts.services import artifact_delete
 from tests.agents.test_admin import HOSTILE_NAMES

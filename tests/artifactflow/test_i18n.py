@@ -18,8 +18,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from agents.models import Run
-from agents.services import asking, runs
-from agents.services.runs import run_execute
+from agents.services import asking, execution, runs
+from agents.services.execution import run_execute
 from conversations.models import Conversation
 from tests.agents.test_engine import call
 from tests.factories import PASSWORD, ConversationFactory, LibraryDocumentFactory, UserFactory
@@ -321,14 +321,14 @@ def test_a_failed_turns_stored_message_is_shown_in_the_readers_language(client, 
     """The worker stores its message in English; each reader sees it in theirs."""
     conversation = ConversationFactory(owner=user, title="失败的一轮")
     message = asking.message_post(conversation=conversation, content="请研究", enqueue=False)
-    Run.objects.filter(message=message).update(status=Run.Status.FAILED, error=runs.INTERNAL_ERROR)
+    Run.objects.filter(message=message).update(status=Run.Status.FAILED, error=execution.INTERNAL_ERROR)
     client.force_login(user)
 
     chinese = client.get(conversation.get_absolute_url(), **ZH).content.decode()
     english = client.get(conversation.get_absolute_url(), HTTP_ACCEPT_LANGUAGE="en").content.decode()
 
     assert "内部错误中止了本轮。此问题已记录。" in chinese
-    assert runs.INTERNAL_ERROR in english
+    assert execution.INTERNAL_ERROR in english
 
 
 def _po_messages() -> dict:

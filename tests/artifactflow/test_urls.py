@@ -31,7 +31,7 @@ from django.views.defaults import server_error
 
 from agents.models import Run, RunEvent
 from agents.services import asking
-from agents.services.runs import run_execute
+from agents.services.execution import run_execute
 from agents.state import pending_request
 from artifacts import services as artifact_services
 from artifacts.branches import branch_shown

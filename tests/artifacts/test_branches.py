@@ -11,11 +11,12 @@ from django.urls import reverse
 from agents.models import Run, RunEvent
 from agents.selectors import branch_shown_live
 from agents.services import asking
-from agents.services.runs import run_execute
+from agents.services.execution import run_execute
 from artifacts import selectors, services
 from artifacts.branches import branch_at, branch_shown
 from artifacts.manager import ArtifactError, ArtifactManager
 from artifacts.models import Artifact, ArtifactSession, ArtifactVersion
+from artifacts.pane import NO_SUCH_ARTIFACT
 from conversations import services as conversation_services
 from conversations.models import Conversation
 from tests.agents.test_engine import call
@@ -125,7 +126,7 @@ def test_an_artifact_of_another_branch_does_not_exist_on_this_one(user, signed_i
     for name in ("artifact-detail", "artifact-raw", "artifact-export-docx", "artifact-edit"):
         assert signed_in.get(reverse(name, args=[conversation.pk, "notes"])).status_code == 404
     page = signed_in.get(conversation.get_absolute_url() + "?artifact=notes").content.decode()
-    assert selectors.NO_SUCH_ARTIFACT in page and "first&#x27;s notes" not in page
+    assert NO_SUCH_ARTIFACT in page and "first&#x27;s notes" not in page
 
 
 def test_versions_record_who_wrote_them_on_which_branch(user, signed_in, scripted_model, media_root):

@@ -13,7 +13,7 @@ from django.utils import timezone
 from agents.models import Run
 from agents.selectors import conversations_busy
 from agents.services import asking
-from agents.services.runs import run_execute
+from agents.services.execution import run_execute
 from artifacts import services
 from artifacts.branches import branch_shown
 from artifacts.cleanup import (

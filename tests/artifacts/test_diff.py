@@ -3,8 +3,7 @@ replaced line marked, everything escaped, and bounded work at real size."""
 
 import time
 
-from artifacts import selectors
-from artifacts.selectors import artifact_diff
+from artifacts.diff import WORD_DIFF_BUDGET, artifact_diff
 from artifacts.templatetags.artifact_rendering import render_diff
 
 
@@ -68,5 +67,5 @@ def test_a_huge_line_is_changed_whole_and_a_200_kb_rewrite_stays_quick():
     # The first pairs are marked until the budget is spent; the rest show whole.
     assert marked and marked[0].parts == (("- [", False), ("x", True), ("] item 0: " + "words " * 30, False))
     assert 0 < len(marked) < 1100
-    assert len(marked) <= selectors.WORD_DIFF_BUDGET // (2 * len(old.splitlines()[0])) + 1
+    assert len(marked) <= WORD_DIFF_BUDGET // (2 * len(old.splitlines()[0])) + 1
     assert elapsed < 2.0

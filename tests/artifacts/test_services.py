@@ -14,6 +14,7 @@ from artifacts import selectors, services
 from artifacts.branches import branch_shown
 from artifacts.manager import ArtifactManager
 from artifacts.models import Artifact, ArtifactVersion
+from artifacts.pane import edit_conflict
 from tests.artifacts.test_views import HTMX, _flushed
 from tests.bounded import finishes_within
 from tests.factories import MessageFactory
@@ -195,7 +196,7 @@ def test_a_5000_line_artifact_conflicts_and_diffs_in_time(conversation):
     with finishes_within(seconds=2.0):
         with pytest.raises(services.ChangedMeanwhile) as refused:
             services.artifact_edit(branch=branch, artifact=artifact, content=mine, base_version=1)
-        conflict = selectors.edit_conflict(theirs=refused.value.theirs, mine=mine)
+        conflict = edit_conflict(theirs=refused.value.theirs, mine=mine)
 
     assert artifact.versions.count() == 2
     added = ["".join(text for text, _ in line.parts) for line in conflict.lines if line.kind == "add"]

@@ -21,7 +21,7 @@ from django.urls import path, reverse
 from accounts.models import UserPreference
 from agents.models import Run, RunEvent
 from agents.services import asking
-from agents.services.runs import run_execute
+from agents.services.execution import run_execute
 from artifactflow import realtime
 from artifactflow.asgi import application
 from artifactflow.markdown import BlockSplitter, markdown_render

@@ -7,8 +7,8 @@ from django.core.management.base import BaseCommand, CommandError
 from agents.models import Run, RunEvent
 from agents.selectors import LEAD_AGENT
 from agents.services import asking
+from agents.services.execution import run_execute
 from agents.services.permissions import permission_answer
-from agents.services.runs import run_execute
 from agents.state import PendingRequest, PermissionDecision, pending_request
 from artifacts.models import Artifact
 from conversations import selectors

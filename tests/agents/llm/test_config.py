@@ -9,7 +9,7 @@ from agents.llm.demo import DemoChatModel
 from agents.llm.openai_model import ModelSettings
 from agents.models import Run, RunEvent
 from agents.services import asking
-from agents.services.runs import run_execute
+from agents.services.execution import run_execute
 from tests.agents.test_engine import call
 from tests.conftest import LEAD_MODELS
 from tests.model_server import ScriptedModelServer, Text

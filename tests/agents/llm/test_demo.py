@@ -8,8 +8,8 @@ import pytest
 from agents.llm.demo import REPORT_ID, DemoChatModel, written_in_chinese
 from agents.models import Run, RunEvent
 from agents.services import asking
+from agents.services.execution import run_execute
 from agents.services.permissions import permission_answer
-from agents.services.runs import run_execute
 from agents.state import pending_request
 from artifacts import services as artifact_services
 from artifacts.branches import branch_shown

@@ -18,7 +18,7 @@ import pytest
 from agents.llm.openai_model import ModelSettings, OpenAIChatModel
 from agents.models import Run
 from agents.services import asking
-from agents.services.runs import run_execute
+from agents.services.execution import run_execute
 
 pytest.importorskip("mockllm", reason="mockllm is in the test extra: pip install -e '.[test]'")
 

@@ -2,12 +2,13 @@ import pytest
 
 from agents.models import Run, RunEvent
 from agents.selectors import branch_shown_live
+from agents.services.execution import run_execute
 from agents.services.permissions import permission_answer
-from agents.services.runs import RunStateError, run_cancel, run_execute
+from agents.services.runs import RunStateError, run_cancel
 from agents.state import pending_request
 from artifacts import selectors as artifact_selectors
 from artifacts.models import Artifact
-from tests.agents.services.test_runs import _turn
+from tests.agents.services.test_execution import _turn
 from tests.agents.test_engine import call
 from tests.model_server import Text
 

@@ -8,14 +8,15 @@ from django.utils import timezone
 
 from agents.models import Run, RunEvent
 from agents.selectors import branch_shown_live
+from agents.services.execution import run_execute
 from agents.services.permissions import permission_answer
 from agents.services.recovery import ARTIFACTS_NOT_RECOVERED, NOT_RECOVERED, WORKER_DIED, runs_sweep
-from agents.services.runs import run_cancel, run_execute
+from agents.services.runs import run_cancel
 from agents.state import pending_request
 from agents.tasks import run_turn
 from artifacts import selectors as artifact_selectors
 from artifacts.models import Artifact, ArtifactSession, ArtifactVersion
-from tests.agents.services.test_runs import _report_saved, _tick, _ticked, _turn, _types
+from tests.agents.services.test_execution import _report_saved, _tick, _ticked, _turn, _types
 from tests.agents.test_engine import call
 from tests.artifacts.test_manager import LARGE
 from tests.factories import ConversationFactory, MessageFactory, RunFactory
@@ -207,19 +208,6 @@ def test_a_redelivered_task_leaves_a_live_run_alone(user, scripted_model):
     run.refresh_from_db()
     assert run.status == Run.Status.RUNNING
     assert _types(run) == []
-
-
-def test_a_task_delivered_twice_runs_the_turn_once(user, scripted_model):
-    scripted_model.add(Text("Once."))
-    _, run = _turn(user)
-
-    run_turn(run.pk)
-    run_turn(run.pk)
-
-    run.refresh_from_db()
-    assert len(scripted_model.requests) == 1
-    assert run.attempts == 1
-    assert _types(run).count("complete") == 1
 
 
 def _killed_in_step(step):

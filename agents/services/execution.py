@@ -1,0 +1,241 @@
+"""A worker's side of a run: its task delivered (`run_deliver`, the
+django-q2 task's), the run claimed under a new attempt number (its lease),
+its turn executed from where it stands, and its end written under that lease:
+completed, waiting for the user's permission, cancelled or failed. A delivery
+that finds the run not queued is handed to `agents.services.recovery`, which
+checks whether its worker died; nothing else executes a turn."""
+
+import logging
+
+from django.core.exceptions import ImproperlyConfigured
+from django.db import connection, transaction
+from django.db.models import F
+from django.utils import timezone
+from django.utils.translation import gettext_noop
+
+from artifactflow.db import TRANSIENT_ERRORS, transient_retry
+from artifacts.manager import ArtifactManager, FlushReport
+
+from .. import engine
+from ..config import LEAD_AGENT
+from ..events import RunEventLog
+from ..lease import Heartbeat, Lease, LeaseLost, worker_name
+from ..llm.base import ModelError
+from ..llm.config import AgentModels, models_from_settings
+from ..models import Run, RunEvent
+from ..selectors import branch_allowed_tools
+from ..state import OutcomeStatus
+from .ending import CANCELLED, answer_keep, error_emit, flush_data, run_branch, run_end_save
+from .recovery import run_recover_dead
+
+logger = logging.getLogger(__name__)
+
+# Stored in English on the run and translated as a page shows it (agents.selectors.stored_text).
+ARTIFACTS_NOT_SAVED = gettext_noop(
+    "The answer is complete, but not all its artifacts were saved. Ask again to have them written."
+)
+INTERNAL_ERROR = gettext_noop("An internal error stopped this turn. It has been logged.")
+
+
+def run_deliver(*, run_id: int) -> Run | None:
+    """A worker's task for the run: execute it (run_claimed_execute). A second
+    delivery of the task finds the run not queued: done, or its worker died,
+    and then it is queued again, with a task of its own."""
+    run = run_claim(run_id=run_id)
+    if run is None:
+        run_recover_dead(run_id=run_id)
+        return None
+    return run_claimed_execute(run=run)
+
+
+def run_claim(*, run_id: int) -> Run | None:
+    """Take a queued run for this worker under a new attempt number (its
+    lease). Returns None when it is not queued any more (a second delivery of
+    the same task, or a run already finished)."""
+    now = timezone.now()
+    claimed = Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(
+        status=Run.Status.RUNNING,
+        attempts=F("attempts") + 1,
+        started_at=now,
+        heartbeat_at=now,
+        worker=worker_name(),
+    )
+    if not claimed:
+        return None
+    return Run.objects.select_related("message__conversation").get(pk=run_id)
+
+
+def run_execute(*, run_id: int, on_event=None) -> Run | None:
+    """Claim the run and execute its turn (run_claimed_execute). Returns None
+    when it was not queued: a worker's task delivered again is
+    run_deliver's."""
+    run = run_claim(run_id=run_id)
+    if run is None:
+        return None
+    return run_claimed_execute(run=run, on_event=on_event)
+
+
+def run_claimed_execute(*, run: Run, on_event=None) -> Run | None:
+    """Execute a claimed run's turn from where it stands until it completes,
+    waits for the user's permission, is cancelled or fails with an `error`
+    event that says why. Returns the run, or None when this worker lost the
+    run to another."""
+    lease = Lease(run_id=run.pk, attempt=run.attempts)
+    log = RunEventLog(run=run, lease=lease, on_event=on_event)
+    artifacts = ArtifactManager(
+        branch=run_branch(run),
+        run_id=run.pk,
+        on_change=log.artifacts_changed,
+        fence=lease.hold,
+    )
+    with Heartbeat(lease) as heartbeat:
+        try:
+            _run_drive(run=run, lease=lease, log=log, artifacts=artifacts, heartbeat=heartbeat)
+        except LeaseLost:
+            logger.warning(
+                "Run %s is held by another worker now; this one stops without writing", run.pk, exc_info=True
+            )
+            return None
+        except TRANSIENT_ERRORS:
+            # The database stayed away past DB_RETRY_SECONDS, so nothing more
+            # can be written. With its heartbeat stopped the run is resumed
+            # from its last checkpoint by the sweep once the database is back.
+            logger.exception("Run %s lost its database; left to the recovery sweep", run.pk)
+            return None
+    return run
+
+
+def _run_drive(*, run: Run, lease: Lease, log: RunEventLog, artifacts: ArtifactManager, heartbeat: Heartbeat) -> None:
+    state = None
+    try:
+        models = models_from_settings(lead=run.lead_model)
+        if run.checkpoint:
+            state = engine.checkpoint_state(run.checkpoint)
+            artifacts.restore(run.checkpoint.get("artifacts", []))
+        else:
+            state = _run_start(run=run, models=models, log=log)
+        outcome = engine.turn_execute(
+            run=run,
+            models=models,
+            log=log,
+            artifacts=artifacts,
+            state=state,
+            is_cancelled=lambda: _run_interrupted(run=run, heartbeat=heartbeat),
+            checkpoint=lambda state: _run_checkpoint(run=run, lease=lease, state=state, artifacts=artifacts),
+        )
+    except (LeaseLost, *TRANSIENT_ERRORS):
+        raise
+    except (ModelError, ImproperlyConfigured) as exc:
+        _run_fail(run=run, lease=lease, log=log, error=str(exc), flush=artifacts.flush_all(), state=state)
+    except Exception:
+        logger.exception("Run %s failed", run.pk)
+        _run_fail(run=run, lease=lease, log=log, error=INTERNAL_ERROR, flush=artifacts.flush_all(), state=state)
+    else:
+        # However the loop ended, the turn's artifacts are saved first; the
+        # checkpoint then no longer carries them. A turn paused for the user's
+        # permission keeps them in the checkpoint instead: one version per
+        # artifact per turn, paused or not (seed 000).
+        flush = FlushReport() if outcome.status == OutcomeStatus.WAITING_PERMISSION else artifacts.flush_all()
+        _run_checkpoint(run=run, lease=lease, state=state, artifacts=artifacts)
+        _run_finish(run=run, lease=lease, log=log, outcome=outcome, flush=flush)
+
+
+def _run_interrupted(*, run: Run, heartbeat: Heartbeat) -> bool:
+    """The engine's check between steps and while streaming: True when the
+    user cancelled; LeaseLost when the run is not this worker's any more."""
+    if heartbeat.lost:
+        raise LeaseLost(f"run {run.pk} was taken over")
+    try:
+        return Run.objects.filter(pk=run.pk, cancel_requested=True).exists()
+    except TRANSIENT_ERRORS:
+        # Not knowing is not cancelled: the next write waits for the database.
+        connection.close()
+        return False
+
+
+def _run_start(*, run: Run, models: AgentModels, log: RunEventLog) -> engine.TurnState:
+    # The lead writes the answer: its model is the one the answer names.
+    model = models.for_agent(LEAD_AGENT)
+    run.model, run.model_label = model.name, models.lead_label
+    run.save(update_fields=["model", "model_label"])
+    log.emit(
+        RunEvent.Type.METADATA,
+        data={
+            "conversation_id": str(run.message.conversation_id),
+            "message_id": run.message_id,
+            "run_id": run.pk,
+            "model": model.name,
+            **({"model_label": models.lead_label} if models.lead_label else {}),
+            "demo": model.demo,
+        },
+    )
+    return engine.turn_state_new(message=run.message, allowed=branch_allowed_tools(message=run.message))
+
+
+def _run_checkpoint(*, run: Run, lease: Lease, state: engine.TurnState, artifacts: ArtifactManager) -> None:
+    run.checkpoint = engine.checkpoint_new(state=state, artifacts=artifacts.working_state())
+
+    def write():
+        with transaction.atomic():
+            lease.hold(checkpoint=run.checkpoint)
+
+    transient_retry(write, what=f"the checkpoint of run {run.pk}")
+    # Working copies the live cache missed while it was down reach the pane now.
+    artifacts.live_republish()
+
+
+def _run_finish(*, run: Run, lease: Lease, log: RunEventLog, outcome: engine.TurnOutcome, flush: FlushReport) -> None:
+    def write():
+        # The terminal event is written first: it is the last write the lease allows.
+        with transaction.atomic():
+            lease.hold()
+            run.metrics = outcome.metrics
+            if outcome.status == OutcomeStatus.WAITING_PERMISSION:
+                # No worker waits for a human: the task ends here and an answer
+                # enqueues the run again (permission_answer). The question and
+                # the status a page shows it by commit together.
+                log.emit(
+                    RunEvent.Type.PERMISSION_REQUEST,
+                    agent=outcome.pending.agent,
+                    data=engine.permission_request_data(outcome.pending),
+                )
+                run.status = Run.Status.WAITING_PERMISSION
+                run.save(update_fields=["status", "metrics"])
+                return
+            answer_keep(message=run.message, text=outcome.response)
+            if outcome.status == OutcomeStatus.CANCELLED:
+                error_emit(log=log, flush=flush, message=CANCELLED, cancelled=True)
+                run.status = Run.Status.CANCELLED
+            elif flush.failed:
+                # An answer whose artifacts were lost is not complete (seed 000).
+                run.error = error_emit(log=log, flush=flush, message=ARTIFACTS_NOT_SAVED)
+                run.status = Run.Status.FAILED
+            else:
+                log.emit(
+                    RunEvent.Type.COMPLETE,
+                    data={
+                        "response": outcome.response,
+                        "duration_ms": outcome.metrics.get("total_duration_ms"),
+                        **flush_data(flush),
+                    },
+                )
+                run.status = Run.Status.COMPLETED
+            run.finished_at = timezone.now()
+            run.save(update_fields=["status", "finished_at", "metrics", "error"])
+
+    transient_retry(write, what=f"the end of run {run.pk}")
+
+
+def _run_fail(
+    *, run: Run, lease: Lease, log: RunEventLog, error: str, flush: FlushReport, state: engine.TurnState | None
+) -> None:
+    # The model calls and tools of a failed turn cost as much as a finished one's.
+    if state is not None:
+        run.metrics = engine.turn_metrics(state)
+
+    def write():
+        with transaction.atomic():
+            lease.hold()
+            run_end_save(run=run, log=log, status=Run.Status.FAILED, error=error, flush=flush)
+
+    transient_retry(write, what=f"the failure of run {run.pk}")
