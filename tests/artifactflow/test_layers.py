@@ -1,6 +1,7 @@
-"""Imports point one way: agents → artifacts → conversations, the interface
-modules (views, consumers, admin, commands…) on top of all three, and the
-project's shared helpers below them (the contracts in pyproject.toml)."""
+"""Imports point one way: live → agents → artifacts → conversations, the
+interface modules (views, admin, commands…) on top of all four, the project's
+shared helpers below them, and only live speaks to websockets (the contracts
+in pyproject.toml)."""
 
 import subprocess
 import sys
@@ -21,4 +22,4 @@ def test_no_app_imports_upward():
     )
 
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    assert "2 kept, 0 broken" in checked.stdout
+    assert "3 kept, 0 broken" in checked.stdout
