@@ -26,7 +26,7 @@ def _message_response(request, run: Run, *, error: str = "", status: int = 200) 
         return redirect("conversation-detail", run.message.conversation_id)
     conversation = run.message.conversation
     entry = thread.thread_entry_for_run(conversation=conversation, run_id=run.pk)
-    return render(request, "conversations/chat.html#message", {"entry": entry, "run_error": error}, status=status)
+    return render(request, "live/turn.html#turn", {"entry": entry, "run_error": error}, status=status)
 
 
 def _acting(request, run_id, action):

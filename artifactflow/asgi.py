@@ -11,7 +11,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from artifactflow.limits import RequestBodyLimit  # noqa: E402
 from artifactflow.origins import OriginValidator  # noqa: E402
-from conversations.routing import websocket_urlpatterns  # noqa: E402
+from live.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {

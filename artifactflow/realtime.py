@@ -1,7 +1,7 @@
 """How workers and web requests tell a conversation's open pages that something
 changed (and a user's, that their session ended): the groups websockets listen
-on, the message types their consumer handles, and one way to send, after the
-commit it describes.
+on, the message types their consumer (live.consumers) handles, and one way to
+send, after the commit it describes.
 
 Messages are wake-up calls. The database is the truth: a consumer reads what
 changed from it, so a message lost on the way is healed by the next one or by

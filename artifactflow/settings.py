@@ -185,6 +185,7 @@ INSTALLED_APPS = [
     "conversations",
     "artifacts",
     "agents",
+    "live",
     "accounts",
 ]
 if not REDIS_URL:
@@ -351,7 +352,7 @@ DB_RETRY_SECONDS = env.float("ARTIFACTFLOW_DB_RETRY_SECONDS", default=30.0)
 # Streamed tokens are written to the event log in batches no more often than this.
 RUN_CHUNK_FLUSH_SECONDS = env.float("ARTIFACTFLOW_CHUNK_FLUSH_SECONDS", default=0.05)
 
-# A page is pushed what changed at most this often (conversations.consumers);
+# A page is pushed what changed at most this often (live.consumers);
 # faster changes are coalesced into one push.
 WEBSOCKET_PUSH_INTERVAL = 0.05
 # Threads a web process gives its websockets' database work, each with its own
@@ -362,7 +363,7 @@ WEBSOCKET_THREADS = 8
 WEBSOCKET_SESSION_CHECK_INTERVAL = 60.0
 # A page sends its websocket one short message per connection (the turns it shows
 # running): a socket may send this many at once, then one more per second; what
-# comes faster is dropped unread (conversations.sockets).
+# comes faster is dropped unread (live.sockets).
 WEBSOCKET_MESSAGE_BURST = 5
 WEBSOCKET_MESSAGES_PER_SECOND = 1.0
 

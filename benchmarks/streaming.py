@@ -4,7 +4,7 @@
    written as a worker writes it (a llm_chunk row per flush interval of a model
    at 50 tokens/s), and after every row the page is pushed either a snapshot of
    the whole message (baseline, what the consumer did before) or what is new
-   (agents.streaming).
+   (live.streaming).
 2. Token sent by the model → fragment received by the page's websocket, p50 and
    p95, through the real consumer and channel layer (channels-lite on SQLite, or
    Redis when REDIS_URL is set), with the worker's engine in a thread and the
@@ -26,8 +26,8 @@ from django.test import Client
 from agents.models import Run, RunEvent
 from agents.services import asking
 from agents.services.execution import run_execute
-from agents.streaming import stream_advance, stream_open
 from artifactflow.markdown import markdown_render
+from live.streaming import stream_advance, stream_open
 from tests.answers import long_answer
 from tests.asgi import conversation_socket, session_cookie
 from tests.model_server import ScriptedModelServer, Text

@@ -108,9 +108,7 @@ def thread_response(request, *, conversation, branch_changed: bool = False, noti
     entries = thread_for_conversation(conversation=conversation)
     thread = render(request, "conversations/chat.html#thread", {"entries": entries, "notice": notice})
     composer = {**_composer_context(conversation), "oob": True}
-    response = HttpResponse(
-        thread.content + render(request, "conversations/chat.html#composer_actions", composer).content
-    )
+    response = HttpResponse(thread.content + render(request, "live/page.html#composer_actions", composer).content)
     if posted:
         # Swapped before app.js resets the form, which then resets the picker to this choice, not the page's first.
         response.content += render(request, "conversations/chat.html#composer_model", composer).content

@@ -1,7 +1,8 @@
-"""Imports point one way: agents → artifacts → conversations, the interface
-modules (views, consumers, admin, commands…) on top of all three, and the
-project's shared helpers below them; within the run services, only the
-worker's execution executes a turn (the contracts in pyproject.toml)."""
+"""Imports point one way: live → agents → artifacts → conversations, the
+interface modules (views, admin, commands…) on top of all four, the project's
+shared helpers below them, and only live speaks to websockets; within the run
+services, only the worker's execution executes a turn (the contracts in
+pyproject.toml)."""
 
 import subprocess
 import sys
@@ -22,4 +23,4 @@ def test_no_app_imports_upward():
     )
 
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    assert "3 kept, 0 broken" in checked.stdout
+    assert "4 kept, 0 broken" in checked.stdout

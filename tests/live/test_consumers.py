@@ -25,7 +25,7 @@ from agents.services.execution import run_execute
 from artifactflow import realtime
 from artifactflow.asgi import application
 from artifactflow.markdown import BlockSplitter, markdown_render
-from conversations import consumers
+from live import consumers
 from tests.answers import long_answer
 from tests.asgi import conversation_socket, session_cookie
 from tests.factories import PASSWORD, ConversationFactory, MessageFactory, RunFactory

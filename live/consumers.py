@@ -1,4 +1,5 @@
 import asyncio
+import functools
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -13,14 +14,14 @@ from django.utils import translation
 from accounts.services import scope_language
 from agents.models import Run
 from agents.selectors import conversation_active_run
-from agents.streaming import stream_advance, stream_open
 from artifactflow import realtime
+from conversations import selectors
 
-from . import selectors, sockets
+from . import sockets
+from .streaming import stream_advance, stream_open
 
 logger = logging.getLogger(__name__)
 
-ARTIFACTS_CHANGED_SIGNAL = '<div id="artifacts-changed" hx-swap-oob="true" hidden></div>'
 # Close code after which the htmx websocket extension reconnects ("try again later").
 TRY_AGAIN_LATER = 1013
 # Close code after which it does not: the page's session signed out.
@@ -40,10 +41,16 @@ def _in_thread(function):
     return DatabaseSyncToAsync(function, thread_sensitive=False, executor=_executor)
 
 
+@functools.cache
+def _artifacts_changed_signal() -> str:
+    # The same for every page and language: rendered once per process.
+    return render_to_string("live/page.html#artifacts_changed", {"oob": True})
+
+
 class ConversationConsumer(AsyncWebsocketConsumer):
     """Pushes a conversation's live runs to its open page as HTML fragments that
     HTMX swaps in by id: a snapshot of each running message on connect, then
-    only what is new (agents.streaming), at most one push per
+    only what is new (streaming), at most one push per
     WEBSOCKET_PUSH_INTERVAL, and a last snapshot when a run ends. Wake-ups from the
     channel layer only say which run changed; what changed is read from the
     event log after the last event this connection saw, so a lost wake-up is
@@ -204,7 +211,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
 
     async def artifacts_changed(self, event):
         # The page re-fetches the artifact it shows (it alone knows which one).
-        await self.send(text_data=ARTIFACTS_CHANGED_SIGNAL)
+        await self.send(text_data=_artifacts_changed_signal())
 
     async def session_ended(self, event):
         if event["session"] == self.session_tag:
@@ -285,9 +292,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             parts.append(html)
         if composer:
             active_run = conversation_active_run(conversation_id=self.conversation.pk)
-            parts.append(
-                render_to_string("conversations/chat.html#composer_actions", {"active_run": active_run, "oob": True})
-            )
+            parts.append(render_to_string("live/page.html#composer_actions", {"active_run": active_run, "oob": True}))
         return "".join(parts)
 
 

@@ -1,4 +1,4 @@
-"""A user's websockets end with their session (conversations.consumers):
+"""A user's websockets end with their session (consumers):
 signing out closes the sockets that session opened, and a changed password or
 account makes every socket of the user check its session at once, not at its
 next periodic check."""
@@ -17,7 +17,7 @@ from . import sockets
 SESSION_FIELDS = frozenset({"password", "is_active"})
 
 
-@receiver(user_logged_out, dispatch_uid="conversations.sockets_close_on_logout")
+@receiver(user_logged_out, dispatch_uid="live.sockets_close_on_logout")
 def sockets_close_on_logout(*, request, user, **kwargs):
     # Sent before the session is flushed, so its key is still the one signing out.
     # Only the sockets of this session close: the user's other browsers are still
@@ -30,7 +30,7 @@ def sockets_close_on_logout(*, request, user, **kwargs):
     )
 
 
-@receiver(post_save, sender=settings.AUTH_USER_MODEL, dispatch_uid="conversations.sockets_check_on_account_change")
+@receiver(post_save, sender=settings.AUTH_USER_MODEL, dispatch_uid="live.sockets_check_on_account_change")
 def sockets_check_on_account_change(*, instance, created, update_fields, **kwargs):
     # Every save but a sign-in's (last_login alone): the password hash cannot be
     # compared with what it was without another query, and a needless check

@@ -2,7 +2,7 @@ import lxml.html
 import pytest
 
 from agents.models import Run, RunEvent
-from agents.streaming import stream_advance, stream_open
+from live.streaming import stream_advance, stream_open
 from tests.factories import ConversationFactory, MessageFactory, RunFactory
 
 pytestmark = pytest.mark.django_db

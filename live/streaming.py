@@ -23,12 +23,11 @@ from dataclasses import dataclass, field
 
 from django.template.loader import render_to_string
 
+from agents import thread
+from agents.models import Run, RunEvent
+from agents.selectors import RunView, run_view_apply
 from artifactflow.markdown import BlockSplitter, LiveAnswer, live_answer, markdown_render
 from conversations.models import Conversation
-
-from . import thread
-from .models import Run, RunEvent
-from .selectors import RunView, run_view_apply
 
 
 def _thinking_state(view: RunView) -> tuple:
@@ -116,7 +115,7 @@ def stream_advance(*, conversation: Conversation, stream: RunStream) -> tuple[Ru
     if view.fold.changed_seq != stream.steps_seq:
         stream.steps_seq = view.fold.changed_seq
         parts.append(
-            render_to_string("agents/steps.html#steps", {"message_id": stream.message_id, "view": view, "oob": True})
+            render_to_string("live/steps.html#steps", {"message_id": stream.message_id, "view": view, "oob": True})
         )
     if view.activity != stream.activity:
         stream.activity = view.activity
@@ -150,12 +149,12 @@ def _appended(stream: RunStream, text: str) -> str:
 
 
 def _message_html(entry: thread.ThreadEntry) -> str:
-    return render_to_string("conversations/chat.html#message", {"entry": entry, "oob": True})
+    return render_to_string("live/turn.html#turn", {"entry": entry, "oob": True})
 
 
 def _render(partial: str, **context) -> str:
-    return render_to_string(f"conversations/chat.html#{partial}", context)
+    return render_to_string(f"live/turn.html#{partial}", context)
 
 
 def _render_thinking(partial: str, **context) -> str:
-    return render_to_string(f"agents/thinking.html#{partial}", context)
+    return render_to_string(f"live/thinking.html#{partial}", context)

@@ -1,4 +1,4 @@
-"""What a conversation's websocket reads from its page, and the session it lives by (conversations.sockets)."""
+"""What a conversation's websocket reads from its page, and the session it lives by (live.sockets)."""
 
 import json
 
@@ -7,7 +7,7 @@ from django.contrib.auth.hashers import make_password
 from django.contrib.sessions.models import Session
 from django.test import Client
 
-from conversations import sockets
+from live import sockets
 from tests.factories import UserFactory
 
 

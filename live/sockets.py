@@ -70,6 +70,7 @@ class MessageBudget:
 def session_tag(session_key: str) -> str:
     """Names a session on the channel layer without its key, which signs its
     holder in and has no business in Redis."""
+    # The salt predates this module's move: every web process, old or new, tags a session alike.
     return salted_hmac("conversations.sockets.session_tag", session_key).hexdigest()
 
 
