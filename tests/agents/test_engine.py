@@ -12,7 +12,6 @@ from agents.engine import (
     PERMISSION_PARAM_CHARS,
     ROUNDS_LEFT_WARNING,
     _ProseFilter,
-    checkpoint_state,
 )
 from agents.models import Run, RunEvent
 from agents.selectors import run_activity
@@ -20,7 +19,7 @@ from agents.services import asking
 from agents.services.execution import run_execute
 from agents.services.permissions import permission_answer, permissions_expire
 from agents.services.runs import RunStateError
-from agents.state import TURN, pending_request
+from agents.state import TURN, checkpoint_state, pending_request
 from agents.tokens import tokens_estimate
 from artifacts.branches import branch_shown
 from artifacts.models import Artifact, ArtifactVersion
@@ -424,6 +423,24 @@ def test_a_turn_paused_before_every_call_had_its_record_resumes_and_keeps_its_to
     [before, after] = run.metrics["agent_executions"]
     assert before["model_calls"] == 1 and after["purpose"] == "step"
     assert [t["tool_name"] for t in run.metrics["tool_calls"]] == ["create_artifact"]
+
+
+def test_a_turn_paused_before_its_state_had_a_version_resumes(user, scripted_model, confirm_create):
+    scripted_model.add(Text(call("create_artifact", id="draft", content="text")), Text("Created it."))
+    run = _run(user)
+    # The checkpoint as a worker wrote it before the state was versioned: no
+    # version, and a pending request with only the keys the question had.
+    turn = run.checkpoint[TURN]
+    del turn["version"]
+    turn["pending"] = {key: turn["pending"][key] for key in ("id", "agent", "tool", "params", "call_id", "expires_at")}
+    Run.objects.filter(pk=run.pk).update(checkpoint=run.checkpoint)
+
+    permission_answer(run_id=run.pk, user=user, request_id=pending_request(run.checkpoint).id, decision="approve")
+    run = _run_again(run)
+
+    assert run.status == Run.Status.COMPLETED and run.message.response == "Created it."
+    assert Artifact.objects.get(artifact_id="draft").content == "text"
+    assert run.checkpoint[TURN]["version"] == 1
 
 
 @pytest.mark.parametrize(
