@@ -36,6 +36,7 @@ from .config import (
     AgentConfig,
     max_tool_rounds,
 )
+from .event_schema import NoReportOutput, ReportOutput
 from .events import RunEventLog
 from .llm.base import NATIVE, ChatModel, ContextOverflow, ModelError
 from .llm.config import AgentModels
@@ -485,16 +486,19 @@ class Turn:
         lead = state.frames[-1]
         if response:
             report = response
-        elif out_of_rounds:
+            output = ReportOutput(kind="report", agent=frame.agent)
+        else:
             report = (
                 f"(no report: {frame.agent} used all its {rounds} tool calls without writing one. "
                 "Give it a narrower instruction, or go on without it.)"
+                if out_of_rounds
+                else "(no answer)"
             )
-        else:
-            report = "(no answer)"
+            output = NoReportOutput(kind="no_report", agent=frame.agent, message=report)
         result = ToolResult(
             success=bool(response),
             content=f"<subagent_result agent={quoteattr(frame.agent)}>\n{escape(report)}\n</subagent_result>",
+            output=output,
         )
         # A long report is the subagent's detailed product, kept like a long tool result.
         instruction = " ".join(frame.instruction.split())
@@ -571,7 +575,7 @@ class Turn:
         `duration_ms` is the tool's own time; without it, the time since
         `called_at` (a subagent's whole activation)."""
         content = result.content + "".join(f"\n<note>{escape(note)}</note>" for note in frame.notes)
-        frame.notes = []
+        notes, frame.notes = [*result.notes, *frame.notes], []
         completed_at = timezone.now()
         if duration_ms is None:
             since = datetime.fromisoformat(called_at) if called_at else completed_at
@@ -596,6 +600,8 @@ class Turn:
                 "result": content[:EVENT_RESULT_CHARS],
                 "truncated": len(content) > EVENT_RESULT_CHARS,
                 "duration_ms": duration_ms,
+                **({"output": result.output} if result.output is not None else {}),
+                **({"notes": notes} if notes else {}),
                 **result.metadata,
             },
         )
@@ -635,6 +641,7 @@ class Turn:
                 f"{artifact_id}. {reader or 'Read it with read_artifact, in parts by line or character range, when you need more than the preview.'}</note>"
                 f"</stored_result>"
             ),
+            output=result.output,
             metadata={**result.metadata, "stored_as": artifact_id},
         )
 

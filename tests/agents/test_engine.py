@@ -964,6 +964,23 @@ def test_a_research_turn_plans_searches_reads_and_reports(user, scripted_model):
     assert Artifact.objects.get(artifact_id="report").content.startswith("# WAL")
     starts = [event.agent for event in _events(run, RunEvent.Type.AGENT_START)]
     assert starts[:3] == ["lead_agent", "search_agent", "crawl_agent"]
+    # Every result is data too, for the page and the trace.
+    outputs = {(e.data["tool"], e.data["output"]["kind"]) for e in _events(run, RunEvent.Type.TOOL_COMPLETE)}
+    assert outputs == {
+        ("create_artifact", "artifact"),
+        ("update_artifact", "artifact"),
+        ("web_search", "sources"),
+        ("web_fetch", "page"),
+        ("call_subagent", "report"),
+    }
+    [searched] = [e.data["output"] for e in _events(run, RunEvent.Type.TOOL_COMPLETE) if e.data["tool"] == "web_search"]
+    assert [(source["title"], source["url"]) for source in searched["sources"]] == [("SQLite WAL mode", document.url)]
+    [read] = [e.data["output"] for e in _events(run, RunEvent.Type.TOOL_COMPLETE) if e.data["tool"] == "web_fetch"]
+    assert read["source"] == {
+        "title": "SQLite WAL mode",
+        "url": document.url,
+        "excerpt": "In WAL mode readers do not block the writer.",
+    }
 
 
 def test_a_result_too_long_for_the_context_is_stored_as_an_artifact(user, scripted_model, settings):
