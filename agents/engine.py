@@ -7,8 +7,8 @@ no tool call — that reply is the agent's response. The lead agent delegates
 with `call_subagent`: the subagent's steps run on top of the lead's, and its
 response comes back to the lead as the call's result.
 
-Everything the turn needs to continue lives in a TurnState, which the caller
-checkpoints after every step. A tool that needs the user's approval ends
+Everything the turn needs to continue lives in a TurnState (agents.state),
+which the caller checkpoints after every step. A tool that needs the user's approval ends
 `turn_execute` with the state saved; a later call continues from it.
 """
 
@@ -16,9 +16,8 @@ import json
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from enum import StrEnum
 from xml.sax.saxutils import escape, quoteattr
 
 from django.conf import settings
@@ -37,11 +36,21 @@ from .config import (
     AgentConfig,
     max_tool_rounds,
 )
+from .event_schema import NoReportOutput, ReportOutput
 from .events import RunEventLog
 from .llm.base import NATIVE, ChatModel, ContextOverflow, ModelError
 from .llm.config import AgentModels
 from .models import RunEvent
-from .state import ALLOWING, REFUSED_MESSAGES, TURN, OutcomeStatus, PendingRequest, PermissionDecision
+from .state import (
+    ALLOWING,
+    REFUSED_MESSAGES,
+    Frame,
+    OutcomeStatus,
+    PendingRequest,
+    PermissionDecision,
+    Phase,
+    TurnState,
+)
 from .toolcalls import (
     OPEN_TAG,
     ToolCall,
@@ -75,87 +84,6 @@ class Cancelled(Exception):
 
 class TimeLimitExceeded(ModelError):
     """The turn ran past RUN_TIME_LIMIT; it fails with this message, as on a model error."""
-
-
-@dataclass
-class Frame:
-    """One agent's memory within the turn."""
-
-    agent: str
-    instruction: str
-    interactions: list[dict] = field(default_factory=list)
-    rounds: int = 0
-    # Said to the agent with the result of the call it is waiting for.
-    notes: list[str] = field(default_factory=list)
-    # For a subagent: the id of the lead's native call it answers, when it was
-    # called, and what it was told and did in its earlier activations this
-    # turn (seed 003 "extended" memory), which it sees before its instruction.
-    call_id: str = ""
-    called_at: str = ""
-    history: list[dict] = field(default_factory=list)
-    # What compaction made of the agent's older context (seven sections).
-    summary: str = ""
-    # The prompt tokens the model service counted for the agent's last call,
-    # and what the estimate made of the same request: the next call's size is
-    # the one plus the estimate of what changed (compaction.context_tokens).
-    reported_tokens: int = 0
-    reported_estimate: int = 0
-
-
-class Phase(StrEnum):
-    """Where a turn is (seed 004), kept in its checkpoint."""
-
-    LEAD_EXECUTING = "lead_executing"
-    SUBAGENT_EXECUTING = "subagent_executing"
-    TOOL_EXECUTING = "tool_executing"
-    WAITING_PERMISSION = "waiting_permission"
-    COMPLETED = "completed"
-
-
-@dataclass
-class TurnState:
-    frames: list[Frame]
-    steps: int = 0
-    phase: str = Phase.LEAD_EXECUTING
-    # The tool call waiting for the user's answer: id, agent, tool, params,
-    # expires_at, and once answered, decision.
-    pending: dict | None = None
-    # Tools the user allowed without asking again.
-    allowed: list[str] = field(default_factory=list)
-    # Seed 004's metrics, append-only: a record of every model call
-    # (AgentExecutionRecord) and of every tool call (ToolCallRecord).
-    agent_executions: list[dict] = field(default_factory=list)
-    tool_calls: list[dict] = field(default_factory=list)
-    # Each subagent's earlier activations this turn, as it will see them again.
-    memories: dict[str, list[dict]] = field(default_factory=dict)
-    started_at: str = ""
-    # The lead's answer once the turn is complete: a worker that dies while
-    # saving it hands it on in the checkpoint instead of asking the model again.
-    response: str = ""
-
-    def to_checkpoint(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_checkpoint(cls, data: dict) -> "TurnState":
-        data = dict(data)
-        # A checkpoint from before every call had its record: a total per agent, and the tool calls' list.
-        if "agent_metrics" in data:
-            data["agent_executions"] = list(data.pop("agent_metrics").values())
-        if "tool_metrics" in data:
-            data["tool_calls"] = data.pop("tool_metrics")
-        return cls(**{**data, "frames": [Frame(**frame) for frame in data["frames"]]})
-
-
-def checkpoint_new(*, state: TurnState, artifacts: list[dict]) -> dict:
-    """A run's checkpoint: the turn's state and the working copies of its
-    artifacts (ArtifactManager.working_state)."""
-    return {TURN: state.to_checkpoint(), "artifacts": artifacts}
-
-
-def checkpoint_state(checkpoint: dict) -> TurnState:
-    """The turn state a run's checkpoint continues from."""
-    return TurnState.from_checkpoint(checkpoint[TURN])
 
 
 @dataclass
@@ -259,7 +187,7 @@ class Turn:
                     RunEvent.Type.AGENT_START, agent=LEAD_AGENT, data={"instruction": state.frames[0].instruction}
                 )
             if state.pending is not None:
-                if "decision" not in state.pending:
+                if state.pending.decision is None:
                     return self._outcome(OutcomeStatus.WAITING_PERMISSION, state)
                 self._pending_resolve(state)
                 self.checkpoint(state)
@@ -558,16 +486,19 @@ class Turn:
         lead = state.frames[-1]
         if response:
             report = response
-        elif out_of_rounds:
+            output = ReportOutput(kind="report", agent=frame.agent)
+        else:
             report = (
                 f"(no report: {frame.agent} used all its {rounds} tool calls without writing one. "
                 "Give it a narrower instruction, or go on without it.)"
+                if out_of_rounds
+                else "(no answer)"
             )
-        else:
-            report = "(no answer)"
+            output = NoReportOutput(kind="no_report", agent=frame.agent, message=report)
         result = ToolResult(
             success=bool(response),
             content=f"<subagent_result agent={quoteattr(frame.agent)}>\n{escape(report)}\n</subagent_result>",
+            output=output,
         )
         # A long report is the subagent's detailed product, kept like a long tool result.
         instruction = " ".join(frame.instruction.split())
@@ -644,7 +575,7 @@ class Turn:
         `duration_ms` is the tool's own time; without it, the time since
         `called_at` (a subagent's whole activation)."""
         content = result.content + "".join(f"\n<note>{escape(note)}</note>" for note in frame.notes)
-        frame.notes = []
+        notes, frame.notes = [*result.notes, *frame.notes], []
         completed_at = timezone.now()
         if duration_ms is None:
             since = datetime.fromisoformat(called_at) if called_at else completed_at
@@ -669,6 +600,8 @@ class Turn:
                 "result": content[:EVENT_RESULT_CHARS],
                 "truncated": len(content) > EVENT_RESULT_CHARS,
                 "duration_ms": duration_ms,
+                **({"output": result.output} if result.output is not None else {}),
+                **({"notes": notes} if notes else {}),
                 **result.metadata,
             },
         )
@@ -708,6 +641,7 @@ class Turn:
                 f"{artifact_id}. {reader or 'Read it with read_artifact, in parts by line or character range, when you need more than the preview.'}</note>"
                 f"</stored_result>"
             ),
+            output=result.output,
             metadata={**result.metadata, "stored_as": artifact_id},
         )
 
@@ -715,14 +649,14 @@ class Turn:
 
     def _permission_request(self, state: TurnState, frame: Frame, call: ToolCall) -> TurnOutcome:
         expires_at = timezone.now() + timedelta(seconds=settings.PERMISSION_TIMEOUT)
-        state.pending = {
-            "id": uuid.uuid4().hex,
-            "agent": frame.agent,
-            "tool": call.name,
-            "params": call.params,
-            "call_id": call.id,
-            "expires_at": expires_at.isoformat(),
-        }
+        state.pending = PendingRequest(
+            id=uuid.uuid4().hex,
+            agent=frame.agent,
+            tool=call.name,
+            params=call.params,
+            call_id=call.id,
+            expires_at=expires_at.isoformat(),
+        )
         state.phase = Phase.WAITING_PERMISSION
         # The service logs the question with the run's pause (permission_request_data).
         return self._outcome(OutcomeStatus.WAITING_PERMISSION, state)
@@ -730,19 +664,19 @@ class Turn:
     def _pending_resolve(self, state: TurnState) -> None:
         pending, state.pending = state.pending, None
         frame = state.frames[-1]
-        decision = PermissionDecision(pending["decision"])
+        decision = pending.decision
         self.log.emit(
             RunEvent.Type.PERMISSION_RESULT,
-            agent=pending["agent"],
+            agent=pending.agent,
             data={
-                "id": pending["id"],
-                "tool": pending["tool"],
+                "id": pending.id,
+                "tool": pending.tool,
                 "decision": decision.value,
-                "by": pending.get("decided_by", ""),
-                "decided_at": pending.get("decided_at", ""),
+                "by": pending.decided_by,
+                "decided_at": pending.decided_at,
             },
         )
-        call = ToolCall(name=pending["tool"], params=pending["params"], id=pending.get("call_id", ""))
+        call = ToolCall(name=pending.tool, params=pending.params, id=pending.call_id)
         if decision in ALLOWING:
             if decision == PermissionDecision.ALWAYS:
                 state.allowed.append(call.name)
@@ -750,7 +684,7 @@ class Turn:
             self._tool_execute(state, frame, tool, call)
             return
         why = REFUSED_MESSAGES[decision]
-        unshowable = permission_unshowable(pending["params"])
+        unshowable = permission_unshowable(pending.params)
         if unshowable:
             why += f" It could not be approved: {unshowable}; a call with shorter parameters can be."
         message = f"{why} Do not retry it; continue without it or explain what you could not do."
@@ -764,7 +698,7 @@ class Turn:
             status=status,
             response=response,
             metrics=turn_metrics(state),
-            pending=PendingRequest.from_checkpoint(state.pending) if waiting else None,
+            pending=state.pending if waiting else None,
         )
 
 

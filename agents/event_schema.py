@@ -7,7 +7,7 @@ write, which is where a change of shape must show up."""
 
 from typing import Annotated, Literal, NotRequired
 
-from pydantic import ConfigDict, Discriminator, JsonValue, Tag, TypeAdapter, ValidationError, with_config
+from pydantic import ConfigDict, Discriminator, Field, JsonValue, Tag, TypeAdapter, ValidationError, with_config
 
 # Pydantic reads TypedDicts from typing only on Python 3.12 and later.
 from typing_extensions import TypedDict
@@ -130,12 +130,87 @@ class ArtifactChange(TypedDict):
 
 
 @with_config(_EXACT)
+class SourceData(TypedDict):
+    """A page a tool found or read: what a citation of it needs."""
+
+    title: str
+    # The page's address, or library://<id> for a document of the team library.
+    url: str
+    # Its start, or the search's snippet, as plain text (SOURCE_EXCERPT_CHARS at most).
+    excerpt: str
+
+
+@with_config(_EXACT)
+class SourcesOutput(TypedDict):
+    """web_search: what it found."""
+
+    kind: Literal["sources"]
+    sources: list[SourceData]
+    # What the model was told instead, when nothing was found.
+    message: NotRequired[str]
+
+
+@with_config(_EXACT)
+class PageOutput(TypedDict):
+    """web_fetch: the page or library document it read."""
+
+    kind: Literal["page"]
+    source: SourceData
+
+
+@with_config(_EXACT)
+class ArtifactOutput(TypedDict):
+    """An artifact tool: the artifact it wrote or read, and which version."""
+
+    kind: Literal["artifact"]
+    artifact_id: str
+    title: str
+    version: int
+
+
+@with_config(_EXACT)
+class ReportOutput(TypedDict):
+    """call_subagent answered: the report is the subagent's agent_complete."""
+
+    kind: Literal["report"]
+    agent: str
+
+
+@with_config(_EXACT)
+class NoReportOutput(TypedDict):
+    """call_subagent ended without a report: what the lead was told instead."""
+
+    kind: Literal["no_report"]
+    agent: str
+    message: str
+
+
+@with_config(_EXACT)
+class ErrorOutput(TypedDict):
+    """Any call that failed, run or not: what the model was told went wrong."""
+
+    kind: Literal["error"]
+    message: str
+
+
+ToolOutput = Annotated[
+    SourcesOutput | PageOutput | ArtifactOutput | ReportOutput | NoReportOutput | ErrorOutput,
+    Field(discriminator="kind"),
+]
+
+
+@with_config(_EXACT)
 class ToolComplete(TypedDict):
     tool: str
     success: bool
     result: str
     truncated: bool
     duration_ms: int
+    # The result as data, which the page and the trace read rather than `result`;
+    # absent from events written before tools returned it.
+    output: NotRequired[ToolOutput]
+    # What the tool and the engine told the model with the result.
+    notes: NotRequired[list[str]]
     # What a tool's result adds (ToolResult.metadata), by tool:
     artifact_change: NotRequired[ArtifactChange]  # artifact tools that changed one
     stored_as: NotRequired[str]  # a result too long for the context

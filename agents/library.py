@@ -22,8 +22,9 @@ from artifactflow.textsearch import fts5_phrase, search_terms, snippet_join, wor
 from artifacts.services import artifact_upload_check
 from artifacts.uploads import ConvertedUpload, UploadError, convert_upload
 
+from .event_schema import PageOutput
 from .models import LIBRARY_URL_PREFIX, LibraryDocument
-from .tools.base import ToolResult, tool_error
+from .tools.base import ToolResult, source_data, tool_error
 
 # A question a model or person types has a handful of words; a pasted page
 # would only make the query slow.
@@ -215,6 +216,9 @@ def library_document_fetch(*, url: str) -> ToolResult:
         content=(
             f"<page url={quoteattr(document.url)} title={quoteattr(document.title)} "
             f"content_type={quoteattr(document.content_type)}><content>{escape(document.content)}</content></page>"
+        ),
+        output=PageOutput(
+            kind="page", source=source_data(title=document.title, url=document.url, text=document.content)
         ),
         metadata={"url": document.url, "title": document.title},
     )

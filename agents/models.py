@@ -39,7 +39,7 @@ class Run(models.Model):
     worker = models.CharField(max_length=200, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     error = models.TextField(blank=True)
-    # The engine's state after its last step (agents.engine.TurnState): what a
+    # The engine's state after its last step (agents.state.TurnState): what a
     # resumed run continues from.
     checkpoint = models.JSONField(default=dict, blank=True)
     # Set by the user; the engine checks it between steps and while streaming.

@@ -3,8 +3,11 @@ and how it went, subagents' steps under their hand-over. The page lists them
 while a run works and the activity under a finished answer shows them again
 with what each tool found (agents.selectors), so both tell one story.
 
-Tool results are read from the XML the model was shown, never trusted: a
-result of an unknown shape, or one cut short, stays plain text.
+Tool results are read from the data the tools returned with them (the
+`output` of tool_complete, agents.event_schema.ToolOutput). Events written
+before tools returned it have only the XML the model was shown: that is
+read, never trusted, and a result of an unknown shape, or one cut short,
+stays plain text.
 """
 
 import re
@@ -515,41 +518,18 @@ def status_line(step: Step | None, fold: StepFold, agent: str) -> str:
 
 
 # --- reading tool results -----------------------------------------------------------
-# The XML shapes the tools write for the model (agents/tools/search.py, agents/tools/web.py,
-# agents/library.py, agents/tools/artifacts.py, agents/tools/base.py, the engine's
-# subagent_result and stored_result). The event keeps the first 2,000
-# characters, so a result may stop anywhere: every pattern takes what is there.
-
-_OPENING = re.compile(r"\s*<(\w+)((?:\s+[\w:-]+=(?:\"[^\"]*\"|'[^']*'))*)\s*>")
-_ATTRIBUTE = re.compile(r"([\w:-]+)=(?:\"([^\"]*)\"|'([^']*)')")
-_HIT = re.compile(
-    r"<result>\s*<title>(.*?)</title>\s*<url>(.*?)</url>\s*(?:<snippet>(.*?)(?:</snippet>|$))?", re.DOTALL
-)
-_CONTENT = re.compile(r"<content>(.*?)(?:</content>|$)", re.DOTALL)
-_PREVIEW = re.compile(r"<preview>(.*?)(?:…</preview>|</preview>|$)", re.DOTALL)
-_ERROR_MESSAGE = re.compile(r"<message>(.*?)(?:</message>|$)", re.DOTALL)
-_NOTE = re.compile(r"\n<note>(.*?)</note>", re.DOTALL)
-_TAG = re.compile(r"<[^>]*>")
 # Markdown emphasis and heading marks in snippets and page text, which the
 # activity shows as plain text (the library marks search matches with **).
 _MARKUP = re.compile(r"\*\*|__|(?:^|(?<=\s))#{1,6}(?=\s)")
 
 
-def _attributes(text: str) -> dict[str, str]:
-    return {name: unescape(double or single) for name, double, single in _ATTRIBUTE.findall(text)}
-
-
-def _plain(text: str, limit: int) -> str:
-    return shortened(_MARKUP.sub("", unescape(text)), limit)
+def _excerpt(text, limit: int) -> str:
+    return shortened(_MARKUP.sub("", str(text)), limit)
 
 
 def _result_read(fold: StepFold, step: Step, data: dict) -> None:
-    """What a tool's result says, read from the XML the model was shown:
-    sources, a page, an artifact, a report or an error. A result of another
-    shape, or one cut before anything could be read, stays plain text."""
-    result = data.get("result") if isinstance(data.get("result"), str) else ""
-    result, _, notes = result.partition("\n<note>")
-    step.notes = [unescape(note) for note in _NOTE.findall("\n<note>" + notes)] if notes else []
+    """What a tool's result says: sources, a page, an artifact, a report or
+    an error, as its output gives them."""
     change = data.get("artifact_change")
     if isinstance(change, dict) and change.get("artifact_id"):
         version = change.get("version")
@@ -562,6 +542,87 @@ def _result_read(fold: StepFold, step: Step, data: dict) -> None:
         fold.written.add(step.artifact.artifact_id)
         if change.get("title"):
             fold.titles[step.artifact.artifact_id] = step.artifact.title
+    output = data.get("output")
+    if not isinstance(output, dict):
+        _result_text_read(fold, step, data)
+        return
+    notes = data.get("notes")
+    step.notes = [str(note) for note in notes] if isinstance(notes, list) else []
+    if data.get("stored_as"):
+        step.stored = ArtifactRef(str(data["stored_as"]), working=True)
+        fold.written.add(step.stored.artifact_id)
+    match output.get("kind"):
+        case "error":
+            step.text = str(output.get("message", "")).strip()
+        case "sources" if output.get("sources"):
+            step.sources = [
+                Source(
+                    _excerpt(source.get("title", ""), 200),
+                    str(source.get("url", "")).strip(),
+                    _excerpt(source.get("excerpt", ""), EXCERPT_CHARS),
+                )
+                for source in output["sources"]
+            ]
+            fold.titles.update((source.url, source.title) for source in step.sources if source.title)
+        case "sources":
+            step.text = str(output.get("message", "")).strip()
+        case "page":
+            source = output.get("source") or {}
+            url, title = str(source.get("url", "")), str(source.get("title", ""))
+            step.page = Source(title, url, _excerpt(source.get("excerpt", ""), EXCERPT_CHARS))
+            if title:
+                fold.titles[url] = title
+                step.subject = _subject(step.tool, step.params, fold.titles)
+        case "artifact" if step.artifact is None:
+            # A read: the changing tools named what they wrote in artifact_change.
+            artifact_id, version = str(output.get("artifact_id", "")), output.get("version")
+            # Without a version asked for, a read of what the run wrote reads its working copy.
+            working = artifact_id in fold.written and step.params.get("version") is None
+            step.artifact = ArtifactRef(
+                artifact_id,
+                str(output.get("title", "")),
+                version if isinstance(version, int) else None,
+                working=working,
+            )
+        case "no_report":
+            # The lead's result says why; the subagent said nothing.
+            step.body = step.body or str(output.get("message", ""))
+
+
+# --- reading the text of older events --------------------------------------------------
+# The XML shapes the tools write for the model (agents/tools/search.py, agents/tools/web.py,
+# agents/library.py, agents/tools/artifacts.py, agents/tools/base.py, the engine's
+# subagent_result and stored_result), for tool_complete events from before they
+# carried an output. The event keeps the first 2,000 characters, so a result may
+# stop anywhere: every pattern takes what is there.
+
+_OPENING = re.compile(r"\s*<(\w+)((?:\s+[\w:-]+=(?:\"[^\"]*\"|'[^']*'))*)\s*>")
+_ATTRIBUTE = re.compile(r"([\w:-]+)=(?:\"([^\"]*)\"|'([^']*)')")
+_HIT = re.compile(
+    r"<result>\s*<title>(.*?)</title>\s*<url>(.*?)</url>\s*(?:<snippet>(.*?)(?:</snippet>|$))?", re.DOTALL
+)
+_CONTENT = re.compile(r"<content>(.*?)(?:</content>|$)", re.DOTALL)
+_PREVIEW = re.compile(r"<preview>(.*?)(?:…</preview>|</preview>|$)", re.DOTALL)
+_ERROR_MESSAGE = re.compile(r"<message>(.*?)(?:</message>|$)", re.DOTALL)
+_NOTE = re.compile(r"\n<note>(.*?)</note>", re.DOTALL)
+_TAG = re.compile(r"<[^>]*>")
+
+
+def _attributes(text: str) -> dict[str, str]:
+    return {name: unescape(double or single) for name, double, single in _ATTRIBUTE.findall(text)}
+
+
+def _plain(text: str, limit: int) -> str:
+    return _excerpt(unescape(text), limit)
+
+
+def _result_text_read(fold: StepFold, step: Step, data: dict) -> None:
+    """What an older event's result says, read from the XML the model was
+    shown. A result of another shape, or one cut before anything could be
+    read, stays plain text."""
+    result = data.get("result") if isinstance(data.get("result"), str) else ""
+    result, _, notes = result.partition("\n<note>")
+    step.notes = [unescape(note) for note in _NOTE.findall("\n<note>" + notes)] if notes else []
     opening = _OPENING.match(result)
     tag, attributes = (opening[1], _attributes(opening[2])) if opening else ("", {})
     if tag == "stored_result":

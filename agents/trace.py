@@ -175,9 +175,7 @@ def _event_fold(trace: Trace, row: TraceRow, event: RunEvent) -> None:
             row.failed = not data.get("success", True)
             figures.failures += row.failed
             outcome = "failed" if row.failed else "ok"
-            row.summary = (
-                f"{data.get('tool')} {outcome}, {data.get('duration_ms', '?')} ms: {_short(data.get('result'))}"
-            )
+            row.summary = f"{data.get('tool')} {outcome}, {data.get('duration_ms', '?')} ms: {_result_short(data)}"
             row.detail = str(data.get("result", ""))
         case RunEvent.Type.PERMISSION_REQUEST:
             trace.decisions.append(Decision(tool=data.get("tool", ""), agent=agent, asked_at=event.created_at))
@@ -201,6 +199,27 @@ def _event_fold(trace: Trace, row: TraceRow, event: RunEvent) -> None:
             trace.errors.append(data.get("message", ""))
         case _:
             row.summary = _short(_json(data))
+
+
+def _result_short(data: dict) -> str:
+    """A tool's result in a line, from its output (agents.event_schema.ToolOutput);
+    an event from before tools returned one by the start of what the model was told."""
+    output = data.get("output")
+    if not isinstance(output, dict):
+        return _short(data.get("result"))
+    match output.get("kind"):
+        case "sources" if output.get("sources"):
+            found = "; ".join(f"{source.get('title')} <{source.get('url')}>" for source in output["sources"])
+            return _short(f"{len(output['sources'])} found: {found}")
+        case "page":
+            source = output.get("source") or {}
+            return _short(f"{source.get('title')} <{source.get('url')}>: {source.get('excerpt')}")
+        case "artifact":
+            return f"{output.get('artifact_id')} v{output.get('version')} ({_short(output.get('title'), 100)})"
+        case "report":
+            return f"{output.get('agent')} reported back"
+        case _:
+            return _short(output.get("message"))
 
 
 def _call_text(params: dict) -> str:

@@ -18,6 +18,7 @@ from .. import engine
 from ..events import RunEventLog
 from ..models import Run, RunEvent
 from ..selectors import RunView, run_view_apply
+from ..state import checkpoint_state
 
 # Stored in English on the run and translated as a page shows it (agents.selectors.stored_text).
 CANCELLED = gettext_noop("Cancelled.")
@@ -32,7 +33,7 @@ def run_end_unheld(*, run: Run, log: RunEventLog, status: str, error: str = "") 
     flush = artifacts.flush_all()
     if run.checkpoint:
         run.checkpoint = {**run.checkpoint, "artifacts": artifacts.working_state()}
-        run.metrics = engine.turn_metrics(engine.checkpoint_state(run.checkpoint))
+        run.metrics = engine.turn_metrics(checkpoint_state(run.checkpoint))
     run_end_save(run=run, log=log, status=status, error=error, flush=flush)
 
 

@@ -24,7 +24,7 @@ from ..llm.base import ModelError
 from ..llm.config import AgentModels, models_from_settings
 from ..models import Run, RunEvent
 from ..selectors import branch_allowed_tools
-from ..state import OutcomeStatus
+from ..state import OutcomeStatus, TurnState, checkpoint_new, checkpoint_state
 from .ending import CANCELLED, answer_keep, error_emit, flush_data, run_branch, run_end_save
 from .recovery import run_recover_dead
 
@@ -110,7 +110,7 @@ def _run_drive(*, run: Run, lease: Lease, log: RunEventLog, artifacts: ArtifactM
     try:
         models = models_from_settings(lead=run.lead_model)
         if run.checkpoint:
-            state = engine.checkpoint_state(run.checkpoint)
+            state = checkpoint_state(run.checkpoint)
             artifacts.restore(run.checkpoint.get("artifacts", []))
         else:
             state = _run_start(run=run, models=models, log=log)
@@ -153,7 +153,7 @@ def _run_interrupted(*, run: Run, heartbeat: Heartbeat) -> bool:
         return False
 
 
-def _run_start(*, run: Run, models: AgentModels, log: RunEventLog) -> engine.TurnState:
+def _run_start(*, run: Run, models: AgentModels, log: RunEventLog) -> TurnState:
     # The lead writes the answer: its model is the one the answer names.
     model = models.for_agent(LEAD_AGENT)
     run.model, run.model_label = model.name, models.lead_label
@@ -172,8 +172,8 @@ def _run_start(*, run: Run, models: AgentModels, log: RunEventLog) -> engine.Tur
     return engine.turn_state_new(message=run.message, allowed=branch_allowed_tools(message=run.message))
 
 
-def _run_checkpoint(*, run: Run, lease: Lease, state: engine.TurnState, artifacts: ArtifactManager) -> None:
-    run.checkpoint = engine.checkpoint_new(state=state, artifacts=artifacts.working_state())
+def _run_checkpoint(*, run: Run, lease: Lease, state: TurnState, artifacts: ArtifactManager) -> None:
+    run.checkpoint = checkpoint_new(state=state, artifacts=artifacts.working_state())
 
     def write():
         with transaction.atomic():
@@ -227,7 +227,7 @@ def _run_finish(*, run: Run, lease: Lease, log: RunEventLog, outcome: engine.Tur
 
 
 def _run_fail(
-    *, run: Run, lease: Lease, log: RunEventLog, error: str, flush: FlushReport, state: engine.TurnState | None
+    *, run: Run, lease: Lease, log: RunEventLog, error: str, flush: FlushReport, state: TurnState | None
 ) -> None:
     # The model calls and tools of a failed turn cost as much as a finished one's.
     if state is not None:

@@ -10,6 +10,7 @@ from django.conf import settings
 
 from artifacts.manager import ArtifactError, ArtifactManager, Change
 
+from ..event_schema import ArtifactOutput, ErrorOutput
 from ..tokens import tokens_estimate, tokens_prefix
 from .base import Tool, ToolContext, ToolResult
 
@@ -18,6 +19,7 @@ def _error(tool: str, artifact_id: str, message: str) -> ToolResult:
     return ToolResult(
         success=False,
         content=f"<error tool={quoteattr(tool)}><id>{escape(artifact_id)}</id><message>{escape(message)}</message></error>",
+        output=ErrorOutput(kind="error", message=message),
     )
 
 
@@ -25,11 +27,11 @@ def _error(tool: str, artifact_id: str, message: str) -> ToolResult:
 DROPPED_QUOTED, DROPPED_QUOTE_CHARS = 3, 120
 
 
-def _dropped_note(dropped: list[str]) -> str:
+def _dropped_notes(dropped: list[str]) -> list[str]:
     """Tells the model, and the user in the step, that a change took out text
     a person wrote: the change stands, but the model is asked to put it back."""
     if not dropped:
-        return ""
+        return []
     quoted = "; ".join(
         f"“{line[:DROPPED_QUOTE_CHARS]}{'…' if len(line) > DROPPED_QUOTE_CHARS else ''}”"
         for line in dropped[:DROPPED_QUOTED]
@@ -40,16 +42,21 @@ def _dropped_note(dropped: list[str]) -> str:
         f"artifact since an agent last saved it: {quoted}{more}. Put their text back with update_artifact "
         "unless the user asked for it to go; if it stays out, the user is told when the turn ends."
     )
-    return f"\n<note>{escape(note)}</note>"
+    return [note]
 
 
 def _changed(change: Change, message: str, **attrs) -> ToolResult:
     working = change.artifact
     extra = "".join(f" {key}={quoteattr(str(value))}" for key, value in attrs.items())
+    notes = _dropped_notes(change.dropped)
     return ToolResult(
         success=True,
         content=f'<artifact version="{working.version}"{extra}><id>{escape(working.artifact_id)}</id>{escape(message)}</artifact>'
-        + _dropped_note(change.dropped),
+        + "".join(f"\n<note>{escape(note)}</note>" for note in notes),
+        output=ArtifactOutput(
+            kind="artifact", artifact_id=working.artifact_id, title=working.title, version=working.version
+        ),
+        notes=notes,
         metadata={
             "artifact_change": {
                 "artifact_id": working.artifact_id,
@@ -127,6 +134,9 @@ def read_artifact(
             f'<artifact id={quoteattr(artifact["artifact_id"])} version="{artifact["version"]}" '
             f"content_type={quoteattr(artifact['content_type'])} title={quoteattr(artifact['title'])}{attrs}>"
             f"<content>{escape(text)}</content>{f'<note>{escape(note)}</note>' if note else ''}</artifact>"
+        ),
+        output=ArtifactOutput(
+            kind="artifact", artifact_id=artifact["artifact_id"], title=artifact["title"], version=artifact["version"]
         ),
     )
 

@@ -2,8 +2,10 @@
 model sees, a handler the engine calls, and whether the user must confirm it.
 
 Handlers are called as `handler(context, **params)` and return a ToolResult
-whose `content` the model reads (compact XML, seed 000) and whose `metadata`
-goes into the `tool_complete` event for the page.
+whose `content` the model reads (compact XML, seed 000), and whose `output`
+(the result as data: agents.event_schema.ToolOutput), `notes` and `metadata`
+go into the `tool_complete` event for the page and the trace, which never
+read the XML again.
 """
 
 from collections.abc import Callable
@@ -11,20 +13,38 @@ from dataclasses import dataclass, field
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
+from ..event_schema import ErrorOutput, SourceData
+
 AUTO = "auto"
 CONFIRM = "confirm"
+# How much of a page's text, or of a search's snippet, a source keeps as its excerpt.
+SOURCE_EXCERPT_CHARS = 1000
 
 
 @dataclass
 class ToolResult:
     success: bool
     content: str
+    # The result as data (agents.event_schema.ToolOutput), None only from a tool of no known shape.
+    output: dict | None = None
+    # Notes the content ends with, one by one.
+    notes: list[str] = field(default_factory=list)
     metadata: dict = field(default_factory=dict)
 
 
 def tool_error(*, tool: str, message: str) -> ToolResult:
     """A call that failed, said so the model can correct it or tell the user."""
-    return ToolResult(success=False, content=f"<error tool={quoteattr(tool)}>{escape(message)}</error>")
+    return ToolResult(
+        success=False,
+        content=f"<error tool={quoteattr(tool)}>{escape(message)}</error>",
+        output=ErrorOutput(kind="error", message=message),
+    )
+
+
+def source_data(*, title: str, url: str, text: str) -> SourceData:
+    """A page a tool found or read, with the start of `text` as its excerpt."""
+    excerpt = " ".join(text[: SOURCE_EXCERPT_CHARS * 2].split())[:SOURCE_EXCERPT_CHARS]
+    return SourceData(title=title, url=url, excerpt=excerpt)
 
 
 @dataclass(frozen=True)

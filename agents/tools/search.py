@@ -12,7 +12,8 @@ from django.conf import settings
 
 from agents.library import SearchHit, library_search
 
-from .base import AUTO, Tool, ToolContext, ToolResult, tool_error
+from ..event_schema import SourcesOutput
+from .base import AUTO, Tool, ToolContext, ToolResult, source_data, tool_error
 
 WEB_SEARCH = "web_search"
 PROVIDERS = ("searxng", "tavily", "local")
@@ -54,11 +55,17 @@ def web_search(context: ToolContext, *, query: str) -> ToolResult:
         f"<snippet>{escape(hit.snippet)}</snippet></result>"
         for hit in hits
     )
+    output = SourcesOutput(
+        kind="sources", sources=[source_data(title=hit.title, url=hit.url, text=hit.snippet) for hit in hits]
+    )
     if not hits:
-        results = NOTHING_IN_LIBRARY if provider == "local" else "No results. Try other or fewer words."
+        results = output["message"] = (
+            NOTHING_IN_LIBRARY if provider == "local" else "No results. Try other or fewer words."
+        )
     return ToolResult(
         success=True,
         content=f"<search_results provider={quoteattr(provider)} query={quoteattr(query)}>{results}</search_results>",
+        output=output,
         metadata={"provider": provider, "results": len(hits)},
     )
 

@@ -31,7 +31,8 @@ from agents.models import LIBRARY_URL_PREFIX
 from artifactflow.documents import DocumentError, DocumentUnreadableError, PdfLockedError, pdf_first_pages
 from artifactflow.extraction import document_read
 
-from .base import CONFIRM, Tool, ToolContext, ToolResult, tool_error
+from ..event_schema import PageOutput
+from .base import CONFIRM, Tool, ToolContext, ToolResult, source_data, tool_error
 
 # The engine stores a long result as an artifact for the model to page
 # through; this only bounds that artifact, against a multi-megabyte text file.
@@ -284,6 +285,7 @@ def _page(*, url: str, response: httpx.Response, body: bytes, cut: bool) -> Tool
             f'<page url={quoteattr(url)} status="{response.status_code}" content_type={quoteattr(content_type)} '
             f"title={quoteattr(title)}{truncated}>{note}<content>{escape(text)}</content></page>"
         ),
+        output=PageOutput(kind="page", source=source_data(title=title, url=url, text=text)),
         metadata={"url": url, "status": response.status_code, "bytes": len(body)},
     )
 

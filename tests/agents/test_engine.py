@@ -12,7 +12,6 @@ from agents.engine import (
     PERMISSION_PARAM_CHARS,
     ROUNDS_LEFT_WARNING,
     _ProseFilter,
-    checkpoint_state,
 )
 from agents.models import Run, RunEvent
 from agents.selectors import run_activity
@@ -20,7 +19,7 @@ from agents.services import asking
 from agents.services.execution import run_execute
 from agents.services.permissions import permission_answer, permissions_expire
 from agents.services.runs import RunStateError
-from agents.state import TURN, pending_request
+from agents.state import TURN, checkpoint_state, pending_request
 from agents.tokens import tokens_estimate
 from artifacts.branches import branch_shown
 from artifacts.models import Artifact, ArtifactVersion
@@ -424,6 +423,24 @@ def test_a_turn_paused_before_every_call_had_its_record_resumes_and_keeps_its_to
     [before, after] = run.metrics["agent_executions"]
     assert before["model_calls"] == 1 and after["purpose"] == "step"
     assert [t["tool_name"] for t in run.metrics["tool_calls"]] == ["create_artifact"]
+
+
+def test_a_turn_paused_before_its_state_had_a_version_resumes(user, scripted_model, confirm_create):
+    scripted_model.add(Text(call("create_artifact", id="draft", content="text")), Text("Created it."))
+    run = _run(user)
+    # The checkpoint as a worker wrote it before the state was versioned: no
+    # version, and a pending request with only the keys the question had.
+    turn = run.checkpoint[TURN]
+    del turn["version"]
+    turn["pending"] = {key: turn["pending"][key] for key in ("id", "agent", "tool", "params", "call_id", "expires_at")}
+    Run.objects.filter(pk=run.pk).update(checkpoint=run.checkpoint)
+
+    permission_answer(run_id=run.pk, user=user, request_id=pending_request(run.checkpoint).id, decision="approve")
+    run = _run_again(run)
+
+    assert run.status == Run.Status.COMPLETED and run.message.response == "Created it."
+    assert Artifact.objects.get(artifact_id="draft").content == "text"
+    assert run.checkpoint[TURN]["version"] == 1
 
 
 @pytest.mark.parametrize(
@@ -947,6 +964,23 @@ def test_a_research_turn_plans_searches_reads_and_reports(user, scripted_model):
     assert Artifact.objects.get(artifact_id="report").content.startswith("# WAL")
     starts = [event.agent for event in _events(run, RunEvent.Type.AGENT_START)]
     assert starts[:3] == ["lead_agent", "search_agent", "crawl_agent"]
+    # Every result is data too, for the page and the trace.
+    outputs = {(e.data["tool"], e.data["output"]["kind"]) for e in _events(run, RunEvent.Type.TOOL_COMPLETE)}
+    assert outputs == {
+        ("create_artifact", "artifact"),
+        ("update_artifact", "artifact"),
+        ("web_search", "sources"),
+        ("web_fetch", "page"),
+        ("call_subagent", "report"),
+    }
+    [searched] = [e.data["output"] for e in _events(run, RunEvent.Type.TOOL_COMPLETE) if e.data["tool"] == "web_search"]
+    assert [(source["title"], source["url"]) for source in searched["sources"]] == [("SQLite WAL mode", document.url)]
+    [read] = [e.data["output"] for e in _events(run, RunEvent.Type.TOOL_COMPLETE) if e.data["tool"] == "web_fetch"]
+    assert read["source"] == {
+        "title": "SQLite WAL mode",
+        "url": document.url,
+        "excerpt": "In WAL mode readers do not block the writer.",
+    }
 
 
 def test_a_result_too_long_for_the_context_is_stored_as_an_artifact(user, scripted_model, settings):

@@ -51,6 +51,8 @@ VALID = {
             "added": 30,
         },
         "stored_as": "web_fetch_result_1",
+        "output": {"kind": "artifact", "artifact_id": "research_report.md", "title": "Report", "version": 2},
+        "notes": ["Only the first of your 2 tool calls was run: call one tool at a time."],
     },
     "permission_request": {
         "id": "4b1d0c5e9a8f4e2d8c7b6a5f4e3d2c1b",
@@ -69,6 +71,7 @@ VALID = {
     "error": {"message": "Cancelled.", "cancelled": True, "artifacts": {**FLUSH, "failed": {"notes": "too long"}}},
 }
 
+ALSO_FAILED = {"tool": "call_subagent", "success": False, "result": "", "truncated": False, "duration_ms": 0}
 # Other shapes the code writes.
 ALSO_VALID = [
     ("metadata", {"run_id": 3, "model": "gpt-4o", "resumed": True}),
@@ -88,7 +91,7 @@ ALSO_VALID = [
         },
     ),
     ("tool_start", {"tool": "web_search", "params": {"query": "heat pumps"}}),
-    ("tool_complete", {"tool": "call_subagent", "success": False, "result": "", "truncated": False, "duration_ms": 0}),
+    ("tool_complete", ALSO_FAILED),
     (
         "tool_complete",
         {
@@ -112,8 +115,34 @@ ALSO_VALID = [
             **{k: VALID["tool_complete"][k] for k in ("tool", "success", "result", "truncated", "duration_ms")},
             "provider": "local",
             "results": 0,
+            "output": {"kind": "sources", "sources": [], "message": "Nothing in the team library matches this query."},
         },
     ),
+    (
+        "tool_complete",
+        {
+            **{k: VALID["tool_complete"][k] for k in ("tool", "success", "result", "truncated", "duration_ms")},
+            "output": {
+                "kind": "sources",
+                "sources": [{"title": "Heat pumps", "url": "library://3", "excerpt": "Heat pumps move heat."}],
+            },
+        },
+    ),
+    (
+        "tool_complete",
+        {
+            **{k: VALID["tool_complete"][k] for k in ("tool", "success", "result", "truncated", "duration_ms")},
+            "output": {"kind": "page", "source": {"title": "", "url": "https://example.com/", "excerpt": "Hello"}},
+        },
+    ),
+    *(
+        ("tool_complete", {**ALSO_FAILED, "output": output})
+        for output in (
+            {"kind": "error", "message": "There is no artifact draft."},
+            {"kind": "no_report", "agent": "search_agent", "message": "(no answer)"},
+        )
+    ),
+    ("tool_complete", {**ALSO_FAILED, "success": True, "output": {"kind": "report", "agent": "search_agent"}}),
     ("permission_request", {**VALID["permission_request"], "params_truncated": {"url": 2400}}),
     ("permission_result", {**VALID["permission_result"], "decision": "expired", "by": ""}),
     ("error", {"message": "The model returned an empty answer.", "artifacts": FLUSH}),
@@ -135,7 +164,8 @@ def test_a_payload_of_the_declared_shape_passes(type, data):
         (type, field)
         for type, data in VALID.items()
         for field in data
-        if field not in ("from", "params_truncated", "artifact_change", "stored_as", "cancelled", "demo")
+        if field
+        not in ("from", "params_truncated", "artifact_change", "stored_as", "output", "notes", "cancelled", "demo")
     ],
 )
 def test_a_missing_field_is_named(type, field):
@@ -184,6 +214,14 @@ def test_a_nested_field_of_the_wrong_type_is_named_by_its_path():
 def test_an_undeclared_field_is_named(type, data, extra):
     with pytest.raises(EventSchemaError, match=rf"^Invalid {type} event: {re.escape(extra)}: Extra inputs"):
         event_validate(type=type, data=data)
+
+
+def test_a_tool_output_is_checked_against_the_shape_its_kind_names():
+    data = {**VALID["tool_complete"], "output": {"kind": "page", "sources": []}}
+    with pytest.raises(EventSchemaError, match=r"output\.page\.source: Field required; output\.page\.sources: Extra"):
+        event_validate(type="tool_complete", data=data)
+    with pytest.raises(EventSchemaError, match=r"output: Input tag 'summary' found using 'kind' does not match"):
+        event_validate(type="tool_complete", data={**data, "output": {"kind": "summary"}})
 
 
 def test_a_payload_that_is_not_an_object_fails():

@@ -186,6 +186,10 @@ def test_fetch_returns_the_document_escaped(user):
         f'<page url="library://{document.pk}" title=\'Q&amp;A "notes"\' content_type="text/plain">'
         "<content>a &lt; b &amp; c</content></page>"
     )
+    assert result.output == {
+        "kind": "page",
+        "source": {"title": 'Q&A "notes"', "url": f"library://{document.pk}", "excerpt": "a < b & c"},
+    }
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ from agents.services.asking import conversation_start
 from agents.services.execution import run_execute
 from agents.services.permissions import permission_answer
 from agents.state import pending_request
-from agents.tools.base import tool_error
+from agents.tools.base import ToolResult, tool_error
 from agents.tools.search import web_search
 from artifacts.models import Artifact
 from artifacts.services import artifact_version_save
@@ -251,8 +251,78 @@ def test_the_status_line_names_the_agent_and_what_it_does(user):
     assert (asked.params, asked.target, asked.can_approve) == ((("url", heat.url),), None, True)
 
 
+def _completed(tool, result, **more):
+    """The tool_complete data the engine writes for a tool's result, without
+    the text the model was told: the page reads the output."""
+    notes = {"notes": result.notes} if result.notes else {}
+    data = {"tool": tool, "success": result.success, "result": "", "truncated": False, "duration_ms": 1}
+    return {**data, "output": result.output, **notes, **result.metadata, **more}
+
+
 @pytest.mark.events_by_hand
-def test_search_results_fetched_pages_and_artifacts_are_read_from_the_tools_xml(user):
+def test_search_results_fetched_pages_artifacts_and_errors_are_read_from_the_tools_output(user):
+    documents = [
+        LibraryDocumentFactory(title="Heat pumps", content="Heat pump efficiency is measured as COP."),
+        LibraryDocumentFactory(
+            title="COP explained", content="# COP\n\n**Coefficient** of performance of a heat pump " + "word " * 500
+        ),
+    ]
+    read = ToolResult(
+        success=True,
+        content="",
+        output={"kind": "artifact", "artifact_id": "notes", "title": "My notes", "version": 4},
+        notes=["You have 2 tool calls left; then write your final answer."],
+    )
+    run = RunFactory(message__conversation__owner=user)
+    _log(
+        run,
+        [
+            (0, "tool_start", SEARCH, {"tool": "web_search", "params": {"query": "heat pump"}}),
+            (1, "tool_complete", SEARCH, _completed("web_search", web_search(None, query="heat pump"))),
+            (2, "tool_start", CRAWL, {"tool": "web_fetch", "params": {"url": documents[1].url}}),
+            (
+                3,
+                "tool_complete",
+                CRAWL,
+                _completed("web_fetch", library_document_fetch(url=documents[1].url), stored_as="web_fetch_result_1"),
+            ),
+            (4, "tool_start", LEAD, {"tool": "read_artifact", "params": {"id": "notes"}}),
+            (5, "tool_complete", LEAD, _completed("read_artifact", read)),
+            (6, "tool_start", LEAD, {"tool": "update_artifact", "params": {"id": "ghost"}}),
+            (
+                7,
+                "tool_complete",
+                LEAD,
+                _completed("update_artifact", tool_error(tool="update_artifact", message="No artifact ghost.")),
+            ),
+            (8, "tool_start", SEARCH, {"tool": "web_search", "params": {"query": "zeppelins"}}),
+            (9, "tool_complete", SEARCH, _completed("web_search", web_search(None, query="zeppelins"))),
+        ],
+    )
+
+    search, fetch, read, update, nothing = run_activity(run=run).steps
+
+    assert sorted((s.title, s.url) for s in search.sources) == sorted((d.title, d.url) for d in documents)
+    assert all("**" not in s.excerpt and s.excerpt for s in search.sources) and search.outcome == "2 results"
+    assert (fetch.page.title, fetch.page.url, fetch.page.href) == ("COP explained", documents[1].url, "")
+    assert fetch.page.excerpt.startswith("COP Coefficient of performance of a heat pump word")
+    assert len(fetch.page.excerpt) <= 300
+    assert fetch.subject == f"“COP explained” {documents[1].url}"
+    assert fetch.stored.artifact_id == "web_fetch_result_1" and not fetch.text
+    assert (read.artifact.artifact_id, read.artifact.title, read.artifact.version, read.outcome) == (
+        "notes",
+        "My notes",
+        4,
+        "",
+    )
+    assert read.notes == ["You have 2 tool calls left; then write your final answer."]
+    assert (update.status, update.text, update.outcome) == ("failed", "No artifact ghost.", "No artifact ghost.")
+    assert (nothing.sources, nothing.outcome) == ([], "no results")
+    assert nothing.text.startswith("Nothing in the team library matches this query.")
+
+
+@pytest.mark.events_by_hand
+def test_an_event_from_before_tools_returned_data_is_read_from_the_tools_xml(user):
     documents = [
         LibraryDocumentFactory(title="Heat pumps", content="Heat pump efficiency is measured as COP."),
         LibraryDocumentFactory(title="Heat pump sizing", content="A heat pump sized too small runs all day."),

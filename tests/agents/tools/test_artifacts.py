@@ -34,6 +34,8 @@ def test_create_answers_in_compact_xml_and_tells_the_page_what_changed(manager):
             "added": 7,
         }
     }
+    assert result.output == {"kind": "artifact", "artifact_id": "task_plan", "title": "Plan", "version": 1}
+    assert result.notes == []
 
 
 def test_an_edit_of_a_large_artifact_reports_its_size_not_its_text(manager):
@@ -82,6 +84,7 @@ def test_a_failed_update_says_why(manager):
     result = update_artifact(manager, id="notes", old_str="alpha", new_str="beta")
     assert not result.success
     assert "<message>" in result.content and "2" in result.content
+    assert result.output["kind"] == "error" and "2" in result.output["message"]
 
 
 def test_rewrite_and_read_escape_the_content(manager):
@@ -92,6 +95,7 @@ def test_rewrite_and_read_escape_the_content(manager):
         '<artifact id="page.html" version="2" content_type="text/html" title="page.html">'
         "<content>&lt;b&gt;&amp;&lt;/b&gt;</content></artifact>"
     )
+    assert result.output == {"kind": "artifact", "artifact_id": "page.html", "title": "page.html", "version": 2}
 
 
 def _numbered(count: int) -> str:

@@ -153,6 +153,9 @@ def test_local_search_end_to_end(search_settings, context):
     assert f"<title>SQLite WAL &lt;mode&gt;</title><url>{wal.url}</url><snippet>" in result.content
     assert "Readers &amp; a writer" in result.content
     assert result.content.endswith("</snippet></result></search_results>")
+    [source] = result.output["sources"]
+    assert result.output["kind"] == "sources" and (source["title"], source["url"]) == ("SQLite WAL <mode>", wal.url)
+    assert "Readers & a writer" in source["excerpt"]
 
 
 def test_a_chinese_query_searches_the_library_by_its_words(search_settings, context):
@@ -175,6 +178,7 @@ def test_no_results_says_so(search_settings, context, db):
         f'<search_results provider="local" query=\'"NEAR( photosynthesis\'>{NOTHING_IN_LIBRARY}</search_results>'
     )
     assert "Nothing in the team library matches" in result.content
+    assert result.output == {"kind": "sources", "sources": [], "message": NOTHING_IN_LIBRARY}
 
 
 def test_weak_matches_in_the_library_are_no_results(search_settings, context):
@@ -226,6 +230,10 @@ def test_searxng(search_settings, context, provider_server):
         "<result><title>https://example.com/untitled</title><url>https://example.com/untitled</url>"
         "<snippet></snippet></result></search_results>"
     )
+    assert result.output["sources"] == [
+        {"title": "WAL", "url": "https://sqlite.org/wal.html", "excerpt": "Write-ahead <log> & readers"},
+        {"title": "https://example.com/untitled", "url": "https://example.com/untitled", "excerpt": ""},
+    ]
 
 
 def test_no_web_results_ask_for_other_words(search_settings, context, provider_server):

@@ -184,6 +184,9 @@ def test_an_article_is_read_as_markdown_with_its_links(site, local_allowed):
     assert "[tide tables](https://example.org/tides)" in result.content
     assert "Copyright nobody" not in result.content  # boilerplate left out
     assert result.metadata == {"url": f"{site}/article", "status": 200, "bytes": len(ARTICLE.encode())}
+    source = result.output["source"]
+    assert (source["title"], source["url"]) == ("Tides of the North Sea", f"{site}/article")
+    assert "semi-diurnal tide" in source["excerpt"] and "\n" not in source["excerpt"]
 
 
 def test_a_page_without_text_is_read_as_empty(site, local_allowed):
@@ -261,6 +264,7 @@ def test_redirects_are_followed_to_the_final_url(site, local_allowed):
     assert result.success, result.content
     assert f'url="{site}/notes.txt"' in result.content
     assert result.metadata["url"] == f"{site}/notes.txt"
+    assert result.output["source"]["url"] == f"{site}/notes.txt"
 
 
 def test_too_many_redirects_is_an_error(site, local_allowed):
@@ -277,6 +281,7 @@ def test_http_errors_are_reported(site, local_allowed):
 
     assert not result.success
     assert f"{site}/missing answered HTTP 404 Not Found" in result.content
+    assert result.output == {"kind": "error", "message": f"{site}/missing answered HTTP 404 Not Found"}
 
 
 def test_a_slow_server_times_out(site, local_allowed):
