@@ -3,6 +3,7 @@ import os
 import pytest
 from channels.layers import channel_layers
 from django.core.management import call_command
+from django.utils import translation
 
 from agents.event_schema import EventSchemaError, event_validate
 from agents.models import RunEvent
@@ -121,6 +122,15 @@ def fresh_channel_layer():
     channel_layers.backends.clear()
     yield
     channel_layers.backends.clear()
+
+
+@pytest.fixture(autouse=True)
+def default_language():
+    # A request served in the test's thread (an ASGI or consumer test's sync
+    # code) leaves its user's language active there; the next test starts in
+    # the default language, as a worker's thread does.
+    yield
+    translation.deactivate()
 
 
 @pytest.fixture
