@@ -52,82 +52,42 @@ const PANE_ASKED = "#artifact-pane .htmx-request, .htmx-request[hx-target='#arti
 document.addEventListener("htmx:confirm", (event) => {
   if (event.detail.elt.id === "artifact-pane" && document.querySelector(PANE_ASKED)) event.preventDefault();
 });
-// A refresh that brings nothing new leaves the pane alone, so it never swaps
-// the page under a click for nothing: htmx swaps whatever comes back. Compared
-// without the class htmx marks the refreshing pane with, without the CSRF
-// tokens that differ in every response, and without the pane's messages about
-// what the user just did ("restored", "no such artifact"): a refresh never
-// repeats them, and one that brings nothing else must not take them away.
-const paneMarkup = (pane) => {
-  const copy = pane.cloneNode(true);
-  copy.classList.remove(htmx.config.requestClass);
-  copy.querySelectorAll("input[name=csrfmiddlewaretoken], [data-pane-message]").forEach((element) => element.remove());
-  return copy.outerHTML;
-};
-const paneParsed = (html) => {
-  const template = document.createElement("template");
-  template.innerHTML = html.trim();
-  return template.content.firstElementChild;
-};
-document.addEventListener("htmx:beforeSwap", (event) => {
-  const pane = event.detail.requestConfig && event.detail.requestConfig.elt;
-  if (!pane || pane.id !== "artifact-pane" || !event.detail.shouldSwap) return;
-  const fresh = paneParsed(event.detail.serverResponse);
-  if (fresh && paneMarkup(fresh) === paneMarkup(pane)) event.detail.shouldSwap = false;
-});
-
 // Beside the chat the artifact pane folds away for room to read, and the
 // choice is remembered. On a phone it is a sheet over the chat instead, as the
-// conversation list is a drawer below 1100 px: each opens on its button and
-// closes on Escape, its close button or a tap beside it, and focus goes back
-// to the button that opened it.
+// conversation list is a drawer below 1100 px: both are popovers there
+// (chat.html: popover, popovertarget), so the browser opens them on their
+// button and closes them on Escape, a tap beside them or their close button,
+// and gives focus back to the button. Only the fold and the focus on opening
+// are said here.
 const phone = window.matchMedia("(max-width: 899px)");
+const drawerWide = window.matchMedia("(min-width: 1100px)");
 const paneHidden = () => localStorage.getItem("artifactflow.paneHidden") === "1";
-const layout = () => document.querySelector(".layout");
-let overlayOpener = null;
 const paneShow = () => {
-  const frame = layout();
-  if (!frame || !frame.classList.contains("with-pane")) return;
+  const frame = document.querySelector(".layout.with-pane");
+  if (!frame) return;
   frame.classList.toggle("pane-hidden", paneHidden());
-  const open = phone.matches ? frame.classList.contains("sheet-open") : !paneHidden();
-  document.querySelectorAll(".pane-toggle").forEach((button) => button.setAttribute("aria-expanded", String(open)));
+  // On a phone the browser says whether the sheet is open, from its popover.
+  document.querySelectorAll(".pane-toggle").forEach((button) => {
+    if (phone.matches) button.removeAttribute("aria-expanded");
+    else button.setAttribute("aria-expanded", String(!paneHidden()));
+  });
 };
-const overlayOpen = (name, opener) => {
-  layout().classList.add(name);
-  overlayOpener = opener;
-  opener.setAttribute("aria-expanded", "true");
-  const target = document.getElementById(opener.getAttribute("aria-controls"));
-  const first = target && target.querySelector("input, button, a[href], textarea, select");
-  if (first) first.focus();
-};
-const overlaysClose = () => {
-  const frame = layout();
-  if (!frame || !frame.matches(".drawer-open, .sheet-open")) return false;
-  frame.classList.remove("drawer-open", "sheet-open");
-  document.querySelectorAll(".drawer-toggle, .pane-toggle").forEach((button) => button.setAttribute("aria-expanded", "false"));
-  paneShow();
-  if (overlayOpener && overlayOpener.isConnected) overlayOpener.focus();
-  overlayOpener = null;
-  return true;
-};
+const overlaysClose = () => document.querySelectorAll("[popover]").forEach((overlay) => overlay.hidePopover());
 document.addEventListener("click", (event) => {
-  const drawer = event.target.closest(".drawer-toggle");
-  const pane = event.target.closest(".pane-toggle");
-  if (event.target.closest("[data-close-overlays]")) {
-    overlaysClose();
-  } else if (drawer) {
-    if (!overlaysClose()) overlayOpen("drawer-open", drawer);
-  } else if (pane && phone.matches) {
-    overlayOpen("sheet-open", pane);
-  } else if (pane) {
-    localStorage.setItem("artifactflow.paneHidden", paneHidden() ? "0" : "1");
-    paneShow();
-  }
+  if (phone.matches || !event.target.closest(".pane-toggle")) return;
+  // Beside the chat the button folds the pane, and opens no sheet.
+  event.preventDefault();
+  localStorage.setItem("artifactflow.paneHidden", paneHidden() ? "0" : "1");
+  paneShow();
 });
-document.addEventListener("keydown", (event) => {
-  if (event.key === "Escape" && overlaysClose()) event.preventDefault();
-});
-phone.addEventListener("change", overlaysClose);
+document.addEventListener("toggle", (event) => {
+  const overlay = event.target;
+  if (!overlay.matches("[popover]") || event.newState !== "open") return;
+  const first = overlay.querySelector("input, button, a[href], textarea, select");
+  if (first) first.focus();
+}, true);
+phone.addEventListener("change", () => { overlaysClose(); paneShow(); });
+drawerWide.addEventListener("change", overlaysClose);
 document.addEventListener("DOMContentLoaded", paneShow);
 document.addEventListener("htmx:afterSettle", paneShow);
 // A link in the thread that opens a version in the pane (an Activity's
@@ -135,10 +95,10 @@ document.addEventListener("htmx:afterSettle", paneShow);
 // the chat if it was folded away.
 document.addEventListener("htmx:afterSwap", (event) => {
   const link = event.detail.requestConfig && event.detail.requestConfig.elt;
-  const toggle = document.querySelector(".pane-toggle");
-  if (!link || link.getAttribute("hx-target") !== "#artifact-pane" || !link.closest("#thread") || !toggle) return;
+  const sheet = document.getElementById("pane-frame");
+  if (!link || link.getAttribute("hx-target") !== "#artifact-pane" || !link.closest("#thread") || !sheet) return;
   if (phone.matches) {
-    overlayOpen("sheet-open", toggle);
+    if (!sheet.matches(":popover-open")) sheet.showPopover();
   } else if (paneHidden()) {
     localStorage.setItem("artifactflow.paneHidden", "0");
     paneShow();
@@ -188,46 +148,46 @@ document.addEventListener("drop", (event) => {
   input.form.requestSubmit();
 });
 
-// A turn re-rendered over the websocket keeps what the reader opened in it:
-// the activity fold (which then reloads with the newest steps) and an edit
-// being typed. The thinking fold opens and closes by itself (open while the
-// model thinks, closed once it answers) until the reader opens or closes it:
-// from then on it stays as they chose, swapped alone or with its turn.
-let typing = null;
-const selfOrInside = (root, selector) => (root.matches && root.matches(selector) ? [root] : [...root.querySelectorAll(selector)]);
+// A turn, its thinking and the pane are morphed, not replaced (morph.js:
+// hx-swap-oob="morph", hx-swap="morph"), so what the reader
+// has in hand survives an update: focus and the caret, scroll positions, a
+// refresh that brings nothing new changes nothing. What the server's markup
+// cannot know is kept here: a fold the reader opened or closed, an edit being
+// typed, and the pane's message about what the reader just did, which a
+// refresh never repeats. The thinking fold opens and closes by itself (open
+// while the model thinks, closed once it answers) until the reader chooses.
+let paneRefreshing = false;
+document.addEventListener("htmx:beforeSwap", (event) => {
+  paneRefreshing = event.detail.requestConfig?.elt?.id === "artifact-pane";
+});
+Object.assign(Idiomorph.defaults.callbacks, {
+  beforeAttributeUpdated: (name, element) => {
+    if (name === "data-chosen") return false;
+    if (name !== "open" || element.tagName !== "DETAILS") return true;
+    return element.matches(".thinking") && !element.dataset.chosen;
+  },
+  beforeNodeMorphed: (old) => !(old instanceof HTMLTextAreaElement && old.closest("details[open]")),
+  beforeNodeRemoved: (old) => !(paneRefreshing && old.matches?.("[data-pane-message]")),
+});
 document.addEventListener("click", (event) => {
   const summary = event.target.closest && event.target.closest("details.thinking[id] > summary");
   // The click is about to toggle the fold: what it will be is the reader's choice.
   if (summary) summary.parentElement.dataset.chosen = summary.parentElement.open ? "closed" : "open";
 });
+// An open activity fold comes back as its loader: once htmx has set the loader
+// up, it loads the newest steps at once.
+document.addEventListener("htmx:load", (event) => {
+  const turn = event.detail.elt;
+  if (!turn.matches || !turn.matches("article.turn")) return;
+  turn.querySelectorAll("details.activity-log[open] > [hx-get]").forEach((loader) => htmx.trigger(loader.parentElement, "toggle"));
+});
+// Streaming thinking stays scrolled to its newest line unless the reader scrolled up in it.
 const thinkingFollow = new Set();
 document.addEventListener("htmx:oobBeforeSwap", (event) => {
-  const { target, fragment } = event.detail;
-  for (const fold of selfOrInside(target, "details.thinking[id]")) {
-    const text = fold.querySelector(".thinking-text");
-    // Streaming thinking stays scrolled to its newest line unless the reader scrolled up in it.
-    if (text && text.scrollHeight - text.scrollTop - text.clientHeight < 24) thinkingFollow.add(text.id);
-    const fresh = selfOrInside(fragment, `#${CSS.escape(fold.id)}`)[0];
-    if (!fresh || !fold.dataset.chosen) continue;
-    fresh.dataset.chosen = fold.dataset.chosen;
-    fresh.open = fold.dataset.chosen === "open";
-  }
-  if (target.matches && target.matches(".thinking-text") && target.scrollHeight - target.scrollTop - target.clientHeight < 24) {
-    thinkingFollow.add(target.id);
-  }
-  for (const turn of selfOrInside(target, "article.turn")) {
-    const fresh = selfOrInside(fragment, `#${CSS.escape(turn.id)}`)[0];
-    if (!fresh) continue;
-    for (const fold of turn.querySelectorAll("details[open]:not(.thinking)")) {
-      const again = fresh.querySelector(`details.${CSS.escape(fold.classList[0])}`);
-      if (again) again.open = true;
-    }
-    for (const box of turn.querySelectorAll("details[open] textarea[id]")) {
-      const again = fresh.querySelector(`#${CSS.escape(box.id)}`);
-      if (!again) continue;
-      again.value = box.value;
-      if (box === document.activeElement) typing = { id: box.id, start: box.selectionStart, end: box.selectionEnd };
-    }
+  const { target } = event.detail;
+  const texts = target.matches && target.matches(".thinking-text") ? [target] : [...target.querySelectorAll(".thinking-text[id]")];
+  for (const text of texts) {
+    if (text.scrollHeight - text.scrollTop - text.clientHeight < 24) thinkingFollow.add(text.id);
   }
 });
 document.addEventListener("htmx:oobAfterSwap", () => {
@@ -236,11 +196,6 @@ document.addEventListener("htmx:oobAfterSwap", () => {
     if (text) text.scrollTop = text.scrollHeight;
   }
   thinkingFollow.clear();
-  const box = typing && document.getElementById(typing.id);
-  if (!box) return;
-  box.focus();
-  box.setSelectionRange(typing.start, typing.end);
-  typing = null;
 });
 
 // The composer's draft is kept in the browser, per conversation, from the
@@ -325,12 +280,13 @@ document.addEventListener("htmx:afterSwap", (event) => {
   if (question) question.scrollIntoView({ block: "start" });
 });
 
-// Choosing a version shows it at once, and choosing a language switches to
-// it, back on the page as it is now (htmx may have moved its URL on).
+// Choosing a language switches to it, back on the page as it is now (htmx
+// may have moved its URL on, so the server's "next" may be out of date).
 document.addEventListener("change", (event) => {
-  const { id, form } = event.target;
-  if (id === "language-select") form.elements.next.value = location.pathname + location.search;
-  if (id === "version-select" || id === "language-select") form.requestSubmit();
+  if (event.target.id !== "language-select") return;
+  const { form } = event.target;
+  form.elements.next.value = location.pathname + location.search;
+  form.requestSubmit();
 });
 
 // A file over the upload limit is refused before it is sent; one the server

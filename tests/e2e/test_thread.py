@@ -98,6 +98,9 @@ def test_approve_deny_and_cancel(portal, model_server, page, screenshot):
     page.locator("#composer-input").press("Enter")
     page.locator("#composer-actions").get_by_role("button", name="Stop").click()
     expect(turns.nth(2)).to_have_attribute("data-status", "cancelled", timeout=TURN_TIMEOUT)
+    # The ended turn keeps the Activity the reader opened, loaded again with its last steps.
+    expect(turns.nth(2).locator("details.activity-log")).to_have_attribute("open", "")
+    expect(turns.nth(2).locator(".activity-body")).to_be_visible()
     expect(turns).to_have_count(3)
     expect(page.get_by_role("button", name="Send", exact=True)).to_be_visible()
     expect(page.locator("#composer-input")).to_have_value("Not yet")

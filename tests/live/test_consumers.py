@@ -157,7 +157,8 @@ async def test_behind_a_proxy_the_websocket_opens_from_csrf_trusted_origins_alon
 
 class Page:
     """The part of a page a conversation's websocket updates, with the
-    out-of-band swaps the htmx websocket extension performs."""
+    out-of-band swaps the htmx websocket extension performs (a morph ends as
+    the markup it was given, as a replacement does)."""
 
     def __init__(self):
         self.root = lxml.html.fragment_fromstring("<main></main>")
@@ -169,9 +170,9 @@ class Page:
             swap = fragment.attrib.pop("hx-swap-oob")
             found = self.root.get_element_by_id(fragment.get("id"), None)
             if found is None:
-                assert swap == "true", f"{swap} into a missing #{fragment.get('id')}"
+                assert swap in ("true", "morph"), f"{swap} into a missing #{fragment.get('id')}"
                 self.root.append(fragment)
-            elif swap == "true":
+            elif swap in ("true", "morph"):
                 found.getparent().replace(found, fragment)
             elif swap == "innerHTML":
                 for child in list(found):
