@@ -122,8 +122,35 @@ def test_a_malformed_tool_rounds_setting_is_refused_saying_what_is_wrong(tmp_pat
     assert f"ARTIFACTFLOW_MAX_TOOL_ROUNDS: {item!r} is not agent=count with a count of at least 1" in result.stderr
 
 
-# env.str("NAME", …), os.environ["NAME"], os.environ.get("NAME"), os.getenv("NAME")
-_ENVIRONMENT_READ = re.compile(r"""(?:\benv\.\w+\(|os\.environ(?:\.get\(|\[)|getenv\()\s*["']([A-Z][A-Z0-9_]*)["']""")
+def test_tool_permissions_can_be_set_from_the_environment(tmp_path):
+    probe = "from django.conf import settings; print(settings.TOOL_PERMISSIONS)"
+    unset = _run(tmp_path, "-c", probe, SECRET_KEY=STRONG_KEY)
+    result = _run(
+        tmp_path,
+        "-c",
+        probe,
+        SECRET_KEY=STRONG_KEY,
+        ARTIFACTFLOW_TOOL_PERMISSIONS=" web_fetch=auto, web_search=confirm,",
+    )
+    assert unset.stdout.strip() == "{}", unset.stderr
+    assert result.stdout.strip() == "{'web_fetch': 'auto', 'web_search': 'confirm'}", result.stderr
+
+
+@pytest.mark.parametrize(
+    "item", ["web_fetch", "web_fetch=", "web_fetch=ask", "web_fetch=Auto", "=auto", "web_fetch=auto=1"]
+)
+def test_a_malformed_tool_permissions_setting_is_refused_saying_what_is_wrong(tmp_path, item):
+    result = _load_settings(tmp_path, SECRET_KEY=STRONG_KEY, ARTIFACTFLOW_TOOL_PERMISSIONS=f"web_search=confirm,{item}")
+    assert result.returncode != 0
+    assert "ImproperlyConfigured" in result.stderr
+    assert f"ARTIFACTFLOW_TOOL_PERMISSIONS: {item!r} is not tool=auto or tool=confirm" in result.stderr
+
+
+# env.str("NAME", …), _env_pairs("NAME", …) (artifactflow.settings), os.environ["NAME"], os.environ.get("NAME"),
+# os.getenv("NAME")
+_ENVIRONMENT_READ = re.compile(
+    r"""(?:\benv\.\w+\(|\b_env_pairs\(|os\.environ(?:\.get\(|\[)|getenv\()\s*["']([A-Z][A-Z0-9_]*)["']"""
+)
 _NOT_SOURCE = {"tests", "data", "node_modules", "static", "templates"}
 
 
