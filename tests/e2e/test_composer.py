@@ -132,7 +132,10 @@ def test_a_send_that_fails_keeps_the_draft_and_says_why(portal, page, conversati
 
 def test_a_send_after_the_session_ended_keeps_the_draft_through_signing_in(portal, page, conversations):
     sign_in(page, base_url=portal.base_url, user=portal.users[0])
-    page.goto(conversations[0])
+    # The page refreshes its artifact pane once its websocket opens; that request,
+    # made after the session ended, would go to sign in before Send could.
+    with page.expect_response(lambda response: response.url.endswith("/artifacts/")):
+        page.goto(conversations[0])
     page.locator("#composer-input").fill("Written before lunch.")
     # The session ends (it expired, or was signed out elsewhere); the CSRF cookie stays, as it does.
     page.context.clear_cookies(name=settings.SESSION_COOKIE_NAME)
