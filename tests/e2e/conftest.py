@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 import psycopg
 import pytest
+from django.conf import settings
 from playwright.sync_api import sync_playwright
 
 from tests.model_server import ScriptedModelServer
@@ -166,8 +167,11 @@ def portal_running(*, data_dir: Path, extra_env: dict | None = None):
     else:
         database_url = f"sqlite:///{data_dir / 'db.sqlite3'}"
 
-    # REDIS_URL, when set, passes through: then the Redis channel layer is used.
+    # REDIS_URL, when set, passes through, as the test process's Redis database (one
+    # per xdist worker: tests/settings.py): then the Redis channel layer is used.
     env = dict(os.environ)
+    if settings.REDIS_URL:
+        env["REDIS_URL"] = settings.REDIS_URL
     env.update(
         DEBUG="0",
         SECRET_KEY=secrets.token_urlsafe(40),
