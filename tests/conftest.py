@@ -3,6 +3,7 @@ import os
 import pytest
 from channels.layers import channel_layers
 from django.core.management import call_command
+from django.utils import translation
 
 from agents.event_schema import EventSchemaError, event_validate
 from agents.models import RunEvent
@@ -112,6 +113,14 @@ def run_events_valid(request):
             invalid.append(f"run {event.run_id} #{event.seq}: {error}")
     if invalid:
         pytest.fail("Events not of their declared shape:\n" + "\n".join(invalid), pytrace=False)
+
+
+@pytest.fixture(autouse=True)
+def default_language():
+    """LocaleMiddleware leaves a request's language active in the thread: the
+    next test, from whichever file runs next in this process, starts in English."""
+    yield
+    translation.deactivate()
 
 
 @pytest.fixture(autouse=True)

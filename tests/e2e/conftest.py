@@ -226,7 +226,11 @@ def model_server(portal):
     return portal.model_server
 
 
-@pytest.fixture(scope="session")
+# A module's, not the session's: Playwright's sync API keeps its event loop
+# running in this thread while it is open, and under it Django refuses database
+# work (SynchronousOnlyOperation) and asyncio.run() refuses to start, so the
+# tests of another file that run next in this process (pytest-xdist) would fail.
+@pytest.fixture(scope="module")
 def browser():
     if not Path(CHROMIUM).exists():
         if os.environ.get("CI"):
