@@ -3,6 +3,10 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 PORT ?= 8000
+# The suite runs in this many processes (pytest-xdist), each on a database, cache,
+# Redis database and portals of its own (tests/settings.py); 0 runs it in this
+# one, to debug with -x or --pdb: make test TEST_WORKERS=0 PYTEST_ARGS='-x tests/e2e'.
+TEST_WORKERS ?= 2
 
 .PHONY: run test lint install install-test bench clean messages
 
@@ -34,8 +38,9 @@ run: install
 	$(BIN)/honcho start --port $(PORT)
 
 # The linters, then the whole suite; with DATABASE_URL and REDIS_URL set it runs against them.
+# A file's tests stay in one process (loadfile), so a module's portal starts once.
 test: install-test lint
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 lint: install-test
 	$(BIN)/ruff check .

@@ -8,6 +8,7 @@ variable; secrets never come from this file.
 
 import os
 import secrets
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
@@ -405,28 +406,39 @@ MODELS_FILE = env.str("ARTIFACTFLOW_MODELS_FILE", default="")
 
 # --- Agents -----------------------------------------------------------------------
 
-# Per-tool override of whether the user must approve a call, e.g.
-# ARTIFACTFLOW_TOOL_PERMISSIONS="web_fetch=auto,web_search=confirm".
-TOOL_PERMISSIONS = env.dict("ARTIFACTFLOW_TOOL_PERMISSIONS", default={})
+
+def _env_pairs(name: str, *, value_ok: Callable[[str], bool], expected: str, example: str) -> dict[str, str]:
+    """The variable `name` read as "key=value,key=value", each value checked:
+    a setting mistyped is refused at start, not ignored until a turn needs it."""
+    pairs = {}
+    for item in filter(None, (part.strip() for part in env.str(name, default="").split(","))):
+        key, _, value = (side.strip() for side in item.partition("="))
+        if not key or not value_ok(value):
+            raise ImproperlyConfigured(f"{name}: {item!r} is not {expected}, e.g. {example}.")
+        pairs[key] = value
+    return pairs
 
 
-def _max_tool_rounds(value: str) -> dict[str, int]:
-    rounds = {}
-    for item in filter(None, (part.strip() for part in value.split(","))):
-        agent, _, count = (side.strip() for side in item.partition("="))
-        if not agent or not count.isdecimal() or int(count) < 1:
-            raise ImproperlyConfigured(
-                f"ARTIFACTFLOW_MAX_TOOL_ROUNDS: {item!r} is not agent=count with a count of at least 1, "
-                "e.g. lead_agent=100,crawl_agent=2."
-            )
-        rounds[agent] = int(count)
-    return rounds
-
-
+# Per-tool override of whether the user must approve a call (agents.tools.base:
+# AUTO, CONFIRM), e.g. ARTIFACTFLOW_TOOL_PERMISSIONS="web_fetch=auto,web_search=confirm".
+TOOL_PERMISSIONS = _env_pairs(
+    "ARTIFACTFLOW_TOOL_PERMISSIONS",
+    value_ok=lambda value: value in ("auto", "confirm"),
+    expected="tool=auto or tool=confirm",
+    example="web_fetch=auto,web_search=confirm",
+)
 # Per-agent override of the tool calls an agent may make before it must
 # answer (the defaults are in agents/config.py; agent names are checked there),
 # e.g. ARTIFACTFLOW_MAX_TOOL_ROUNDS="lead_agent=100,crawl_agent=2".
-MAX_TOOL_ROUNDS = _max_tool_rounds(env.str("ARTIFACTFLOW_MAX_TOOL_ROUNDS", default=""))
+MAX_TOOL_ROUNDS = {
+    agent: int(count)
+    for agent, count in _env_pairs(
+        "ARTIFACTFLOW_MAX_TOOL_ROUNDS",
+        value_ok=lambda count: count.isdecimal() and int(count) >= 1,
+        expected="agent=count with a count of at least 1",
+        example="lead_agent=100,crawl_agent=2",
+    ).items()
+}
 # An unanswered permission request counts as denied after this many seconds.
 PERMISSION_TIMEOUT = env.int("ARTIFACTFLOW_PERMISSION_TIMEOUT", default=3600)
 # A tool result longer than this, in characters or in estimated tokens, is

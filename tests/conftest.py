@@ -116,6 +116,14 @@ def run_events_valid(request):
 
 
 @pytest.fixture(autouse=True)
+def default_language():
+    """LocaleMiddleware leaves a request's language active in the thread: the
+    next test, from whichever file runs next in this process, starts in English."""
+    yield
+    translation.deactivate()
+
+
+@pytest.fixture(autouse=True)
 def fresh_channel_layer():
     # A layer holds connections and polling tasks bound to the event loop that
     # first used it; each test runs in a loop of its own.

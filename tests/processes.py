@@ -42,6 +42,9 @@ class Cluster:
             "ARTIFACTFLOW_MODEL": model,
             "ARTIFACTFLOW_MODEL_TIMEOUT": "10",
             "ARTIFACTFLOW_WORKERS": "1",
+            # tests.settings lowers it for the tests that fail writes for good; these
+            # workers ride out real outages, with production's default.
+            "ARTIFACTFLOW_DB_RETRY_SECONDS": "30",
             "PYTHONUNBUFFERED": "1",
             **(env or {}),
         }

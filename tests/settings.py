@@ -1,6 +1,9 @@
 """The project's settings, with what tests need on top."""
 
 import os
+from urllib.parse import urlsplit
+
+from django.core.exceptions import ImproperlyConfigured
 
 # Tests run with DEBUG off, as production does, so they need a key of their own
 # (strong enough to pass the production check; it protects nothing).
@@ -16,11 +19,40 @@ STORAGES = {
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = True
 
+# The tests that make writes fail for good would otherwise wait out production's
+# 30 s of retries; the fault tests' workers, which ride out a real outage, set
+# ARTIFACTFLOW_DB_RETRY_SECONDS themselves.
+DB_RETRY_SECONDS = env.float("ARTIFACTFLOW_DB_RETRY_SECONDS", default=0.5)  # noqa: F405
+
+# pytest-xdist runs the suite in several processes, "gw0", "gw1", …; this is set in
+# each of them and passed on to the processes they start (tests.processes), which
+# then share their test process's database, cache and channel layer, never another's.
+XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+
 if USING_SQLITE:  # noqa: F405
     # A file, as in production: an in-memory database shared between threads
     # locks whole tables and ignores the busy timeout.
     DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / f"test-{os.getpid()}.sqlite3")}  # noqa: F405
+    # Tests clear the cache: each test process has a directory of its own.
+    CACHES["default"]["LOCATION"] = str(DATA_DIR / f"cache-test-{XDIST_WORKER or 'serial'}")  # noqa: F405
 else:
     # Threads of the channel layer and consumers open their own connections;
     # persistent ones would keep the test database from being dropped.
+    # (pytest-django names each xdist worker's test database test_<name>_gw<N>.)
     DATABASES["default"]["CONN_MAX_AGE"] = 0  # noqa: F405
+
+if REDIS_URL and XDIST_WORKER:  # noqa: F405
+    # Redis database number REDIS_URL's + N for worker gwN (REDIS_URL's alone when
+    # serial), so the workers' channel groups and cache, which tests clear, stay
+    # apart: REDIS_URL=redis://…/0 with two workers uses databases 0 and 1. Redis has
+    # 16, so the base plus the number of workers must stay within 16.
+    base = urlsplit(REDIS_URL)  # noqa: F405
+    number = int(base.path.strip("/") or 0) + int(XDIST_WORKER.removeprefix("gw"))
+    if number > 15:
+        raise ImproperlyConfigured(
+            f"REDIS_URL's database plus the xdist worker number is {number}: Redis has databases 0 to 15 only; "
+            "name a lower database in REDIS_URL or run fewer workers (make test TEST_WORKERS=…)."
+        )
+    REDIS_URL = base._replace(path=f"/{number}").geturl()
+    CACHES["default"]["LOCATION"] = REDIS_URL  # noqa: F405
+    CHANNEL_LAYERS["default"]["CONFIG"]["hosts"][0]["address"] = REDIS_URL  # noqa: F405

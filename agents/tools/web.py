@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 from xml.sax.saxutils import escape, quoteattr
 
-import httpcore
 import httpx
 import trafilatura
 from django.conf import settings
@@ -180,33 +179,34 @@ def _non_public(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str | None
     return next((reason for failed, reason in checks if failed), None)
 
 
-class _PinnedBackend(httpcore.SyncBackend):
-    """Connects to the addresses url_check approved, whatever host httpcore
-    asks for. TLS still gets the URL's name (httpcore passes it to start_tls
-    as server_hostname), and so does the Host header."""
+class _PinnedTransport(httpx.BaseTransport):
+    """Connects to the addresses url_check approved, whatever the name resolves
+    to by now: the request goes to an address in place of the URL's host, while
+    the Host header and TLS (the server name sent and the one the certificate is
+    checked against, httpcore's sni_hostname) keep the URL's name."""
 
     def __init__(self, *, addresses: list[str]):
         self._addresses = addresses
+        self._transport = httpx.HTTPTransport()
 
-    def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
         refused = None
         for address in self._addresses:
+            pinned = httpx.Request(
+                request.method,
+                request.url.copy_with(host=address),
+                headers=request.headers,
+                stream=request.stream,
+                extensions={**request.extensions, "sni_hostname": request.url.raw_host.decode("ascii")},
+            )
             try:
-                return super().connect_tcp(address, port, timeout, local_address, socket_options)
-            except httpcore.ConnectError as error:
+                return self._transport.handle_request(pinned)
+            except httpx.ConnectError as error:
                 refused = error
         raise refused
 
-
-class _PinnedTransport(httpx.HTTPTransport):
-    def __init__(self, *, addresses: list[str]):
-        super().__init__()
-        # httpx has no public way to give its pool a network backend; this
-        # replaces the pool it built (httpx is pinned below 1.0, and
-        # test_connects_to_the_checked_address fails if this stops working).
-        self._pool = httpcore.ConnectionPool(
-            ssl_context=httpx.create_ssl_context(), network_backend=_PinnedBackend(addresses=addresses)
-        )
+    def close(self) -> None:
+        self._transport.close()
 
 
 def web_fetch(context: ToolContext, *, url: str) -> ToolResult:

@@ -217,7 +217,14 @@ const draftSave = (form, text) => {
 const draftRestore = () => {
   const form = document.getElementById("composer");
   const box = form && form.querySelector("#composer-input");
-  if (!box || box.value) return;
+  if (!box) return;
+  // Text already in the box was typed before this script ran (the page shows
+  // before its deferred scripts run), or is a refused message the server sent
+  // back: no input event kept it, so it is kept now.
+  if (box.value) {
+    draftSave(form, box.value);
+    return;
+  }
   try {
     const kept = localStorage.getItem(draftKey(form));
     if (kept) box.value = kept;

@@ -103,27 +103,59 @@ def test_plain_http_origins_keep_plain_http_working(tmp_path):
     assert result.stdout.strip() == "200", result.stderr
 
 
-def test_agents_tool_rounds_can_be_set_from_the_environment(tmp_path):
-    probe = "from django.conf import settings; print(settings.MAX_TOOL_ROUNDS)"
+@pytest.mark.parametrize(
+    "setting, variable, value, read",
+    [
+        (
+            "MAX_TOOL_ROUNDS",
+            "ARTIFACTFLOW_MAX_TOOL_ROUNDS",
+            " lead_agent=50, crawl_agent=4,",
+            "{'lead_agent': 50, 'crawl_agent': 4}",
+        ),
+        (
+            "TOOL_PERMISSIONS",
+            "ARTIFACTFLOW_TOOL_PERMISSIONS",
+            " web_fetch=auto, web_search=confirm,",
+            "{'web_fetch': 'auto', 'web_search': 'confirm'}",
+        ),
+    ],
+)
+def test_agents_tool_rounds_and_permissions_can_be_set_from_the_environment(tmp_path, setting, variable, value, read):
+    probe = f"from django.conf import settings; print(settings.{setting})"
     unset = _run(tmp_path, "-c", probe, SECRET_KEY=STRONG_KEY)
-    result = _run(
-        tmp_path, "-c", probe, SECRET_KEY=STRONG_KEY, ARTIFACTFLOW_MAX_TOOL_ROUNDS=" lead_agent=50, crawl_agent=4,"
-    )
+    result = _run(tmp_path, "-c", probe, SECRET_KEY=STRONG_KEY, **{variable: value})
     assert unset.stdout.strip() == "{}", unset.stderr
-    assert result.stdout.strip() == "{'lead_agent': 50, 'crawl_agent': 4}", result.stderr
+    assert result.stdout.strip() == read, result.stderr
+
+
+ROUNDS = ("ARTIFACTFLOW_MAX_TOOL_ROUNDS", "search_agent=3", "agent=count with a count of at least 1")
+PERMISSIONS = ("ARTIFACTFLOW_TOOL_PERMISSIONS", "web_search=confirm", "tool=auto or tool=confirm")
 
 
 @pytest.mark.parametrize(
-    "item", ["lead_agent", "lead_agent=many", "lead_agent=0", "lead_agent=-1", "=3", "lead_agent=2=3"]
+    "setting, item",
+    [
+        (ROUNDS, item)
+        for item in ["lead_agent", "lead_agent=many", "lead_agent=0", "lead_agent=-1", "=3", "lead_agent=2=3"]
+    ]
+    + [
+        (PERMISSIONS, item)
+        for item in ["web_fetch", "web_fetch=", "web_fetch=ask", "web_fetch=Auto", "=auto", "web_fetch=auto=1"]
+    ],
 )
-def test_a_malformed_tool_rounds_setting_is_refused_saying_what_is_wrong(tmp_path, item):
-    result = _load_settings(tmp_path, SECRET_KEY=STRONG_KEY, ARTIFACTFLOW_MAX_TOOL_ROUNDS=f"search_agent=3,{item}")
+def test_a_malformed_tool_rounds_or_permissions_setting_is_refused_saying_what_is_wrong(tmp_path, setting, item):
+    variable, valid, expected = setting
+    result = _load_settings(tmp_path, SECRET_KEY=STRONG_KEY, **{variable: f"{valid},{item}"})
     assert result.returncode != 0
-    assert f"ARTIFACTFLOW_MAX_TOOL_ROUNDS: {item!r} is not agent=count with a count of at least 1" in result.stderr
+    assert "ImproperlyConfigured" in result.stderr
+    assert f"{variable}: {item!r} is not {expected}" in result.stderr
 
 
-# env.str("NAME", …), os.environ["NAME"], os.environ.get("NAME"), os.getenv("NAME")
-_ENVIRONMENT_READ = re.compile(r"""(?:\benv\.\w+\(|os\.environ(?:\.get\(|\[)|getenv\()\s*["']([A-Z][A-Z0-9_]*)["']""")
+# env.str("NAME", …), _env_pairs("NAME", …) (artifactflow.settings), os.environ["NAME"], os.environ.get("NAME"),
+# os.getenv("NAME")
+_ENVIRONMENT_READ = re.compile(
+    r"""(?:\benv\.\w+\(|\b_env_pairs\(|os\.environ(?:\.get\(|\[)|getenv\()\s*["']([A-Z][A-Z0-9_]*)["']"""
+)
 _NOT_SOURCE = {"tests", "data", "node_modules", "static", "templates"}
 
 

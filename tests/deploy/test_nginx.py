@@ -113,7 +113,8 @@ def nginx_installed():
 
 @pytest.fixture
 def topology_ready(nginx_installed):
-    database_url, redis_url = os.environ.get("DATABASE_URL", ""), os.environ.get("REDIS_URL", "")
+    # The test process's Redis database (one per xdist worker: tests/settings.py).
+    database_url, redis_url = os.environ.get("DATABASE_URL", ""), settings.REDIS_URL
     if urlsplit(database_url).scheme not in ("postgres", "postgresql") or not redis_url:
         # The embedded default has no server database to scale out on; CI's second pass runs it.
         pytest.skip("the scaled-out topology runs on Postgres and Redis: set DATABASE_URL and REDIS_URL")

@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 import psycopg
 import pytest
+from django.conf import settings
 from playwright.sync_api import sync_playwright
 
 from tests.model_server import ScriptedModelServer
@@ -166,8 +167,11 @@ def portal_running(*, data_dir: Path, extra_env: dict | None = None):
     else:
         database_url = f"sqlite:///{data_dir / 'db.sqlite3'}"
 
-    # REDIS_URL, when set, passes through: then the Redis channel layer is used.
+    # REDIS_URL, when set, passes through, as the test process's Redis database (one
+    # per xdist worker: tests/settings.py): then the Redis channel layer is used.
     env = dict(os.environ)
+    if settings.REDIS_URL:
+        env["REDIS_URL"] = settings.REDIS_URL
     env.update(
         DEBUG="0",
         SECRET_KEY=secrets.token_urlsafe(40),
@@ -222,7 +226,11 @@ def model_server(portal):
     return portal.model_server
 
 
-@pytest.fixture(scope="session")
+# A module's, not the session's: Playwright's sync API keeps its event loop
+# running in this thread while it is open, and under it Django refuses database
+# work (SynchronousOnlyOperation) and asyncio.run() refuses to start, so the
+# tests of another file that run next in this process (pytest-xdist) would fail.
+@pytest.fixture(scope="module")
 def browser():
     if not Path(CHROMIUM).exists():
         if os.environ.get("CI"):

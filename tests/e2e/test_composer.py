@@ -53,6 +53,29 @@ def test_a_message_over_the_limit_is_refused_and_the_draft_survives_it_and_a_rel
         page.locator("#composer-input").fill("")
 
 
+def test_what_is_typed_before_the_scripts_ran_is_the_draft(portal, page):
+    """On a slow or busy connection the page shows before its deferred scripts
+    run, and a person may type already: that text is the draft too, kept when
+    the message is then refused and brought back by a reload."""
+    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    held = []
+    page.route("**/js/app.js", lambda route: held.append(route))
+    with page.expect_request("**/js/app.js"):
+        page.reload(wait_until="commit")
+    page.locator("#composer-input").fill(TOO_LONG)
+    # app.js was held until now (the calls above handed its request over).
+    (app_js,) = held
+    app_js.continue_()
+    page.unroute("**/js/app.js")
+    page.wait_for_load_state("domcontentloaded")
+    page.get_by_role("button", name="Send").click()
+
+    expect(page.locator("#composer-error")).to_contain_text(f"this one has {len(TOO_LONG):,}")
+    page.reload()
+    expect(page.locator("#composer-input")).to_have_value(TOO_LONG)
+    page.locator("#composer-input").fill("")
+
+
 def test_each_conversation_keeps_its_own_draft_until_it_is_sent(portal, model_server, page, conversations):
     first, second = conversations
     sign_in(page, base_url=portal.base_url, user=portal.users[0])
@@ -109,7 +132,10 @@ def test_a_send_that_fails_keeps_the_draft_and_says_why(portal, page, conversati
 
 def test_a_send_after_the_session_ended_keeps_the_draft_through_signing_in(portal, page, conversations):
     sign_in(page, base_url=portal.base_url, user=portal.users[0])
-    page.goto(conversations[0])
+    # The page refreshes its artifact pane once its websocket opens; that request,
+    # made after the session ended, would go to sign in before Send could.
+    with page.expect_response(lambda response: response.url.endswith("/artifacts/")):
+        page.goto(conversations[0])
     page.locator("#composer-input").fill("Written before lunch.")
     # The session ends (it expired, or was signed out elsewhere); the CSRF cookie stays, as it does.
     page.context.clear_cookies(name=settings.SESSION_COOKIE_NAME)

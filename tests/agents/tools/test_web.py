@@ -3,8 +3,11 @@ every address that is not public. Names that must resolve to private
 addresses do so through a patched socket.getaddrinfo; no test sends a packet
 off this machine (the guard fixture below makes sure of it)."""
 
+import contextlib
 import ipaddress
 import socket
+import ssl
+import subprocess
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -426,6 +429,42 @@ def test_connects_to_the_checked_address(site, settings, fake_dns):
 
     assert result.success, result.content
     assert f"<content>rebind.example:{port}</content>" in result.content
+
+
+def test_tls_to_the_checked_address_still_asks_for_the_name(settings, fake_dns, tmp_path):
+    """Over https the connection goes to the checked address too, and the
+    handshake names the URL's host (SNI), which the certificate is checked against."""
+    settings.FETCH_ALLOWED_HOSTS = ["rebind.example"]
+    answers = iter([["127.0.0.1"]])
+    fake_dns["rebind.example"] = lambda: next(answers, [])
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        [
+            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"),
+            *("-subj", "/CN=rebind.example", "-keyout", str(key), "-out", str(cert)),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    asked = []
+    context.sni_callback = lambda sock, name, ctx: asked.append(name)
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+
+        def handshake():
+            client, _ = listener.accept()
+            with client, contextlib.suppress(OSError):
+                context.wrap_socket(client, server_side=True).close()
+
+        server = threading.Thread(target=handshake, daemon=True)
+        server.start()
+        result = fetch(f"https://rebind.example:{listener.getsockname()[1]}/")
+        server.join(timeout=5)
+
+    # The certificate is self-signed: no trusted authority vouches for the name.
+    assert not result.success and "CERTIFICATE_VERIFY_FAILED" in result.content, result.content
+    assert asked == ["rebind.example"]
 
 
 # Each a URL another reader (a browser, a proxy, the person approving it) could
