@@ -132,15 +132,6 @@ def fresh_channel_layer():
     channel_layers.backends.clear()
 
 
-@pytest.fixture(autouse=True)
-def default_language():
-    # A request served in the test's thread (an ASGI or consumer test's sync
-    # code) leaves its user's language active there; the next test starts in
-    # the default language, as a worker's thread does.
-    yield
-    translation.deactivate()
-
-
 @pytest.fixture
 def disposable_redis(settings, tmp_path):
     """A Redis of the test's own (tests.processes) behind the cache and the channel
