@@ -153,8 +153,8 @@ document.addEventListener("drop", (event) => {
 // has in hand survives an update: focus and the caret, scroll positions, a
 // refresh that brings nothing new changes nothing. What the server's markup
 // cannot know is kept here: a fold the reader opened or closed, an edit being
-// typed, and the pane's message about what the reader just did, which a
-// refresh never repeats. The thinking fold opens and closes by itself (open
+// typed, a choice made in the pane, and the pane's message about what the
+// reader just did, which a refresh never repeats. The thinking fold opens and closes by itself (open
 // while the model thinks, closed once it answers) until the reader chooses.
 let paneRefreshing = false;
 document.addEventListener("htmx:beforeSwap", (event) => {
@@ -163,6 +163,8 @@ document.addEventListener("htmx:beforeSwap", (event) => {
 Object.assign(Idiomorph.defaults.callbacks, {
   beforeAttributeUpdated: (name, element) => {
     if (name === "data-chosen") return false;
+    // A refresh leaves the reader's choices in the pane's forms (the versions to compare) as they are.
+    if (paneRefreshing && (name === "selected" || name === "checked")) return false;
     if (name !== "open" || element.tagName !== "DETAILS") return true;
     return element.matches(".thinking") && !element.dataset.chosen;
   },

@@ -119,6 +119,19 @@ COUNT_PANE_CHANGES_JS = """() => {
 }"""
 
 
+# A promise kept once htmx has next swapped the pane.
+PANE_SWAPPED_JS = """() => {
+  window.paneSwapped = new Promise((resolve) => {
+    const swapped = (event) => {
+      if (event.detail.target.id !== "artifact-pane") return;
+      document.body.removeEventListener("htmx:afterSwap", swapped);
+      resolve();
+    };
+    document.body.addEventListener("htmx:afterSwap", swapped);
+  });
+}"""
+
+
 # What htmx reports when the websocket swaps in the artifacts-changed signal.
 SIGNAL_ARTIFACTS_CHANGED_JS = """() => {
   document.getElementById("artifacts-changed").dispatchEvent(new CustomEvent("htmx:oobAfterSwap", { bubbles: true }));
@@ -139,12 +152,10 @@ def test_a_refresh_that_brings_nothing_new_leaves_the_pane_alone(portal, model_s
     page.evaluate(COUNT_PANE_CHANGES_JS)
     # A signal that surely comes after the upload's answer: the refresh it
     # causes shows the same pane, so nothing in the pane changes.
-    with page.expect_response(
-        lambda r: r.request.method == "GET" and r.url.endswith("/artifacts/notes.md/")
-    ) as refresh:
+    page.evaluate(PANE_SWAPPED_JS)
+    with page.expect_response(lambda r: r.request.method == "GET" and r.url.endswith("/artifacts/notes.md/")):
         page.evaluate(SIGNAL_ARTIFACTS_CHANGED_JS)
-    refresh.value.finished()
-    page.wait_for_timeout(300)
+    page.evaluate("window.paneSwapped")
 
     assert page.evaluate("window.paneChanges") == 0
     expect(page.locator("#artifact-pane .artifact-content h1")).to_have_text("Field notes")
@@ -192,6 +203,11 @@ def test_an_old_version_is_compared_word_by_word_and_restored(portal, model_serv
 
     pane.get_by_label("Compare").select_option("1")
     pane.get_by_label("with").select_option("3")
+    # A refresh while the reader chooses (another save's change signal) keeps their choice.
+    page.evaluate(PANE_SWAPPED_JS)
+    page.evaluate(SIGNAL_ARTIFACTS_CHANGED_JS)
+    page.evaluate("window.paneSwapped")
+    expect(pane.get_by_label("Compare")).to_have_value("1")
     pane.get_by_role("button", name="Compare", exact=True).click()
 
     expect(page).to_have_url(re.compile(r"\?artifact=pumps\.md&from=1&to=3$"))
@@ -220,10 +236,10 @@ def test_an_old_version_is_compared_word_by_word_and_restored(portal, model_serv
     expect(pane.locator(".artifact-head")).to_contain_text("version 4 on this branch (v4)")
     expect(pane).to_contain_text(RESTORED)
     # The restore's own change signal brings nothing new: the message stays.
-    with page.expect_response(lambda r: r.url.endswith("/artifacts/pumps.md/")) as refresh:
+    page.evaluate(PANE_SWAPPED_JS)
+    with page.expect_response(lambda r: r.url.endswith("/artifacts/pumps.md/")):
         page.evaluate(SIGNAL_ARTIFACTS_CHANGED_JS)
-    refresh.value.finished()
-    page.wait_for_timeout(300)
+    page.evaluate("window.paneSwapped")
     expect(pane).to_contain_text(RESTORED)
     expect(pane.locator(".old-version")).to_have_count(0)
     expect(pane.locator(".artifact-content")).not_to_contain_text("checked twice")
@@ -272,10 +288,10 @@ def test_a_link_opens_the_artifact_it_names_and_back_goes_back_to_it(portal, mod
     # or this one, changes nothing).
     page.goto(conversation_url + "?artifact=gone.md")
     expect(pane.locator(".artifact-content h1")).to_have_text("Beta")
-    with page.expect_response(lambda r: r.url.endswith("/artifacts/")) as refresh:
+    page.evaluate(PANE_SWAPPED_JS)
+    with page.expect_response(lambda r: r.url.endswith("/artifacts/")):
         page.evaluate(SIGNAL_ARTIFACTS_CHANGED_JS)
-    refresh.value.finished()
-    page.wait_for_timeout(300)
+    page.evaluate("window.paneSwapped")
     expect(pane.locator(".notice")).to_have_text(
         "The artifact this link names is not on this branch of the conversation; showing the newest."
     )
