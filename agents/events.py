@@ -17,8 +17,12 @@ from .models import Run, RunEvent
 
 
 class RunEventLog:
-    """Appends a run's events; streamed text, answer and thinking alike, is
-    coalesced into one llm_chunk row per flush interval rather than a row per token."""
+    """Appends a run's events. Streamed text, answer and thinking alike, is
+    coalesced into one llm_chunk row per flush interval (RUN_CHUNK_FLUSH_SECONDS,
+    a second) rather than a row per token, and sent to open pages as it comes,
+    every RUN_LIVE_SECONDS, straight over the channel layer (realtime.RUN_DELTA)
+    and numbered by the row it will be written in: a page shows a token at
+    once, and one that misses a piece reads it from that row."""
 
     def __init__(
         self,
@@ -35,11 +39,14 @@ class RunEventLog:
         self._conversation_id = run.message.conversation_id
         self._on_event = on_event
         self._flush_seconds = settings.RUN_CHUNK_FLUSH_SECONDS if flush_seconds is None else flush_seconds
+        self._live_seconds = settings.RUN_LIVE_SECONDS
         self._seq = run.events.aggregate(last=Max("seq"))["last"] or 0
         self._chunk_agent = ""
         self._chunks: list[str] = []
         self._thoughts: list[str] = []
-        self._last_write = time.monotonic()
+        self._last_write = self._last_live = time.monotonic()
+        # How much of the pending row's content and reasoning pages were sent.
+        self._live_at = (0, 0)
 
     def emit(self, type: str, *, agent: str = "", data: dict | None = None) -> RunEvent:
         """Write one event. Inside a caller's transaction it commits (and is
@@ -56,13 +63,36 @@ class RunEventLog:
             self._chunks.append(content)
         if reasoning:
             self._thoughts.append(reasoning)
-        if time.monotonic() - self._last_write >= self._flush_seconds:
+        now = time.monotonic()
+        if now - self._last_write >= self._flush_seconds:
             self.flush_chunks()
+        elif now - self._last_live >= self._live_seconds * (4 if realtime.publisher_busy() else 1):
+            self._live_send()
+
+    def _live_send(self) -> None:
+        content, reasoning = "".join(self._chunks), "".join(self._thoughts)
+        sent_content, sent_reasoning = self._live_at
+        if len(content) == sent_content and len(reasoning) == sent_reasoning:
+            return
+        self._chunks, self._thoughts = [content], [reasoning]
+        self._last_live = time.monotonic()
+        self._live_at = (len(content), len(reasoning))
+        realtime.event_send_on_commit(
+            conversation_id=self._conversation_id,
+            type=realtime.RUN_DELTA,
+            run_id=self.run.pk,
+            seq=self._seq + 1,
+            agent=self._chunk_agent,
+            at=[sent_content, sent_reasoning],
+            content=content[sent_content:],
+            reasoning=reasoning[sent_reasoning:],
+        )
 
     def flush_chunks(self) -> None:
         if self._chunks or self._thoughts:
             content, reasoning = "".join(self._chunks), "".join(self._thoughts)
             self._chunks, self._thoughts = [], []
+            self._live_at = (0, 0)
             data = {"content": content, **({"reasoning": reasoning} if reasoning else {})}
             self._write(RunEvent.Type.LLM_CHUNK, self._chunk_agent, data)
 

@@ -175,6 +175,21 @@ def run_get(*, user, run_id: int) -> Run | None:
     )
 
 
+def run_view_chunk(view: RunView, *, agent: str, content: str, reasoning: str, at: datetime | None) -> None:
+    """Streamed text, from an llm_chunk row or sent live before its row
+    (live.streaming): the lead's shows as the answer and its thinking."""
+    if agent != LEAD_AGENT:
+        return
+    if reasoning:
+        view.thinking += reasoning
+        view.thinking_from = view.thinking_from or at
+    if content:
+        if view.thinking_ms is None and view.thinking_from and at:
+            view.thinking_ms = int((at - view.thinking_from).total_seconds() * 1000)
+        view.text += content
+        view.activity = gettext("%(agent)s · writing the answer") % {"agent": LEAD_AGENT}
+
+
 def run_view_apply(view: RunView, event: RunEvent) -> None:
     data = event.data
     agent = event.agent
@@ -203,16 +218,14 @@ def run_view_apply(view: RunView, event: RunEvent) -> None:
             }
         case RunEvent.Type.AGENT_COMPLETE if agent != LEAD_AGENT:
             view.activity = gettext("%(lead)s · reading %(agent)s’s report") % {"lead": LEAD_AGENT, "agent": agent}
-        case RunEvent.Type.LLM_CHUNK if agent == LEAD_AGENT:
-            reasoning, content = data.get("reasoning", ""), data.get("content", "")
-            if reasoning:
-                view.thinking += reasoning
-                view.thinking_from = view.thinking_from or event.created_at
-            if content:
-                if view.thinking_ms is None and view.thinking_from and event.created_at:
-                    view.thinking_ms = int((event.created_at - view.thinking_from).total_seconds() * 1000)
-                view.text += content
-                view.activity = gettext("%(agent)s · writing the answer") % {"agent": LEAD_AGENT}
+        case RunEvent.Type.LLM_CHUNK:
+            run_view_chunk(
+                view,
+                agent=agent,
+                content=data.get("content", ""),
+                reasoning=data.get("reasoning", ""),
+                at=event.created_at,
+            )
         case RunEvent.Type.LLM_RETRY:
             # The stream broke off and the model is asked again from the start.
             if agent == LEAD_AGENT:

@@ -4,7 +4,7 @@ from .services import execution, recovery
 
 
 def run_turn(run_id: int) -> None:
-    execution.run_deliver(run_id=run_id)
+    execution.run_start(run_id=run_id)
 
 
 def runs_sweep() -> dict:

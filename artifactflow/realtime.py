@@ -21,6 +21,12 @@ logger = logging.getLogger(__name__)
 
 # A run wrote event rows (fields: run_id, seq). Handled by ConversationConsumer.run_event.
 RUN_EVENT = "run.event"
+# Streamed text not yet in the event log (fields: run_id; seq, the row it
+# will be written in; agent; at, how much of that row's content and reasoning
+# went before; content; reasoning). The one message that carries data rather
+# than waking a reader: a page shows a token without the database, which
+# keeps one row per second of text. Handled by ConversationConsumer.run_delta.
+RUN_DELTA = "run.delta"
 # The conversation's artifacts or their working copies changed. Handled by
 # ConversationConsumer.artifacts_changed.
 ARTIFACTS_CHANGED = "artifacts.changed"
@@ -59,6 +65,12 @@ def group_send_on_commit(*, group: str, type: str, **fields) -> None:
     transaction.on_commit(lambda: _publisher().send(group, message), robust=True)
 
 
+def publisher_busy() -> bool:
+    """True while this process's sends queue up (a slow layer, many streams):
+    streamed text is then sent in larger, fewer pieces."""
+    return _instance is not None and _instance.pending > MAX_PENDING // 10
+
+
 class _Publisher:
     """One event loop thread per process with a channel layer of its own, so a
     Redis layer keeps its connection across messages, a web request hands its
@@ -85,6 +97,10 @@ class _Publisher:
         # asgiref's executor for that request's thread, which is gone by the
         # time the layer's database calls run ("CurrentThreadExecutor already quit").
         self._loop.call_soon_threadsafe(self._start, group, message, context=contextvars.Context())
+
+    @property
+    def pending(self) -> int:
+        return self._pending
 
     def close(self, *, timeout: float = 5.0) -> None:
         """Stop once the sends under way are done, or after `timeout`."""

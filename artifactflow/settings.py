@@ -322,6 +322,14 @@ LOGGING = {
 # The longest a turn may run, wall clock, before the worker is stopped.
 RUN_TIME_LIMIT = env.int("ARTIFACTFLOW_RUN_TIME_LIMIT", default=30 * 60)
 
+# Turns one worker process runs at once, each in a thread: a turn mostly waits
+# on the model, so a process serves many. Size a server database's connections
+# for them (DATABASE_POOL_* and Postgres' max_connections).
+RUN_TURNS_PER_WORKER = env.int("ARTIFACTFLOW_TURNS_PER_WORKER", default=32)
+# A worker process takes queued turns for this long at a stretch, then finishes
+# those it has (at most RUN_TIME_LIMIT more) and goes back to django-q2.
+RUN_TAKE_SECONDS = RUN_TIME_LIMIT
+
 # django-q2 with the ORM broker in the application database: delivery receipts,
 # so the task of a worker that dies is delivered again after `retry` seconds.
 # `timeout` (the turn is killed) < `retry` (redelivery) keeps one long turn from
@@ -332,8 +340,10 @@ Q_CLUSTER = {
     "name": "artifactflow",
     "orm": "default",
     "workers": env.int("ARTIFACTFLOW_WORKERS", default=2),
-    "timeout": RUN_TIME_LIMIT + 60,
-    "retry": RUN_TIME_LIMIT + 120,
+    # A task holds its process while it takes turns and then finishes them
+    # (agents.services.execution.run_start): beyond both, or the process is killed.
+    "timeout": RUN_TAKE_SECONDS + RUN_TIME_LIMIT + 60,
+    "retry": RUN_TAKE_SECONDS + RUN_TIME_LIMIT + 120,
     "max_attempts": 3,
     "ack_failures": True,
     "save_limit": 1000,
@@ -350,8 +360,11 @@ RUN_HEARTBEAT_STALE = env.int("ARTIFACTFLOW_HEARTBEAT_STALE", default=120)
 # (artifactflow.db) before the turn fails or is left to the recovery sweep.
 DB_RETRY_SECONDS = env.float("ARTIFACTFLOW_DB_RETRY_SECONDS", default=30.0)
 
-# Streamed tokens are written to the event log in batches no more often than this.
-RUN_CHUNK_FLUSH_SECONDS = env.float("ARTIFACTFLOW_CHUNK_FLUSH_SECONDS", default=0.05)
+# Streamed tokens are written to the event log in batches no more often than
+# this; open pages are sent them as they come, every RUN_LIVE_SECONDS (four times
+# that while the channel layer is slow), without the database.
+RUN_CHUNK_FLUSH_SECONDS = env.float("ARTIFACTFLOW_CHUNK_FLUSH_SECONDS", default=1.0)
+RUN_LIVE_SECONDS = env.float("ARTIFACTFLOW_LIVE_SECONDS", default=0.1)
 
 # A page is pushed what changed at most this often (live.consumers);
 # faster changes are coalesced into one push.

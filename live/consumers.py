@@ -89,7 +89,9 @@ class ConversationConsumer(AsyncWebsocketConsumer):
     async def connect(self):
         # run id -> its stream, or None once the page has the run's final state.
         self.streams = {}
+        # Runs that wrote rows since the last push, and streamed text sent live.
         self.dirty = set()
+        self.deltas = {}
         self.pusher = self.listener = self.checker = None
         self.last_push = 0.0
         self.polled_active = None
@@ -209,6 +211,12 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         self.dirty.add(event["run_id"])
         self._push_soon()
 
+    async def run_delta(self, event):
+        # Only a run this page follows: a piece of text opens no stream.
+        if self.streams.get(event["run_id"]) is not None:
+            self.deltas.setdefault(event["run_id"], []).append(event)
+            self._push_soon()
+
     async def artifacts_changed(self, event):
         # The page re-fetches the artifact it shows (it alone knows which one).
         await self.send(text_data=_artifacts_changed_signal())
@@ -238,18 +246,19 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         await self.close(code=TRY_AGAIN_LATER)
 
     def _push_soon(self):
-        if self.dirty and self.pusher is None:
+        if (self.dirty or self.deltas) and self.pusher is None:
             self.pusher = asyncio.create_task(self._push())
 
     async def _push(self):
         try:
-            while self.dirty:
+            while self.dirty or self.deltas:
                 # The first change after a pause goes at once; changes that come
                 # faster are coalesced into one push per interval.
                 await asyncio.sleep(max(0.0, self.last_push + settings.WEBSOCKET_PUSH_INTERVAL - time.monotonic()))
                 run_ids, self.dirty = self.dirty, set()
+                deltas, self.deltas = self.deltas, {}
                 self.last_push = time.monotonic()
-                html = await _in_thread(self._advance)(run_ids)
+                html = await _in_thread(self._advance)(run_ids, deltas=deltas)
                 if html:
                     await self.send(text_data=html)
         except asyncio.CancelledError:
@@ -271,22 +280,28 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         # The page's composer may predate a turn that started or ended while it loaded.
         return self._advance(self._active_run_ids(), composer=True)
 
-    def _advance(self, run_ids, *, composer: bool = False) -> str:
-        """What is new in these runs; and the composer's Send or Stop when a
-        run started or ended here (or `composer` asks for it anyway)."""
+    def _advance(self, run_ids, *, deltas=None, composer: bool = False) -> str:
+        """What is new in these runs (rows written in `run_ids`, text sent
+        live in `deltas`); and the composer's Send or Stop when a run started
+        or ended here (or `composer` asks for it anyway)."""
         with translation.override(self.language):
-            return self._advance_rendered(run_ids, composer=composer)
+            return self._advance_rendered(run_ids, deltas=deltas or {}, composer=composer)
 
-    def _advance_rendered(self, run_ids, *, composer: bool) -> str:
+    def _advance_rendered(self, run_ids, *, deltas: dict, composer: bool) -> str:
         parts = []
-        for run_id in sorted(run_ids):
+        for run_id in sorted(set(run_ids) | deltas.keys()):
             if run_id not in self.streams:
                 stream, html = stream_open(conversation=self.conversation, run_id=run_id)
                 composer = True
             elif self.streams[run_id] is None:
                 continue
             else:
-                stream, html = stream_advance(conversation=self.conversation, stream=self.streams[run_id])
+                stream, html = stream_advance(
+                    conversation=self.conversation,
+                    stream=self.streams[run_id],
+                    read=run_id in run_ids,
+                    deltas=deltas.get(run_id, ()),
+                )
                 composer = composer or stream is None
             self.streams[run_id] = stream
             parts.append(html)

@@ -15,17 +15,25 @@ only the events after the last one the stream saw, then sends:
   permission question, an error), and once more when the run ends, rendered
   from the stored answer.
 
+Streamed text reaches a stream two ways: sent live by the worker as it comes
+(realtime.RUN_DELTA, no database read), numbered by the llm_chunk row it will
+be written in, and then in that row, of which only what was not sent live is
+applied. A piece that does not follow on what the stream has (one was lost,
+or rows came between) is left for its row, read at the next wake-up.
+
 Bytes and work per push are proportional to what is new, not to the answer so
 far, so a 5,000-token answer costs about what its HTML weighs.
 """
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from django.template.loader import render_to_string
+from django.utils import timezone
 
 from agents import thread
 from agents.models import Run, RunEvent
-from agents.selectors import RunView, run_view_apply
+from agents.selectors import RunView, run_view_apply, run_view_chunk
 from artifactflow.markdown import BlockSplitter, LiveAnswer, live_answer, markdown_render
 from conversations.models import Conversation
 
@@ -59,6 +67,10 @@ class RunStream:
     # The thinking the page shows (its shown part) and the block's state.
     thinking: str = ""
     thinking_state: tuple = ()
+    # The row streamed text was sent live for before it was written, and how
+    # much of its content and reasoning the view has from those pieces.
+    live_seq: int = 0
+    live_at: tuple[int, int] = (0, 0)
 
     def show(self, view: RunView, answer: LiveAnswer) -> None:
         """Record that the page now shows this whole message, its answer as `answer`."""
@@ -86,18 +98,28 @@ def stream_open(*, conversation: Conversation, run_id: int) -> tuple[RunStream |
     return stream, html
 
 
-def stream_advance(*, conversation: Conversation, stream: RunStream) -> tuple[RunStream | None, str]:
+def stream_advance(
+    *, conversation: Conversation, stream: RunStream, read: bool = True, deltas: Sequence[dict] = ()
+) -> tuple[RunStream | None, str]:
     """What is new for this page since the stream's last push, as HTML to send,
-    and the stream to continue with (None once the run has ended)."""
-    status = Run.objects.filter(pk=stream.run_id).values_list("status", flat=True).first()
-    if status not in Run.ACTIVE_STATUSES:
-        # The end (or a deleted run): the stored answer, rendered once.
-        return stream_open(conversation=conversation, run_id=stream.run_id)
+    and the stream to continue with (None once the run has ended). `read`:
+    rows were written (a wake-up), read them; `deltas`: streamed text sent
+    live, in the order sent."""
     view = stream.view
-    for event in RunEvent.objects.filter(run_id=stream.run_id, seq__gt=view.seq).order_by("seq"):
-        run_view_apply(view, event)
-    # The run row is the authority on status; events only fill in progress.
-    view.status = status
+    if deltas and deltas[0]["seq"] > view.seq + 1:
+        # Rows came before these pieces that this stream has not read yet.
+        read = True
+    if read:
+        status = Run.objects.filter(pk=stream.run_id).values_list("status", flat=True).first()
+        if status not in Run.ACTIVE_STATUSES:
+            # The end (or a deleted run): the stored answer, rendered once.
+            return stream_open(conversation=conversation, run_id=stream.run_id)
+        for event in RunEvent.objects.filter(run_id=stream.run_id, seq__gt=view.seq).order_by("seq"):
+            run_view_apply(view, _unseen_part(stream, event))
+        # The run row is the authority on status; events only fill in progress.
+        view.status = status
+    for delta in deltas:
+        _delta_apply(stream, delta)
     if _frame(view) != stream.frame:
         entry = thread.thread_entry_for_message(conversation=conversation, message_id=stream.message_id, view=view)
         html = _message_html(entry)
@@ -121,6 +143,34 @@ def stream_advance(*, conversation: Conversation, stream: RunStream) -> tuple[Ru
         stream.activity = view.activity
         parts.append(_render("activity", message_id=stream.message_id, view=view, oob=True))
     return stream, "".join(parts)
+
+
+def _unseen_part(stream: RunStream, event: RunEvent) -> RunEvent:
+    """The event, less the streamed text the stream had from it sent live."""
+    if event.seq != stream.live_seq:
+        return event
+    content, reasoning = stream.live_at
+    stream.live_seq, stream.live_at = 0, (0, 0)
+    if event.type != RunEvent.Type.LLM_CHUNK:
+        return event
+    data = event.data
+    rest = {"content": data.get("content", "")[content:], "reasoning": data.get("reasoning", "")[reasoning:]}
+    return RunEvent(
+        run_id=event.run_id, seq=event.seq, type=event.type, agent=event.agent, data=rest, created_at=event.created_at
+    )
+
+
+def _delta_apply(stream: RunStream, delta: dict) -> None:
+    """Streamed text sent live, applied when it follows on what the stream has."""
+    if delta["seq"] != stream.view.seq + 1:
+        return
+    if delta["seq"] != stream.live_seq:
+        stream.live_seq, stream.live_at = delta["seq"], (0, 0)
+    content, reasoning = delta["content"], delta["reasoning"]
+    if tuple(delta["at"]) != stream.live_at:
+        return
+    run_view_chunk(stream.view, agent=delta["agent"], content=content, reasoning=reasoning, at=timezone.now())
+    stream.live_at = (stream.live_at[0] + len(content), stream.live_at[1] + len(reasoning))
 
 
 def _thinking_pushed(stream: RunStream, view: RunView) -> str:

@@ -1,12 +1,16 @@
-"""A worker's side of a run: its task delivered (`run_deliver`, the
-django-q2 task's), the run claimed under a new attempt number (its lease),
+"""A worker's side of a run: its task delivered (`run_start`, the django-q2
+task's, which runs many turns at once, each in a thread; `run_deliver`, one
+turn in the caller's thread), the run claimed under a new attempt number (its lease),
 its turn executed from where it stands, and its end written under that lease:
 completed, waiting for the user's permission, cancelled or failed. A delivery
 that finds the run not queued is handed to `agents.services.recovery`, which
 checks whether its worker died; nothing else executes a turn."""
 
 import logging
+import threading
+import time
 
+from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection, transaction
 from django.db.models import F
@@ -35,6 +39,73 @@ ARTIFACTS_NOT_SAVED = gettext_noop(
     "The answer is complete, but not all its artifacts were saved. Ask again to have them written."
 )
 INTERNAL_ERROR = gettext_noop("An internal error stopped this turn. It has been logged.")
+
+
+def run_start(*, run_id: int) -> int:
+    """The django-q2 task's work: this process runs the run's turn and, while
+    it has turns, every other queued run it can take, up to
+    RUN_TURNS_PER_WORKER at once, each in a thread of its own (a turn mostly
+    waits on the model). Returns how many turns it ran, once it has none left
+    and finds none queued, or once it has taken turns for RUN_TAKE_SECONDS
+    (then it finishes those it has: django-q2's timeout, which would kill the
+    process, is set beyond both). Other runs' tasks, delivered to another
+    process meanwhile, find them taken and end at once.
+
+    Why the task holds its process rather than hand each turn to a thread and
+    return: django-q2's worker waits for its next task holding its task
+    queue's lock, and a process killed there (SIGKILL, the OOM killer) would
+    leave the lock held and the whole cluster deaf. A process holding turns
+    is here instead, and its turns are recovered by the sweep as any dead
+    worker's. A second delivery of a task whose run is not queued checks
+    whether its worker died (run_recover_dead)."""
+    first = run_claim(run_id=run_id)
+    if first is None:
+        run_recover_dead(run_id=run_id)
+        return 0
+    turns = [_run_thread(first)]
+    taking_until = time.monotonic() + settings.RUN_TAKE_SECONDS
+    idle_since = None
+    while True:
+        running = [thread for thread in turns if thread.is_alive()]
+        free = settings.RUN_TURNS_PER_WORKER - len(running)
+        taken = _runs_take(limit=free) if free > 0 and time.monotonic() < taking_until else []
+        turns += [_run_thread(run) for run in taken]
+        if running or taken:
+            idle_since = None
+        elif idle_since is None:
+            idle_since = time.monotonic()
+        elif time.monotonic() - idle_since >= RUNNER_IDLE_SECONDS:
+            return len(turns)
+        time.sleep(RUNNER_POLL_SECONDS)
+
+
+# How often a process with turns looks for queued runs, and how long it
+# stays with none before it goes back to django-q2 for its next task.
+RUNNER_POLL_SECONDS = 0.2
+RUNNER_IDLE_SECONDS = 1.0
+
+
+def _runs_take(*, limit: int) -> list[Run]:
+    """Up to `limit` queued runs, oldest first, claimed for this process."""
+    queued = Run.objects.filter(status=Run.Status.QUEUED).order_by("pk").values_list("pk", flat=True)[:limit]
+    claimed = (run_claim(run_id=run_id) for run_id in list(queued))
+    return [run for run in claimed if run is not None]
+
+
+def _run_thread(run: Run) -> threading.Thread:
+    thread = threading.Thread(target=_run_in_thread, kwargs={"run": run}, name=f"turn-{run.pk}", daemon=True)
+    thread.start()
+    return thread
+
+
+def _run_in_thread(*, run: Run) -> None:
+    try:
+        run_claimed_execute(run=run)
+    except Exception:
+        logger.exception("Run %s stopped its worker thread", run.pk)
+    finally:
+        # Each turn's thread has its own connection; it goes with the turn.
+        connection.close()
 
 
 def run_deliver(*, run_id: int) -> Run | None:
@@ -142,15 +213,11 @@ def _run_drive(*, run: Run, lease: Lease, log: RunEventLog, artifacts: ArtifactM
 
 def _run_interrupted(*, run: Run, heartbeat: Heartbeat) -> bool:
     """The engine's check between steps and while streaming: True when the
-    user cancelled; LeaseLost when the run is not this worker's any more."""
+    user cancelled; LeaseLost when the run is not this worker's any more.
+    Both are read from the process's watcher (lease.Heartbeat): no query."""
     if heartbeat.lost:
         raise LeaseLost(f"run {run.pk} was taken over")
-    try:
-        return Run.objects.filter(pk=run.pk, cancel_requested=True).exists()
-    except TRANSIENT_ERRORS:
-        # Not knowing is not cancelled: the next write waits for the database.
-        connection.close()
-        return False
+    return heartbeat.cancelled
 
 
 def _run_start(*, run: Run, models: AgentModels, log: RunEventLog) -> TurnState:

@@ -1177,7 +1177,8 @@ def _thinking_streamed(run) -> str:
     return "".join(e.data.get("reasoning", "") for e in _events(run, RunEvent.Type.LLM_CHUNK))
 
 
-def test_thinking_streams_live_apart_from_the_answer_and_its_tokens_are_counted(user, scripted_model):
+def test_thinking_streams_live_apart_from_the_answer_and_its_tokens_are_counted(user, scripted_model, settings):
+    settings.RUN_CHUNK_FLUSH_SECONDS = 0.05
     scripted_model.add(Text("WAL 是预写日志。", reasoning=THOUGHT, chunk_size=4, delay=0.02))
 
     run = _run(user, content="WAL 是什么？")

@@ -110,6 +110,27 @@ def test_a_worker_killed_mid_turn_is_replaced_and_its_turn_resumed_at_once(user,
     assert len(scripted_model.requests) == 3
 
 
+def test_a_worker_killed_while_it_holds_ten_turns_resumes_each_once(user, scripted_model, clusters):
+    # One process (ARTIFACTFLOW_WORKERS=1) runs all ten side by side.
+    scripted_model.add(*[Text(SLOW_ANSWER, chunk_size=4, delay=0.05) for _ in range(10)])
+    scripted_model.add(*[Text("The answer after the kill.") for _ in range(10)])
+    cluster = clusters()
+    runs = [_ask(user, f"Research WAL, part {i}") for i in range(10)]
+    _until(lambda: all(_streaming(run) for run in runs), timeout=60, clusters=[cluster])
+    workers = set(Run.objects.filter(pk__in=[run.pk for run in runs]).values_list("worker", flat=True))
+    assert len(workers) == 1
+
+    os.kill(int(workers.pop().rpartition(":")[2]), signal.SIGKILL)
+    _until(lambda: all(_status(run) == Run.Status.COMPLETED for run in runs), timeout=60, clusters=[cluster])
+
+    for run in runs:
+        run.refresh_from_db()
+        assert (run.attempts, run.worker_deaths) == (2, 1)
+        assert run.message.response == "The answer after the kill."
+        assert run.events.filter(type=RunEvent.Type.COMPLETE).count() == 1
+    assert len(scripted_model.requests) == 20
+
+
 def _answer_nearly_sent(scripted_model):
     """Most of the answer is out: the outage below spans its end, the last
     chunks, the checkpoint, the artifact flush and the run's end."""

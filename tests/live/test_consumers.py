@@ -321,6 +321,39 @@ async def test_a_long_answer_streams_as_appended_text_and_ends_rendered_whole(us
     assert sum(len(html.encode()) for html in pushes) <= 4 * len(stored.encode())
 
 
+async def test_streamed_text_reaches_the_page_before_its_row_is_written(user, scripted_model, settings):
+    # No llm_chunk row in the whole answer's time: what the page shows came
+    # over the channel layer alone, and the row written at the end adds no
+    # word twice.
+    settings.RUN_CHUNK_FLUSH_SECONDS = 600
+    settings.RUN_LIVE_SECONDS = 0.02
+    answer = "Readers run beside one writer in WAL mode, 读者与写者并行。 " * 16
+    scripted_model.add(Text(answer, chunk_size=6, delay=0.04))
+    conversation = await _conversation(user)
+    message = conversation.active_branch
+    communicator = await _connected(conversation, user)
+    page = await _page_of(communicator)
+    run = await sync_to_async(message.runs.get)()
+    worker = asyncio.create_task(asyncio.to_thread(_execute_in_thread, run.pk))
+
+    rows = sync_to_async(lambda: run.events.filter(type=RunEvent.Type.LLM_CHUNK).count())
+    shown_early = ""
+    while len(shown_early) < 40:
+        page.apply(await communicator.receive_from(timeout=10))
+        if await rows():
+            break
+        answer_now = page.find(f"answer-{message.pk}")
+        shown_early = _words(answer_now.text_content()) if answer_now is not None else ""
+    assert len(shown_early) >= 40
+    assert answer.startswith(shown_early)
+    for html in await _received(communicator, until=lambda html: 'data-status="completed"' in html):
+        page.apply(html)
+    await worker
+    await communicator.disconnect()
+    assert _words(page.find(f"message-{message.pk}").find_class("answer")[0].text_content()) == _words(answer)
+    assert await rows() == 1
+
+
 async def _watching_a_run(user):
     """A page connected to a conversation whose run's events the test writes by hand."""
     conversation = await _conversation(user)

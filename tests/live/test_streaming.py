@@ -219,3 +219,75 @@ def test_the_model_that_answers_shows_as_soon_as_the_turn_starts(running):
 
     shown = _by_id(started)[f"message-{message.pk}"]
     assert [p.text_content() for p in shown.find_class("answer-model")] == ["Model: 快速 Fast"]
+
+
+def _delta(seq, at, content="", reasoning="", agent="lead_agent"):
+    return {"seq": seq, "agent": agent, "at": list(at), "content": content, "reasoning": reasoning}
+
+
+def _answer_text(stream) -> str:
+    return stream.view.text
+
+
+@pytest.mark.events_by_hand
+def test_text_sent_live_shows_before_its_row_and_the_row_adds_only_the_rest(running):
+    conversation, _, run = running
+    _write(run, "metadata", "", model="m")
+    _write(run, "agent_start", instruction="Answer")
+    stream, _ = stream_open(conversation=conversation, run_id=run.pk)
+
+    stream, html = stream_advance(
+        conversation=conversation,
+        stream=stream,
+        read=False,
+        deltas=[_delta(3, (0, 0), "WAL lets ", "Think"), _delta(3, (9, 5), "readers ", "ing.")],
+    )
+    assert _answer_text(stream) == "WAL lets readers "
+    assert "WAL lets readers" in html and stream.view.thinking == "Thinking."
+    # The row holds all of it, and a last piece the page was not sent live.
+    _write(run, "llm_chunk", content="WAL lets readers run.", reasoning="Thinking.")
+    stream, html = stream_advance(conversation=conversation, stream=stream)
+
+    assert _answer_text(stream) == "WAL lets readers run."
+    assert stream.view.thinking == "Thinking."
+    assert "run." in html and "readers" not in html
+
+
+@pytest.mark.events_by_hand
+def test_a_lost_piece_is_read_from_its_row_and_nothing_is_shown_twice(running):
+    conversation, _, run = running
+    _write(run, "metadata", "", model="m")
+    _write(run, "agent_start", instruction="Answer")
+    stream, _ = stream_open(conversation=conversation, run_id=run.pk)
+
+    # The piece at 0 was lost: those after it wait for the row.
+    stream, html = stream_advance(
+        conversation=conversation, stream=stream, read=False, deltas=[_delta(3, (4, 0), "two ")]
+    )
+    assert _answer_text(stream) == "" and "two" not in html
+    _write(run, "llm_chunk", content="one two ")
+    # A piece of the next row, sent before the wake-up of this one: the rows come first.
+    stream, html = stream_advance(
+        conversation=conversation, stream=stream, read=False, deltas=[_delta(4, (0, 0), "three ")]
+    )
+    assert _answer_text(stream) == "one two three "
+    _write(run, "llm_chunk", content="three four")
+    stream, html = stream_advance(conversation=conversation, stream=stream)
+    assert _answer_text(stream) == "one two three four"
+    # Pieces already in rows the stream has read change nothing.
+    stream, html = stream_advance(
+        conversation=conversation, stream=stream, read=False, deltas=[_delta(4, (0, 0), "three ")]
+    )
+    assert _answer_text(stream) == "one two three four" and html == ""
+
+
+@pytest.mark.events_by_hand
+def test_a_subagents_streamed_text_sent_live_is_not_the_answer(running):
+    conversation, _, run = running
+    _write(run, "metadata", "", model="m")
+    stream, _ = stream_open(conversation=conversation, run_id=run.pk)
+
+    stream, html = stream_advance(
+        conversation=conversation, stream=stream, read=False, deltas=[_delta(2, (0, 0), "notes", agent="search_agent")]
+    )
+    assert _answer_text(stream) == "" and "notes" not in html

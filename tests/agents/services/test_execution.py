@@ -1,17 +1,19 @@
 """A worker's side of a run (agents.services.execution): the turn streamed
 through the event log, its failures made visible, a task delivered twice run
-once, and what its artifacts cost to write."""
+once, many turns at once in one process, and what its artifacts cost to write."""
 
 import json
+import threading
+import time
 
 import pytest
 from django.db import DataError, connection
 
 from agents.models import Run, RunEvent
 from agents.selectors import run_views
-from agents.services import asking
-from agents.services.execution import run_execute
-from agents.tasks import run_turn
+from agents.services import asking, execution
+from agents.services.execution import run_deliver, run_execute
+from agents.services.runs import run_cancel
 from artifacts.branches import branch_shown
 from artifacts.manager import ArtifactManager
 from artifacts.models import Artifact
@@ -192,13 +194,85 @@ def test_a_task_delivered_twice_runs_the_turn_once(user, scripted_model):
     scripted_model.add(Text("Once."))
     _, run = _turn(user)
 
-    run_turn(run.pk)
-    run_turn(run.pk)
+    run_deliver(run_id=run.pk)
+    run_deliver(run_id=run.pk)
 
     run.refresh_from_db()
     assert len(scripted_model.requests) == 1
     assert run.attempts == 1
     assert _types(run).count("complete") == 1
+
+
+# --- many turns in one worker process ------------------------------------------
+
+# About two seconds of streaming: long enough to see turns side by side.
+STREAMED = "Readers run beside one writer. " * 8
+
+
+def _until(condition, timeout=20.0):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.02)
+
+
+def _running_count():
+    return Run.objects.filter(status=Run.Status.RUNNING).count()
+
+
+def _worker_process(run):
+    """django-q2 delivering the run's task to a worker process: the task
+    takes the other queued runs too, and returns once none is left."""
+    thread = threading.Thread(target=_start_and_close, args=(run.pk,))
+    thread.start()
+    return thread
+
+
+def _start_and_close(run_id):
+    try:
+        execution.run_start(run_id=run_id)
+    finally:
+        connection.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_process_runs_many_turns_at_once_and_no_more_than_its_limit(user, scripted_model, settings):
+    settings.RUN_TURNS_PER_WORKER = 3
+    scripted_model.add(*[Text(STREAMED, chunk_size=8, delay=0.06) for _ in range(5)])
+    runs = [_turn(user, f"Question {i}")[1] for i in range(5)]
+
+    worker = _worker_process(runs[0])
+    most = 0
+    while worker.is_alive():
+        most = max(most, _running_count())
+        time.sleep(0.02)
+
+    assert most == 3
+    assert len(scripted_model.requests) == 5
+    for run in runs:
+        run.refresh_from_db()
+        assert (run.status, run.attempts, run.message.response) == (Run.Status.COMPLETED, 1, STREAMED.strip())
+    # The other runs' tasks, delivered now, find them done and run nothing.
+    assert [execution.run_start(run_id=run.pk) for run in runs[1:]] == [0] * 4
+    assert len(scripted_model.requests) == 5
+
+
+@pytest.mark.django_db(transaction=True)
+def test_stopping_one_of_many_turns_in_a_process_leaves_the_others_streaming(user, scripted_model):
+    scripted_model.add(*[Text(STREAMED, chunk_size=4, delay=0.05) for _ in range(4)])
+    runs = [_turn(user, f"Question {i}")[1] for i in range(4)]
+    worker = _worker_process(runs[0])
+    _until(lambda: RunEvent.objects.filter(type=RunEvent.Type.LLM_CHUNK, run__in=runs).count() >= 4)
+
+    run_cancel(run_id=runs[0].pk, user=user)
+    _until(lambda: Run.objects.get(pk=runs[0].pk).status == Run.Status.CANCELLED)
+    others = Run.objects.filter(pk__in=[run.pk for run in runs[1:]])
+    assert set(others.values_list("status", flat=True)) == {Run.Status.RUNNING}
+    worker.join(timeout=30)
+
+    assert not worker.is_alive()
+    assert set(others.values_list("status", flat=True)) == {Run.Status.COMPLETED}
+    assert all(run.message.response == STREAMED.strip() for run in others.select_related("message"))
 
 
 # --- a large artifact edited in small steps -----------------------------------------

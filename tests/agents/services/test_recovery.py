@@ -8,12 +8,11 @@ from django.utils import timezone
 
 from agents.models import Run, RunEvent
 from agents.selectors import branch_shown_live
-from agents.services.execution import run_execute
+from agents.services.execution import run_deliver, run_execute
 from agents.services.permissions import permission_answer
 from agents.services.recovery import ARTIFACTS_NOT_RECOVERED, NOT_RECOVERED, WORKER_DIED, runs_sweep
 from agents.services.runs import run_cancel
 from agents.state import pending_request
-from agents.tasks import run_turn
 from artifacts import selectors as artifact_selectors
 from artifacts.models import Artifact, ArtifactSession, ArtifactVersion
 from tests.agents.services.test_execution import _report_saved, _tick, _ticked, _turn, _types
@@ -192,7 +191,7 @@ def test_a_redelivered_task_of_a_dead_workers_run_queues_it_again(user, scripted
     _, run = _turn(user)
     _stale(run, settings, attempts=1)
 
-    run_turn(run.pk)
+    run_deliver(run_id=run.pk)
 
     run.refresh_from_db()
     assert run.status == Run.Status.QUEUED
@@ -203,7 +202,7 @@ def test_a_redelivered_task_leaves_a_live_run_alone(user, scripted_model):
     _, run = _turn(user)
     Run.objects.filter(pk=run.pk).update(status=Run.Status.RUNNING, heartbeat_at=timezone.now())
 
-    run_turn(run.pk)
+    run_deliver(run_id=run.pk)
 
     run.refresh_from_db()
     assert run.status == Run.Status.RUNNING
