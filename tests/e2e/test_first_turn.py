@@ -31,6 +31,14 @@ PARTIAL_ANSWER_JS = """([selector, last]) => {
   return running && text.length > 0 && !text.includes(last) ? text : false;
 }"""
 
+# Truthy once the running answer shows `reached` but not yet its end.
+PARTIAL_ANSWER_REACHED_JS = """([selector, last, reached]) => {
+  const answer = document.querySelector(selector);
+  if (!answer) return false;
+  const text = answer.textContent;
+  return answer.closest("article").dataset.status === "running" && text.includes(reached) && !text.includes(last);
+}"""
+
 
 def sign_in(page, *, base_url, user):
     page.goto(f"{base_url}/accounts/login/")
@@ -90,7 +98,12 @@ def test_a_reload_mid_turn_shows_the_text_so_far_and_keeps_streaming(portal, mod
     model_server.add(Text(ANSWER, chunk_size=4, delay=0.08))
     sign_in(page, base_url=portal.base_url, user=portal.users[0])
     ask(page, question="Reload while you write?")
-    page.wait_for_function(PARTIAL_ANSWER_JS, arg=[ANSWER_SELECTOR, LAST_SENTENCE], timeout=TURN_TIMEOUT)
+    # What a reload renders is what the event log holds, a row a second (the
+    # page is sent what came after over the socket): two seconds of text in,
+    # there is a row.
+    page.wait_for_function(
+        PARTIAL_ANSWER_REACHED_JS, arg=[ANSWER_SELECTOR, LAST_SENTENCE, "one chunk at a time"], timeout=TURN_TIMEOUT
+    )
 
     page.reload()
 
