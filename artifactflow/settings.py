@@ -353,6 +353,11 @@ DB_RETRY_SECONDS = env.float("ARTIFACTFLOW_DB_RETRY_SECONDS", default=30.0)
 # Streamed tokens are written to the event log in batches no more often than this.
 RUN_CHUNK_FLUSH_SECONDS = env.float("ARTIFACTFLOW_CHUNK_FLUSH_SECONDS", default=0.05)
 
+# A conversation's page opens on this many of its newest turns and loads older
+# ones, this many at a time, as the reader scrolls up (agents.thread.thread_page):
+# what a page weighs does not grow with the conversation.
+THREAD_PAGE_TURNS = 20
+
 # A page is pushed what changed at most this often (live.consumers);
 # faster changes are coalesced into one push.
 WEBSOCKET_PUSH_INTERVAL = 0.05
