@@ -205,11 +205,14 @@ def message_create(request, conversation_id):
         return _invalid(request, exc, conversation=conversation)
     if not request.htmx:
         return redirect(conversation.get_absolute_url())
-    if parent is asking.ACTIVE_BRANCH and message.parent_id is not None:
+    # The page says which turn it ends with (app.js): one showing another branch
+    # than the conversation's now (switched in another tab) is sent the thread.
+    shown = id_from_text(request.POST.get("after"))
+    if parent is asking.ACTIVE_BRANCH and message.parent_id is not None and shown in (None, message.parent_id):
         return turn_response(request, conversation=conversation, message=message)
     # An edited or re-asked message starts a branch of its own; a first one, the thread.
     return thread_response(
-        request, conversation=conversation, branch_changed=parent is not asking.ACTIVE_BRANCH, posted=True
+        request, conversation=conversation, branch_changed=message.parent_id is not None, posted=True
     )
 
 

@@ -35,6 +35,14 @@ document.addEventListener("DOMContentLoaded", () => {
     followNewest();
   }
 });
+// A question sent names the turn the page ends with: if another tab moved the
+// conversation to another branch, the answer is that branch's thread, not one
+// turn under this branch's (views.message_create).
+document.addEventListener("htmx:configRequest", (event) => {
+  if (event.detail.elt.id !== "composer") return;
+  const last = document.querySelector("#thread-turns > article.turn:last-of-type");
+  if (last) event.detail.parameters.after = last.id.replace("message-", "");
+});
 // Older turns go in above what the reader is looking at (chat.html#turns): the
 // thread keeps its distance from the bottom, so nothing on screen moves.
 let olderFromBottom = null;

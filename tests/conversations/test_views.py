@@ -811,3 +811,21 @@ def test_sending_in_a_200_turn_thread_answers_with_the_new_turn_alone(
     assert html.count('class="turn"') == 1 and "And now?" in html and 'data-status="queued"' in html
     assert 'id="composer-actions"' in html and 'hx-swap-oob="delete"' in html
     assert len(html) < len(page) / 10
+
+
+def test_sending_from_a_page_of_another_branch_than_the_conversations_answers_with_its_thread(signed_in, user):
+    conversation, messages = _long_thread(user, 3)
+    MessageFactory(conversation=conversation, parent=messages[0], content="Question 900")
+    url = reverse("message-create", args=[conversation.pk])
+
+    # This page still ends with the old branch's newest turn: another tab switched to the branch of "Question 900".
+    response = signed_in.post(url, {"content": "And now?", "after": messages[-1].pk}, **HTMX)
+    html = response.content.decode()
+    assert 'id="thread"' in html and "HX-Retarget" not in response
+    assert _questions(html) == [1, 900]
+    assert "And now?" in html and 'id="artifact-pane"' in html
+
+    Run.objects.filter(message__content="And now?").update(status=Run.Status.COMPLETED)
+    sent = Conversation.objects.get(pk=conversation.pk).active_branch
+    response = signed_in.post(url, {"content": "Then?", "after": sent.pk}, **HTMX)
+    assert response["HX-Retarget"] == "#thread-turns"
