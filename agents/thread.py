@@ -1,18 +1,21 @@
 """The thread as a conversation's page shows it: each message of the branch
 with what its latest run did so far (agents.selectors's fold of the run's
-events), and its siblings for the branch switcher."""
+events), and its siblings for the branch switcher. A page shows a window of
+the branch (ThreadPage), so a conversation of a thousand turns opens as light as
+one of ten."""
 
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from django.conf import settings
 from django.db.models import Exists, OuterRef, Prefetch, Q, prefetch_related_objects
 
 from artifactflow.markdown import live_answer, markdown_render
 from conversations.models import Conversation, Message
-from conversations.tree import message_path
+from conversations.tree import message_path, message_path_ids
 
 from .models import Run
-from .selectors import RunView, run_views
+from .selectors import RunView, run_views, tools_allowed
 
 
 @dataclass
@@ -86,6 +89,52 @@ def thread_for_conversation(*, conversation: Conversation) -> list[ThreadEntry]:
     if conversation.active_branch_id is None:
         return []
     return thread_entries(messages=message_path(message_id=conversation.active_branch_id))
+
+
+@dataclass
+class ThreadPage:
+    """A window of the branch shown, root side first, and where the turns
+    before it begin: `older` is the id of its first message when older turns
+    exist (the cursor that loads them), `older_first` the first message of the
+    window before it (where a link without htmx opens the page)."""
+
+    entries: list[ThreadEntry]
+    older: int | None = None
+    older_first: int | None = None
+    # The tools always allowed on the branch, from all of it, not only the window.
+    allowed_tools: list[str] = field(default_factory=list)
+
+
+def thread_page(*, conversation: Conversation, message_id: int | None = None) -> ThreadPage:
+    """The newest settings.THREAD_PAGE_TURNS turns of the active branch; with
+    `message_id` (a link to one message of that branch) the turns from it to
+    the newest, so the page opens on it and still ends where a new turn goes.
+    A message of another branch is not linked to: the page opens on the newest."""
+    path = message_path_ids(message_id=conversation.active_branch_id)
+    start = max(len(path) - settings.THREAD_PAGE_TURNS, 0)
+    if message_id in path:
+        start = min(start, path.index(message_id))
+    page = _window(path=path, start=start, end=len(path))
+    page.allowed_tools = tools_allowed(messages=Message.objects.filter(pk__in=path).only("metadata"))
+    return page
+
+
+def thread_page_before(*, message: Message) -> ThreadPage:
+    """The settings.THREAD_PAGE_TURNS turns before `message` on its branch
+    (its ancestors: one branch whichever the conversation shows now)."""
+    path = message_path_ids(message_id=message.pk)
+    end = len(path) - 1
+    return _window(path=path, start=max(end - settings.THREAD_PAGE_TURNS, 0), end=end)
+
+
+def _window(*, path: list[int], start: int, end: int) -> ThreadPage:
+    ids = path[start:end]
+    # Only the window's rows are read: a long thread's answers stay in the database.
+    found = Message.objects.in_bulk(ids)
+    entries = thread_entries(messages=[found[pk] for pk in ids if pk in found])
+    if start == 0:
+        return ThreadPage(entries=entries)
+    return ThreadPage(entries=entries, older=path[start], older_first=path[max(start - settings.THREAD_PAGE_TURNS, 0)])
 
 
 def thread_entry_for_run(*, conversation: Conversation, run_id: int) -> ThreadEntry | None:

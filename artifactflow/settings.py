@@ -366,6 +366,11 @@ DB_RETRY_SECONDS = env.float("ARTIFACTFLOW_DB_RETRY_SECONDS", default=30.0)
 RUN_CHUNK_FLUSH_SECONDS = env.float("ARTIFACTFLOW_CHUNK_FLUSH_SECONDS", default=1.0)
 RUN_LIVE_SECONDS = env.float("ARTIFACTFLOW_LIVE_SECONDS", default=0.1)
 
+# A conversation's page opens on this many of its newest turns and loads older
+# ones, this many at a time, as the reader scrolls up (agents.thread.thread_page):
+# what a page weighs does not grow with the conversation.
+THREAD_PAGE_TURNS = 20
+
 # A page is pushed what changed at most this often (live.consumers);
 # faster changes are coalesced into one push.
 WEBSOCKET_PUSH_INTERVAL = 0.05

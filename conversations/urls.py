@@ -8,6 +8,7 @@ urlpatterns = [
     path("conversations/search/", views.conversation_search, name="conversation-search"),
     path("c/<uuid:conversation_id>/", views.conversation_detail, name="conversation-detail"),
     path("c/<uuid:conversation_id>/messages/", views.message_create, name="message-create"),
+    path("c/<uuid:conversation_id>/turns/", views.thread_older, name="thread-older"),
     path("c/<uuid:conversation_id>/rename/", views.conversation_rename, name="conversation-rename"),
     path("c/<uuid:conversation_id>/delete/", views.conversation_delete, name="conversation-delete"),
     path("c/<uuid:conversation_id>/branch/", views.branch_switch, name="branch-switch"),

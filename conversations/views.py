@@ -12,7 +12,8 @@ from django_htmx.http import HttpResponseClientRedirect, push_url, reswap, retar
 from agents import selectors as agent_selectors
 from agents.services import asking
 from agents.services import permissions as agent_permissions
-from agents.thread import thread_for_conversation
+from agents.thread import ThreadPage, thread_entries, thread_page, thread_page_before
+from artifactflow.ids import id_from_text
 from artifacts import pane as artifact_pane
 
 from . import selectors, services
@@ -71,7 +72,9 @@ def _page(request, *, conversation=None, error="", draft=""):
         "draft": draft,
     }
     if conversation is not None:
-        context["entries"] = thread_for_conversation(conversation=conversation)
+        # ?message= links to one message: the page opens on it (agents.thread.thread_page).
+        page = thread_page(conversation=conversation, message_id=id_from_text(request.GET.get("message")))
+        context.update(_thread_context(conversation=conversation, page=page))
         # The URL may name what the pane shows (see artifacts.pane.pane_context_for_page).
         context.update(
             artifact_pane.pane_context_for_page(
@@ -99,19 +102,29 @@ def _composer_context(conversation) -> dict:
     }
 
 
+def _thread_context(*, conversation, page: ThreadPage) -> dict:
+    return {
+        "entries": page.entries,
+        "older": page.older,
+        "older_first": page.older_first,
+        "allowed_tools": page.allowed_tools,
+        "conversation_id": conversation.pk,
+    }
+
+
 def thread_response(request, *, conversation, branch_changed: bool = False, notice: str = "", posted: bool = False):
     """The thread, with the composer's Send or Stop: a new turn changes it.
     On another branch the artifact pane shows that branch's artifacts, still
     the one the page showed if the branch has it. `notice` says under the
     thread what happened, until the thread is shown again. After the composer
     `posted` a message, its model picker shows the model the conversation keeps."""
-    entries = thread_for_conversation(conversation=conversation)
-    thread = render(request, "conversations/chat.html#thread", {"entries": entries, "notice": notice})
+    context = {
+        **_thread_context(conversation=conversation, page=thread_page(conversation=conversation)),
+        "notice": notice,
+    }
+    thread = render(request, "conversations/chat.html#thread", context)
     composer = {**_composer_context(conversation), "oob": True}
-    response = HttpResponse(thread.content + render(request, "live/page.html#composer_actions", composer).content)
-    if posted:
-        # Swapped before app.js resets the form, which then resets the picker to this choice, not the page's first.
-        response.content += render(request, "conversations/chat.html#composer_model", composer).content
+    response = HttpResponse(thread.content + _composer_oob(request, composer=composer, posted=posted))
     if branch_changed:
         shown = parse_qs(urlsplit(request.htmx.current_url or "").query).get("artifact", [""])[0]
         pane = artifact_pane.pane_context_for_branch_change(
@@ -120,6 +133,26 @@ def thread_response(request, *, conversation, branch_changed: bool = False, noti
         response.content += render(request, "artifacts/pane.html#pane", {**pane, "pane_oob": True}).content
         push_url(response, pane["page_url"])
     return response
+
+
+def _composer_oob(request, *, composer: dict, posted: bool) -> bytes:
+    html = render(request, "live/page.html#composer_actions", composer).content
+    if posted:
+        # Swapped before app.js resets the form, which then resets the picker to this choice, not the page's first.
+        html += render(request, "conversations/chat.html#composer_model", composer).content
+    return html
+
+
+def turn_response(request, *, conversation, message):
+    """A question sent on the branch shown: its turn alone, added below the
+    turns on the page (a long thread is not sent again), with the composer's
+    Stop. A notice under the thread was about what came before: it goes."""
+    entry = thread_entries(messages=[message])[0]
+    turn = render(request, "live/turn.html#turn", {"entry": entry, "oob": False})
+    composer = {**_composer_context(conversation), "oob": True}
+    notice_gone = b'<p id="thread-notice" hx-swap-oob="delete"></p>'
+    response = HttpResponse(turn.content + notice_gone + _composer_oob(request, composer=composer, posted=True))
+    return reswap(retarget(response, "#thread-turns"), "beforeend")
 
 
 def _invalid(request, exc: ValidationError, *, conversation=None):
@@ -162,7 +195,7 @@ def message_create(request, conversation_id):
     elif named:
         parent = _message_or_404(conversation, named)
     try:
-        asking.message_post(
+        message = asking.message_post(
             conversation=conversation,
             content=request.POST.get("content", ""),
             parent=parent,
@@ -172,10 +205,28 @@ def message_create(request, conversation_id):
         return _invalid(request, exc, conversation=conversation)
     if not request.htmx:
         return redirect(conversation.get_absolute_url())
-    # An edited or re-asked message starts a branch of its own.
+    # The page says which turn it ends with (app.js): one showing another branch
+    # than the conversation's now (switched in another tab) is sent the thread.
+    shown = id_from_text(request.POST.get("after"))
+    if parent is asking.ACTIVE_BRANCH and message.parent_id is not None and shown in (None, message.parent_id):
+        return turn_response(request, conversation=conversation, message=message)
+    # An edited or re-asked message starts a branch of its own; a first one, the thread.
     return thread_response(
-        request, conversation=conversation, branch_changed=parent is not asking.ACTIVE_BRANCH, posted=True
+        request, conversation=conversation, branch_changed=message.parent_id is not None, posted=True
     )
+
+
+@require_GET
+def thread_older(request, conversation_id):
+    """The turns before the message `before` on its branch, to go above it
+    (the thread's "Load older messages"); without htmx, the page opened there."""
+    conversation = _conversation_or_404(request, conversation_id)
+    message = _message_or_404(conversation, request.GET.get("before", ""))
+    page = thread_page_before(message=message)
+    if not request.htmx:
+        first = page.entries[0].message.pk if page.entries else message.pk
+        return redirect(f"{conversation.get_absolute_url()}?message={first}#message-{first}")
+    return render(request, "conversations/chat.html#turns", _thread_context(conversation=conversation, page=page))
 
 
 @require_GET

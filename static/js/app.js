@@ -19,7 +19,44 @@ const followNewest = () => {
 };
 document.addEventListener("htmx:afterSwap", followNewest);
 document.addEventListener("htmx:oobAfterSwap", followNewest);
-document.addEventListener("DOMContentLoaded", followNewest);
+// A link to one message (…?message=N#message-N) opens on it, not on the newest.
+// Such a link without ?message= (from before the thread came in pages) is sent
+// on with it, so the server's page holds the message however old it is.
+document.addEventListener("DOMContentLoaded", () => {
+  const linked = /^#message-(\d+)$/.exec(location.hash);
+  if (!linked || !document.getElementById("thread")) return followNewest();
+  const turn = document.getElementById(linked[0].slice(1));
+  if (turn) {
+    followThread = false;
+    turn.scrollIntoView({ block: "start" });
+  } else if (!new URLSearchParams(location.search).has("message")) {
+    location.replace(`${location.pathname}?message=${linked[1]}${linked[0]}`);
+  } else {
+    followNewest();
+  }
+});
+// A question sent names the turn the page ends with: if another tab moved the
+// conversation to another branch, the answer is that branch's thread, not one
+// turn under this branch's (views.message_create).
+document.addEventListener("htmx:configRequest", (event) => {
+  if (event.detail.elt.id !== "composer") return;
+  const last = document.querySelector("#thread-turns > article.turn:last-of-type");
+  if (last) event.detail.parameters.after = last.id.replace("message-", "");
+});
+// Older turns go in above what the reader is looking at (chat.html#turns): the
+// thread keeps its distance from the bottom, so nothing on screen moves.
+let olderFromBottom = null;
+document.addEventListener("htmx:beforeSwap", (event) => {
+  const thread = document.getElementById("thread");
+  if (!thread || !event.detail.elt.matches || !event.detail.elt.matches("#thread .older-turns")) return;
+  olderFromBottom = thread.scrollHeight - thread.scrollTop;
+});
+document.addEventListener("htmx:afterSwap", () => {
+  const thread = document.getElementById("thread");
+  if (olderFromBottom === null || !thread) return;
+  thread.scrollTop = thread.scrollHeight - olderFromBottom;
+  olderFromBottom = null;
+});
 // A notice about what the reader just did (a retry that started a branch) sits
 // at the bottom of the thread it brought: shown, even if they had scrolled up to act.
 document.addEventListener("htmx:afterSwap", () => {

@@ -105,7 +105,7 @@ def test_an_empty_question_shows_an_error_and_stores_nothing(signed_in):
     assert not Conversation.objects.exists()
 
 
-def test_posting_answers_with_the_thread_including_the_new_message(signed_in, user):
+def test_a_first_question_answers_with_the_thread_holding_it(signed_in, user):
     conversation = ConversationFactory(owner=user)
     response = signed_in.post(reverse("message-create", args=[conversation.pk]), {"content": "Next?"}, **HTMX)
 
@@ -695,3 +695,137 @@ def test_an_answer_names_the_model_that_wrote_it(signed_in, user):
 
     assert "没有标签。" in page and page.count('class="answer-model"') == 1
     assert '<p class="answer-model">Model: 快速 Fast</p>' in page
+
+
+# A long thread comes in pages (agents.thread.thread_page).
+ANSWER_HTML = "<p>" + "A heat pump moves heat rather than making it. " * 40 + "</p>"
+
+
+def _long_thread(user, turns: int) -> tuple[Conversation, list]:
+    conversation = ConversationFactory(owner=user)
+    parent, messages = None, []
+    for number in range(1, turns + 1):
+        parent = MessageFactory(
+            conversation=conversation, parent=parent, content=f"Question {number:03}", response_html=ANSWER_HTML
+        )
+        RunFactory(message=parent, status=Run.Status.COMPLETED)
+        messages.append(parent)
+    conversation.refresh_from_db()
+    return conversation, messages
+
+
+def _questions(html: str) -> list[int]:
+    return [int(n) for n in re.findall(r'class="bubble user">Question (\d{3})', html)]
+
+
+def _older_url(html: str) -> str | None:
+    found = re.search(r'hx-get="([^"]*/turns/\?before=\d+)"', html)
+    return unescape(found[1]) if found else None
+
+
+def test_the_first_page_of_200_turns_is_the_size_of_the_first_page_of_40(
+    signed_in, user, settings, django_assert_max_num_queries
+):
+    settings.THREAD_PAGE_TURNS = 20
+    pages = {}
+    for turns in (40, 200):
+        conversation, _ = _long_thread(user, turns)
+        # The session, the user, the conversation, the list, the thread (6), the pane's and the composer's.
+        with django_assert_max_num_queries(16):
+            pages[turns] = signed_in.get(conversation.get_absolute_url()).content.decode()
+        assert _questions(pages[turns]) == list(range(turns - 19, turns + 1))
+        assert pages[turns].count('class="turn"') == 20
+    # Only the numbers in the questions and ids differ.
+    assert abs(len(pages[200]) - len(pages[40])) < 0.01 * len(pages[40])
+
+
+def test_older_turns_load_a_page_at_a_time_back_to_the_first(signed_in, user, settings, django_assert_max_num_queries):
+    settings.THREAD_PAGE_TURNS = 20
+    conversation, _ = _long_thread(user, 45)
+    html = signed_in.get(conversation.get_absolute_url()).content.decode()
+    shown = _questions(html)
+    while url := _older_url(html):
+        # The session, the user, the conversation, the message, the path, the window and its fold (3).
+        with django_assert_max_num_queries(9):
+            response = signed_in.get(url, **HTMX)
+        html = response.content.decode()
+        assert 'id="thread"' not in html
+        shown = _questions(html) + shown
+    assert shown == list(range(1, 46))
+
+
+def test_older_turns_of_another_users_conversation_or_message_are_a_404(signed_in, user, other_user):
+    theirs, their_messages = _long_thread(other_user, 3)
+    mine, _ = _long_thread(user, 3)
+    url = reverse("thread-older", args=[theirs.pk])
+    assert signed_in.get(url, {"before": their_messages[-1].pk}, **HTMX).status_code == 404
+    url = reverse("thread-older", args=[mine.pk])
+    for before in (their_messages[-1].pk, "", "9" * 25):
+        assert signed_in.get(url, {"before": before}, **HTMX).status_code == 404
+
+
+def test_older_turns_without_htmx_open_the_page_on_them(signed_in, user, settings):
+    settings.THREAD_PAGE_TURNS = 20
+    conversation, messages = _long_thread(user, 45)
+    response = signed_in.get(reverse("thread-older", args=[conversation.pk]), {"before": messages[25].pk})
+    first = messages[5].pk
+    assert response.status_code == 302
+    assert response["Location"] == f"{conversation.get_absolute_url()}?message={first}#message-{first}"
+    assert _questions(signed_in.get(response["Location"]).content.decode()) == list(range(6, 46))
+
+
+def test_a_link_to_turn_5_of_200_opens_a_page_holding_it(signed_in, user, settings):
+    settings.THREAD_PAGE_TURNS = 20
+    conversation, messages = _long_thread(user, 200)
+    html = signed_in.get(conversation.get_absolute_url(), {"message": messages[4].pk}).content.decode()
+    assert f'id="message-{messages[4].pk}"' in html
+    assert _questions(html) == list(range(5, 201))
+    assert _older_url(html).endswith(f"?before={messages[4].pk}")
+
+
+def test_a_branch_switch_shows_the_newest_turns_of_the_other_branch(signed_in, user, settings):
+    settings.THREAD_PAGE_TURNS = 20
+    conversation, messages = _long_thread(user, 60)
+    parent, others = messages[9], []
+    for number in range(1, 31):
+        parent = MessageFactory(conversation=conversation, parent=parent, content=f"Other {number:02}", shown=False)
+        others.append(parent)
+
+    response = signed_in.post(reverse("branch-switch", args=[conversation.pk]), {"message": others[0].pk}, **HTMX)
+    html = response.content.decode()
+    shown = re.findall(r'class="bubble user">(Question|Other) (\d+)', html)
+    assert shown == [("Other", f"{n:02}") for n in range(11, 31)]
+    assert _older_url(html).endswith(f"?before={others[10].pk}")
+
+
+def test_sending_in_a_200_turn_thread_answers_with_the_new_turn_alone(
+    signed_in, user, settings, django_assert_max_num_queries
+):
+    settings.THREAD_PAGE_TURNS = 20
+    conversation, _ = _long_thread(user, 200)
+    page = signed_in.get(conversation.get_absolute_url()).content.decode()
+    response = signed_in.post(reverse("message-create", args=[conversation.pk]), {"content": "And now?"}, **HTMX)
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert response["HX-Retarget"] == "#thread-turns" and response["HX-Reswap"] == "beforeend"
+    assert html.count('class="turn"') == 1 and "And now?" in html and 'data-status="queued"' in html
+    assert 'id="composer-actions"' in html and 'hx-swap-oob="delete"' in html
+    assert len(html) < len(page) / 10
+
+
+def test_sending_from_a_page_of_another_branch_than_the_conversations_answers_with_its_thread(signed_in, user):
+    conversation, messages = _long_thread(user, 3)
+    MessageFactory(conversation=conversation, parent=messages[0], content="Question 900")
+    url = reverse("message-create", args=[conversation.pk])
+
+    # This page still ends with the old branch's newest turn: another tab switched to the branch of "Question 900".
+    response = signed_in.post(url, {"content": "And now?", "after": messages[-1].pk}, **HTMX)
+    html = response.content.decode()
+    assert 'id="thread"' in html and "HX-Retarget" not in response
+    assert _questions(html) == [1, 900]
+    assert "And now?" in html and 'id="artifact-pane"' in html
+
+    Run.objects.filter(message__content="And now?").update(status=Run.Status.COMPLETED)
+    sent = Conversation.objects.get(pk=conversation.pk).active_branch
+    response = signed_in.post(url, {"content": "Then?", "after": sent.pk}, **HTMX)
+    assert response["HX-Retarget"] == "#thread-turns"

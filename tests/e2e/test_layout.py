@@ -2,6 +2,7 @@
 on a laptop, a tablet and a phone, in light and dark."""
 
 import pytest
+from django.conf import settings
 from playwright.sync_api import expect
 
 from tests.e2e.test_first_turn import sign_in
@@ -40,8 +41,9 @@ def test_a_long_thread_opens_at_its_newest_turn_with_the_composer_and_pane_at_ha
     sign_in(page, base_url=portal.base_url, user=portal.users[0])
     page.goto(long_thread)
 
+    # The newest page of it (agents.thread.thread_page).
     turns = page.locator("article.turn")
-    expect(turns).to_have_count(TURNS)
+    expect(turns).to_have_count(settings.THREAD_PAGE_TURNS)
     # The composer and Send are on screen without scrolling; the page itself never scrolls.
     assert _inside_viewport(page, page.locator("#composer-input"))
     assert _inside_viewport(page, page.get_by_role("button", name="Send", exact=True))

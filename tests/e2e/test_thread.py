@@ -1,7 +1,9 @@
 """The thread in the browser: permission prompts, cancel, branches, the
-activity fold, the conversation list and inert hostile content."""
+activity fold, the conversation list, inert hostile content and a long
+thread's pages."""
 
 import pytest
+from django.conf import settings
 from playwright.sync_api import expect
 
 from tests.agents.test_engine import call
@@ -292,17 +294,86 @@ def test_retrying_a_turn_deep_in_a_long_thread_brings_its_notice_into_view(
     sign_in(page, base_url=portal.base_url, user=portal.users[0])
     page.goto(url)
     turns = page.locator("article.turn")
-    expect(turns).to_have_count(40)
+    expect(turns).to_have_count(settings.THREAD_PAGE_TURNS)
     model_server.add(Text("Done again."))
 
     # The reader scrolled up to the cancelled turn to retry it.
-    retry = turns.nth(29).get_by_role("button", name="Retry")
+    retry = turns.filter(has_text="Question 30:").get_by_role("button", name="Retry")
     retry.scroll_into_view_if_needed()
     retry.click()
 
-    expect(turns).to_have_count(30)
+    # The page shows the new branch's newest turns, ending with the retried one.
+    expect(turns.last).to_contain_text("Question 30:")
+    expect(turns).to_have_count(settings.THREAD_PAGE_TURNS)
     notice = page.locator(".thread-notice")
     expect(notice).to_be_in_viewport()
-    expect(turns.nth(29).locator(".answer")).to_have_text("Done again.", timeout=TURN_TIMEOUT)
+    expect(turns.last.locator(".answer")).to_have_text("Done again.", timeout=TURN_TIMEOUT)
     expect(notice).to_be_in_viewport()
     screenshot(page, name=f"long-thread-{width}")
+
+
+# A question's top, relative to the thread's box: where the reader sees it.
+_TOP_IN_THREAD = "(turn, thread) => turn.getBoundingClientRect().top - thread.getBoundingClientRect().top"
+
+
+@pytest.mark.parametrize(("width", "height"), [(1366, 900), (390, 844)])
+def test_a_long_thread_loads_older_turns_above_the_reader_without_moving_and_a_send_adds_one_turn(
+    portal, model_server, new_page, screenshot, width, height
+):
+    page_turns = settings.THREAD_PAGE_TURNS
+    code = f"from tests.e2e.seed import long_conversation; print(long_conversation(username={portal.users[0].username!r}, turns=200))"
+    url = f"{portal.base_url}/c/{portal.shell(code).strip()}/"
+    page = new_page(viewport={"width": width, "height": height})
+    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    held = []
+    page.route("**/turns/?before=*", lambda route: held.append(route))
+    page.goto(url)
+    thread = page.locator("#thread")
+    turns = page.locator("article.turn")
+    page.wait_for_function(
+        "() => { const t = document.getElementById('thread'); return t.scrollHeight - t.scrollTop - t.clientHeight < 2; }"
+    )
+    expect(turns).to_have_count(page_turns)
+    expect(turns.first).to_contain_text(f"Question {201 - page_turns}:")
+    expect(turns.last).to_contain_text("Question 200:")
+
+    # The reader scrolls to the top: the loader comes into view and asks for the turns before.
+    thread.evaluate("t => { t.scrollTop = 0; }")
+    expect(page.locator(".older-turns.htmx-request")).to_be_in_viewport()
+    oldest = turns.first.element_handle()
+    seen = oldest.evaluate(_TOP_IN_THREAD, thread.element_handle())
+    screenshot(page, name=f"{width}-loading-older")
+    assert len(held) == 1
+    held[0].continue_()
+    expect(turns).to_have_count(2 * page_turns)
+    expect(turns.first).to_contain_text(f"Question {201 - 2 * page_turns}:")
+    # What the reader saw stays where it was: the older turns went in above it.
+    assert abs(oldest.evaluate(_TOP_IN_THREAD, thread.element_handle()) - seen) < 1
+    expect(page.locator(".older-turns")).not_to_be_in_viewport()
+    page.unroute("**/turns/?before=*")
+
+    # Sending adds the new turn alone: every turn on the page stays the element it was.
+    turns.evaluate_all("turns => turns.forEach((turn) => { turn.dataset.kept = 'yes'; })")
+    model_server.add(Text("One more answer."))
+    _send(page, "And one more?")
+    expect(turns).to_have_count(2 * page_turns + 1)
+    expect(turns.last.locator(".answer")).to_have_text("One more answer.", timeout=TURN_TIMEOUT)
+    expect(page.locator("article.turn[data-kept]")).to_have_count(2 * page_turns)
+    expect(turns.last).to_be_in_viewport()
+
+
+def test_a_link_to_an_old_message_opens_on_it_even_in_the_form_without_its_query(portal, page):
+    code = (
+        "from conversations.models import Message; from tests.e2e.seed import long_conversation; "
+        f"conversation = long_conversation(username={portal.users[0].username!r}, turns=60); "
+        "print(conversation, Message.objects.get(conversation_id=conversation, content__startswith='Question 5:').pk)"
+    )
+    conversation, message = portal.shell(code).split()
+    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    # A link made before the thread came in pages names the message only in its fragment.
+    page.goto(f"{portal.base_url}/c/{conversation}/#message-{message}")
+    page.wait_for_url(f"**/c/{conversation}/?message={message}#message-{message}")
+    linked = page.locator(f"#message-{message}")
+    expect(linked).to_contain_text("Question 5:")
+    expect(linked.locator(".bubble.user")).to_be_in_viewport()
+    expect(page.locator("article.turn")).to_have_count(56)
