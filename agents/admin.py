@@ -74,6 +74,7 @@ class RunAdmin(ReadOnlyAdmin):
         "created_at",
         "started_at",
         "finished_at",
+        "folded_at",
         "heartbeat_at",
         "error",
         "metrics_json",

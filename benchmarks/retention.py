@@ -174,7 +174,8 @@ def main():
         f"pages) {(beyond - (html_bytes + thinking_bytes) / TURNS) / 1e3:.1f} KB"
     )
     print(
-        f"  the fold: {fold_seconds / TURNS * 1000:.1f} s per 1,000 turns, batches of {retention.FOLD_BATCH}; "
+        f"  the fold: {fold_seconds / TURNS * 1000:.1f} s per 1,000 turns, "
+        f"{fold_seconds / (TURNS / retention.FOLD_BATCH) * 1000:.0f} ms a batch of {retention.FOLD_BATCH} (its transaction); "
         f"file {file_unfolded / 1e6:.1f} MB → {file_folded / 1e6:.1f} MB after its incremental vacuum, "
         f"{file_vacuumed / 1e6:.1f} MB after VACUUM"
     )
