@@ -74,20 +74,20 @@ def runs_foldable(*, finished_before: datetime):
 
 def run_fold(*, run: Run, report: FoldReport) -> None:
     """Fold one ended run, inside the caller's transaction (see the module's note)."""
-    events = list(run.events.order_by("seq").values_list("pk", "type", "agent"))
+    events = list(run.events.order_by("seq").values_list("seq", "type", "agent"))
     kept: list[int] = []
-    group: list[int] = []
-    for index, (pk, type, agent) in enumerate(events):
+    first = None
+    for index, (seq, type, agent) in enumerate(events):
         if type != RunEvent.Type.LLM_CHUNK:
             continue
-        group.append(pk)
+        first = first or seq
         following = events[index + 1] if index + 1 < len(events) else None
         if following is not None and following[1] == RunEvent.Type.LLM_CHUNK and following[2] == agent:
             continue
         if following is None or following[1] != RunEvent.Type.LLM_COMPLETE or following[2] != agent:
-            kept.append(_chunks_fold(group))
-        group = []
-    report.chunks_deleted += run.events.filter(type=RunEvent.Type.LLM_CHUNK).exclude(pk__in=kept).delete()[0]
+            kept.append(_chunks_fold(run=run, first=first, last=seq))
+        first = None
+    report.chunks_deleted += run.events.filter(type=RunEvent.Type.LLM_CHUNK).exclude(seq__in=kept).delete()[0]
     report.chunks_kept += len(kept)
     report.answers_removed += _answer_copies_remove(run)
     carried = (run.checkpoint or {}).get("artifacts") or []
@@ -97,15 +97,16 @@ def run_fold(*, run: Run, report: FoldReport) -> None:
     report.runs += 1
 
 
-def _chunks_fold(pks: list[int]) -> int:
-    """One interrupted call's streamed text in its first row; returns that row's pk."""
-    if len(pks) > 1:
-        rows = RunEvent.objects.filter(pk__in=pks).order_by("seq").values_list("data", flat=True)
+def _chunks_fold(*, run: Run, first: int, last: int) -> int:
+    """One interrupted call's streamed text (its chunk rows, seq `first` to
+    `last`) in its first row; returns that row's seq."""
+    if last > first:
+        rows = run.events.filter(seq__range=(first, last)).order_by("seq").values_list("data", flat=True)
         content = "".join(str(data.get("content", "")) for data in rows)
         reasoning = "".join(str(data.get("reasoning", "")) for data in rows)
         data = {"content": content, **({"reasoning": reasoning} if reasoning else {})}
-        RunEvent.objects.filter(pk=pks[0]).update(data=data)
-    return pks[0]
+        run.events.filter(seq=first).update(data=data)
+    return first
 
 
 # The event types that repeat the answer, and the field each repeats it in.
