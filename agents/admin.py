@@ -15,7 +15,8 @@ from artifacts.uploads import UploadError
 
 from .library import library_file_read
 from .models import LibraryDocument, Run, RunEvent
-from .services.runs import run_chunks_purge, runs_cancel_by_staff
+from .services.retention import runs_fold_requested
+from .services.runs import runs_cancel_by_staff
 from .trace import run_trace
 
 # A JSON value longer than this is shown folded.
@@ -73,6 +74,7 @@ class RunAdmin(ReadOnlyAdmin):
         "created_at",
         "started_at",
         "finished_at",
+        "folded_at",
         "heartbeat_at",
         "error",
         "metrics_json",
@@ -165,7 +167,8 @@ class RunAdmin(ReadOnlyAdmin):
         return [purge, *super().get_urls()]
 
     def chunks_purge_view(self, request):
-        """Counts first (a dry run); deletes only when the counted form is sent with "apply"."""
+        """Counts first (a dry run); with "apply" hands the fold to a worker
+        (agents.services.retention), so the request returns at once."""
         if not self.has_purge_permission(request):
             raise PermissionDenied
         form = PurgeForm(request.POST or None, initial={"older_than_days": 30})
@@ -173,15 +176,14 @@ class RunAdmin(ReadOnlyAdmin):
         if request.method == "POST" and form.is_valid():
             days = form.cleaned_data["older_than_days"]
             if "apply" in request.POST:
-                done = run_chunks_purge(older_than_days=days, apply=True)
+                runs = runs_fold_requested(older_than_days=days, enqueue=True)
                 self.message_user(
                     request,
-                    gettext("Deleted %(events)s streamed-text events of %(runs)s runs.")
-                    % {"events": done.events, "runs": done.runs},
+                    gettext("The streamed text of %(runs)s runs is being folded in the background.") % {"runs": runs},
                     messages.SUCCESS,
                 )
                 return redirect("admin:agents_run_changelist")
-            report = run_chunks_purge(older_than_days=days)
+            report = {"runs": runs_fold_requested(older_than_days=days)}
         context = {
             **self.admin_site.each_context(request),
             "title": gettext("Purge streamed text of finished runs"),

@@ -7,6 +7,7 @@ from django.db.models.signals import post_migrate
 logger = logging.getLogger(__name__)
 
 SWEEP_SCHEDULE = "artifactflow-runs-sweep"
+RETENTION_SCHEDULE = "artifactflow-retention"
 
 
 def _sweep_schedule(sender, **kwargs):
@@ -17,6 +18,17 @@ def _sweep_schedule(sender, **kwargs):
     Schedule.objects.update_or_create(
         name=SWEEP_SCHEDULE,
         defaults={"func": "agents.tasks.runs_sweep", "schedule_type": Schedule.MINUTES, "minutes": 1, "repeats": -1},
+    )
+    # Every five minutes, ended runs' events are folded and idle conversations'
+    # expired (agents.services.retention), a bounded amount each time.
+    Schedule.objects.update_or_create(
+        name=RETENTION_SCHEDULE,
+        defaults={
+            "func": "agents.tasks.retention_sweep",
+            "schedule_type": Schedule.MINUTES,
+            "minutes": 5,
+            "repeats": -1,
+        },
     )
 
 

@@ -83,7 +83,9 @@ class TokenUsage(TypedDict):
 
 @with_config(_EXACT)
 class LlmComplete(TypedDict):
-    content: str
+    # Absent from a lead's call once retention folded the run, when it was the
+    # message's response (agents.services.retention): readers take that instead.
+    content: NotRequired[str]
     reasoning: str
     tool_calls: list[NativeToolCall]
     token_usage: TokenUsage | None
@@ -109,7 +111,8 @@ class Compaction(TypedDict):
 
 @with_config(_EXACT)
 class AgentComplete(TypedDict):
-    response: str
+    # As LlmComplete.content: a folded run's lead's answer is its message's.
+    response: NotRequired[str]
 
 
 @with_config(_EXACT)
@@ -251,7 +254,8 @@ class ArtifactsFlush(TypedDict):
 
 @with_config(_EXACT)
 class Complete(TypedDict):
-    response: str
+    # As LlmComplete.content: a folded run's answer is its message's.
+    response: NotRequired[str]
     duration_ms: int
     artifacts: ArtifactsFlush
 

@@ -51,10 +51,13 @@ class Run(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # When retention folded the ended run's events and cleared its checkpoint
+    # (agents.services.retention); null until then.
+    folded_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["created_at", "id"]
-        indexes = [models.Index(fields=["status", "heartbeat_at"])]
+        indexes = [models.Index(fields=["status", "heartbeat_at"]), models.Index(fields=["folded_at", "finished_at"])]
         # Stopping another person's turn is more than reading the run: the admin's cancel action needs this.
         permissions = [("cancel_run", "Can cancel any user's run")]
 

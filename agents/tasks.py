@@ -1,6 +1,6 @@
 """django-q2 entry points. They run in the worker processes, never in the web process."""
 
-from .services import execution, recovery
+from .services import execution, recovery, retention
 
 
 def run_turn(run_id: int) -> None:
@@ -9,3 +9,11 @@ def run_turn(run_id: int) -> None:
 
 def runs_sweep() -> dict:
     return recovery.runs_sweep()
+
+
+def retention_sweep() -> dict:
+    return retention.retention_sweep()
+
+
+def runs_fold(older_than_days: int) -> int:
+    return retention.runs_fold_older(older_than_days=older_than_days).runs

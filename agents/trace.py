@@ -137,7 +137,7 @@ def _event_fold(trace: Trace, row: TraceRow, event: RunEvent) -> None:
         case RunEvent.Type.AGENT_START:
             row.summary = f"asked{' by ' + data['from'] if data.get('from') else ''}: {_short(data.get('instruction'))}"
         case RunEvent.Type.AGENT_COMPLETE:
-            row.summary = f"answered: {_short(data.get('response'))}"
+            row.summary = f"answered: {_short(_answer(event, 'response'))}"
         case RunEvent.Type.LLM_COMPLETE:
             usage = data.get("token_usage") or {}
             figures = trace.agent_figures[agent]
@@ -150,7 +150,9 @@ def _event_fold(trace: Trace, row: TraceRow, event: RunEvent) -> None:
                 if usage
                 else "no usage sent"
             )
-            row.summary = f"model call, {tokens}, {data.get('duration_ms', '?')} ms: {_short(data.get('content'))}"
+            row.summary = (
+                f"model call, {tokens}, {data.get('duration_ms', '?')} ms: {_short(_answer(event, 'content'))}"
+            )
         case RunEvent.Type.LLM_RETRY:
             row.summary = f"model call asked again: {_short(data.get('reason'))}"
             row.failed = True
@@ -190,7 +192,7 @@ def _event_fold(trace: Trace, row: TraceRow, event: RunEvent) -> None:
             decision.decided_at = data.get("decided_at", "")
             row.summary = f"{data.get('tool')}: {decision.decision}{' by ' + decision.by if decision.by else ''}"
         case RunEvent.Type.COMPLETE:
-            row.summary = f"completed in {data.get('duration_ms', '?')} ms: {_short(data.get('response'))}"
+            row.summary = f"completed in {data.get('duration_ms', '?')} ms: {_short(_answer(event, 'response'))}"
             row.detail = _json(data.get("artifacts") or {})
         case RunEvent.Type.ERROR:
             row.failed = not data.get("cancelled")
@@ -199,6 +201,12 @@ def _event_fold(trace: Trace, row: TraceRow, event: RunEvent) -> None:
             trace.errors.append(data.get("message", ""))
         case _:
             row.summary = _short(_json(data))
+
+
+def _answer(event: RunEvent, field: str) -> str:
+    """The text an event carried; retention stores the answer once, in the
+    message, and removes it from the events that repeated it."""
+    return event.data[field] if field in event.data else event.run.message.response
 
 
 def _result_short(data: dict) -> str:

@@ -114,7 +114,12 @@ if USING_SQLITE:
     DATABASES["default"]["OPTIONS"] = {
         "transaction_mode": "IMMEDIATE",
         "timeout": env.float("ARTIFACTFLOW_SQLITE_BUSY_TIMEOUT", default=20.0),
-        "init_command": "PRAGMA journal_mode=WAL;PRAGMA synchronous=NORMAL;PRAGMA foreign_keys=ON;",
+        # auto_vacuum takes effect on a new file (set before its first table)
+        # or at a VACUUM; then retention hands freed pages back to the file
+        # system in bounded steps (agents.services.retention.storage_reclaim).
+        "init_command": (
+            "PRAGMA auto_vacuum=INCREMENTAL;PRAGMA journal_mode=WAL;PRAGMA synchronous=NORMAL;PRAGMA foreign_keys=ON;"
+        ),
     }
 else:
     DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=60)
@@ -370,6 +375,13 @@ RUN_LIVE_SECONDS = env.float("ARTIFACTFLOW_LIVE_SECONDS", default=0.1)
 # ones, this many at a time, as the reader scrolls up (agents.thread.thread_page):
 # what a page weighs does not grow with the conversation.
 THREAD_PAGE_TURNS = 20
+
+# Retention (agents.services.retention): a run that ended this many minutes
+# ago has its streamed text folded away and its answer stored once; events of
+# conversations idle for ARTIFACTFLOW_EVENT_RETENTION_DAYS are deleted (unset:
+# kept for ever).
+RUN_FOLD_AFTER_MINUTES = env.int("ARTIFACTFLOW_FOLD_AFTER_MINUTES", default=10)
+RUN_EVENT_RETENTION_DAYS = env.int("ARTIFACTFLOW_EVENT_RETENTION_DAYS", default=None)
 
 # A page is pushed what changed at most this often (live.consumers);
 # faster changes are coalesced into one push.

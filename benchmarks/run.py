@@ -12,6 +12,7 @@ import message_path  # noqa: E402
 import pages  # noqa: E402
 import people_edits  # noqa: E402
 import renderers  # noqa: E402
+import retention  # noqa: E402
 import search_chinese  # noqa: E402
 import security  # noqa: E402
 import stop  # noqa: E402
@@ -39,6 +40,7 @@ for benchmark in (
     pages,
     search_chinese,
     thread_page,
+    retention,
     admin,
     faults,
 ):

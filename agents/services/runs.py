@@ -1,11 +1,7 @@
 """What people do to runs: a user's turn created and handed to a worker (its
-task enqueued), the owner's cancel and retry, and an administrator's cancel
-and purge. Nothing here executes a turn: a worker does
-(`agents.services.execution`); a run no worker holds is ended here through
+task enqueued), the owner's cancel and retry, and an administrator's cancel.
+Nothing here executes a turn: a worker does (`agents.services.execution`); a run no worker holds is ended here through
 `agents.services.ending`."""
-
-from dataclasses import dataclass
-from datetime import timedelta
 
 from django.db import transaction
 from django.utils import timezone
@@ -15,7 +11,7 @@ from django_q.tasks import async_task
 from conversations.models import Conversation, Message
 
 from ..events import RunEventLog
-from ..models import Run, RunEvent
+from ..models import Run
 from .ending import run_end_unheld
 
 TASK = "agents.tasks.run_turn"
@@ -127,25 +123,3 @@ def run_retry(*, run_id: int, user) -> Run:
             )
             Conversation.objects.filter(pk=message.conversation_id).update(active_branch=message)
         return run_create(message=message, retry_of=run)
-
-
-@dataclass
-class ChunkPurge:
-    runs: int
-    events: int
-
-
-def run_chunks_purge(*, older_than_days: int, apply: bool = False) -> ChunkPurge:
-    """The streamed-text rows (llm_chunk) of runs that ended more than
-    `older_than_days` ago: counted, and deleted with `apply`. Each model call's
-    whole text stays in its llm_complete event and the answer in its message,
-    so the trace loses only when each token arrived."""
-    if older_than_days < 0:
-        raise ValueError("The number of days cannot be negative.")
-    chunks = RunEvent.objects.filter(
-        type=RunEvent.Type.LLM_CHUNK, run__finished_at__lt=timezone.now() - timedelta(days=older_than_days)
-    ).exclude(run__status__in=Run.ACTIVE_STATUSES)
-    report = ChunkPurge(runs=chunks.values("run").distinct().count(), events=chunks.count())
-    if apply:
-        chunks.delete()
-    return report

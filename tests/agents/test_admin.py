@@ -235,7 +235,13 @@ def _chunked_run(*, ended_days_ago: float | None, status=Run.Status.COMPLETED):
 
 
 @pytest.mark.events_by_hand
-def test_purging_streamed_text_counts_first_and_keeps_the_answer_and_the_trace(staff_client):
+def test_purging_streamed_text_counts_first_then_hands_the_fold_to_a_worker(
+    staff_client, django_capture_on_commit_callbacks
+):
+    from django_q.models import OrmQ
+
+    from agents.tasks import runs_fold
+
     old = _chunked_run(ended_days_ago=40)
     recent = _chunked_run(ended_days_ago=2)
     active = _chunked_run(ended_days_ago=None, status=Run.Status.RUNNING)
@@ -243,11 +249,18 @@ def test_purging_streamed_text_counts_first_and_keeps_the_answer_and_the_trace(s
     assert "Purge streamed text" in staff_client.get(reverse("admin:agents_run_changelist")).text
 
     counted = staff_client.post(url, {"older_than_days": 30, "count": "1"})
-    assert "Would delete 5 streamed-text events of 1 runs." in _text(counted)
+    assert "Would fold 1 runs." in _text(counted)
     assert RunEvent.objects.filter(type=RunEvent.Type.LLM_CHUNK).count() == 15
 
-    staff_client.post(url, {"older_than_days": 30, "apply": "1"})
-    assert not old.events.filter(type=RunEvent.Type.LLM_CHUNK).exists()
+    with django_capture_on_commit_callbacks(execute=True):
+        applied = staff_client.post(url, {"older_than_days": 30, "apply": "1"}, follow=True)
+    assert "The streamed text of 1 runs is being folded in the background." in _text(applied)
+    # The request only queued the work.
+    assert old.events.filter(type=RunEvent.Type.LLM_CHUNK).count() == 5
+    [queued] = OrmQ.objects.all()
+    assert (queued.func(), queued.task["args"]) == ("agents.tasks.runs_fold", (30,))
+
+    assert runs_fold(*queued.task["args"]) == 1
     assert list(old.events.values_list("type", flat=True)) == [RunEvent.Type.LLM_COMPLETE, RunEvent.Type.COMPLETE]
     assert Message.objects.get(pk=old.message_id).response == "The whole answer."
     assert recent.events.filter(type=RunEvent.Type.LLM_CHUNK).count() == 5
@@ -297,8 +310,7 @@ def test_only_staff_allowed_to_purge_see_the_purge_and_can_use_it(client):
     client.force_login(staff_with("agents.view_run", "agents.purge_chunks"))
     assert url in client.get(changelist).text
     assert client.get(url).status_code == 200
-    client.post(url, {"older_than_days": 30, "apply": "1"})
-    assert not old.events.filter(type=RunEvent.Type.LLM_CHUNK).exists()
+    assert "Would fold 1 runs." in _text(client.post(url, {"older_than_days": 30, "count": "1"}))
 
 
 # Names that are attributes or methods of a dict or of any object: a template
