@@ -2,6 +2,9 @@ import json
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.auth import get_user_model
+from django.contrib.auth.admin import GroupAdmin, UserAdmin
+from django.contrib.auth.models import Group
 from django.core.exceptions import PermissionDenied
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
@@ -14,7 +17,8 @@ from django.utils.translation import gettext_lazy as _
 from artifacts.uploads import UploadError
 
 from .library import library_file_read
-from .models import LibraryDocument, Run, RunEvent
+from .models import LibraryDocument, Run, RunEvent, TokenBudget
+from .services.admission import budget_of, metrics_tokens, tokens_today, waiting_place
 from .services.retention import runs_fold_requested
 from .services.runs import runs_cancel_by_staff
 from .trace import run_trace
@@ -47,7 +51,17 @@ class PurgeForm(forms.Form):
 
 @admin.register(Run)
 class RunAdmin(ReadOnlyAdmin):
-    list_display = ("id", "user", "conversation_link", "status", "duration", "tokens", "short_error", "created_at")
+    list_display = (
+        "id",
+        "user",
+        "conversation_link",
+        "status",
+        "place",
+        "duration",
+        "tokens",
+        "short_error",
+        "created_at",
+    )
     list_filter = ("status", "model", "created_at", ("message__conversation__owner", admin.RelatedOnlyFieldListFilter))
     search_fields = (
         "=id",
@@ -120,8 +134,15 @@ class RunAdmin(ReadOnlyAdmin):
 
     @admin.display(description=_("tokens"))
     def tokens(self, run):
-        executions = (run.metrics or {}).get("agent_executions") or []
-        return sum(((e.get("token_usage") or {}).get("total_tokens") or 0) for e in executions) or "—"
+        return metrics_tokens(run.metrics) or "—"
+
+    @admin.display(description=_("waiting"))
+    def place(self, run):
+        """A waiting run's place: how many of its user's waiting runs are ahead."""
+        if run.status != Run.Status.WAITING_SLOT:
+            return "—"
+        ahead = waiting_place(run=run)
+        return gettext("next") if not ahead else gettext("%(count)s ahead") % {"count": ahead}
 
     @admin.display(description=_("error"))
     def short_error(self, run):
@@ -267,3 +288,51 @@ class LibraryDocumentAdmin(admin.ModelAdmin):
         if not change:
             obj.uploaded_by = request.user
         super().save_model(request, obj, form, change)
+
+
+class TokenBudgetInline(admin.StackedInline):
+    model = TokenBudget
+    can_delete = True
+    extra = 0
+    max_num = 1
+
+
+admin.site.unregister(get_user_model())
+admin.site.unregister(Group)
+
+
+@admin.register(get_user_model())
+class BudgetedUserAdmin(UserAdmin):
+    """Django's user admin with each user's token budget: editable, and what
+    their turns spent today."""
+
+    list_display = (*UserAdmin.list_display, "tokens_today", "daily_budget")
+    inlines = (*UserAdmin.inlines, TokenBudgetInline)
+
+    @admin.display(description=_("tokens today"))
+    def tokens_today(self, user):
+        return f"{tokens_today(user_id=user.pk):,}"
+
+    @admin.display(description=_("daily budget"))
+    def daily_budget(self, user):
+        budget = budget_of(user=user)
+        return f"{budget:,}" if budget else gettext("unlimited")
+
+
+@admin.register(Group)
+class BudgetedGroupAdmin(GroupAdmin):
+    inlines = (*GroupAdmin.inlines, TokenBudgetInline)
+
+
+@admin.register(TokenBudget)
+class TokenBudgetAdmin(admin.ModelAdmin):
+    """Every budget that differs from ARTIFACTFLOW_DAILY_TOKEN_BUDGET, for a user or a group."""
+
+    list_display = ("__str__", "user", "group", "daily_tokens", "used_today")
+    list_select_related = ("user", "group")
+    search_fields = ("user__username", "group__name")
+    autocomplete_fields = ("user", "group")
+
+    @admin.display(description=_("tokens today"))
+    def used_today(self, budget):
+        return f"{tokens_today(user_id=budget.user_id):,}" if budget.user_id else "—"

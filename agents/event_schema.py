@@ -41,10 +41,36 @@ class MetadataResumed(TypedDict):
     resumed: Literal[True]
 
 
-# Told apart by `resumed`, so that an error names the fields of the one it is.
+@with_config(_EXACT)
+class MetadataWaiting(TypedDict):
+    """Written by admission when the run waits for a slot, and when its place changes."""
+
+    run_id: int
+    # The user's waiting runs ahead of this one.
+    ahead: int
+
+
+@with_config(_EXACT)
+class MetadataAdmitted(TypedDict):
+    """Written by admission when a run that waited is queued for a worker."""
+
+    run_id: int
+    admitted: Literal[True]
+
+
+def _metadata_kind(data) -> str:
+    if not isinstance(data, dict):
+        return "started"
+    return next((key for key in ("resumed", "ahead", "admitted") if key in data), "started")
+
+
+# Told apart by their keys, so that an error names the fields of the one it is.
 Metadata = Annotated[
-    Annotated[MetadataStarted, Tag("started")] | Annotated[MetadataResumed, Tag("resumed")],
-    Discriminator(lambda data: "resumed" if isinstance(data, dict) and "resumed" in data else "started"),
+    Annotated[MetadataStarted, Tag("started")]
+    | Annotated[MetadataResumed, Tag("resumed")]
+    | Annotated[MetadataWaiting, Tag("ahead")]
+    | Annotated[MetadataAdmitted, Tag("admitted")],
+    Discriminator(_metadata_kind),
 ]
 
 

@@ -1,5 +1,6 @@
 from django.conf import settings
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 
 from conversations.models import Message
 
@@ -11,6 +12,9 @@ class Run(models.Model):
     """The execution of one message's turn by the agents."""
 
     class Status(models.TextChoices):
+        # Made to wait for one of its user's turns to end (agents.services.admission):
+        # it holds no worker and no task of its own until it is admitted, queued.
+        WAITING_SLOT = "waiting_slot"
         QUEUED = "queued"
         RUNNING = "running"
         WAITING_PERMISSION = "waiting_permission"
@@ -18,7 +22,10 @@ class Run(models.Model):
         FAILED = "failed"
         CANCELLED = "cancelled"
 
-    ACTIVE_STATUSES = (Status.QUEUED, Status.RUNNING, Status.WAITING_PERMISSION)
+    ACTIVE_STATUSES = (Status.WAITING_SLOT, Status.QUEUED, Status.RUNNING, Status.WAITING_PERMISSION)
+    # The statuses that hold one of the user's slots (ARTIFACTFLOW_TURNS_PER_USER): a
+    # turn waiting for permission holds no worker, so it holds no slot either.
+    ADMITTED_STATUSES = (Status.QUEUED, Status.RUNNING)
 
     message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="runs")
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
@@ -67,6 +74,35 @@ class Run(models.Model):
     @property
     def is_active(self):
         return self.status in self.ACTIVE_STATUSES
+
+
+class TokenBudget(models.Model):
+    """A daily token budget of one user or of one group, in place of
+    ARTIFACTFLOW_DAILY_TOKEN_BUDGET (agents.services.admission.budget_of)."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="token_budget"
+    )
+    group = models.OneToOneField(
+        "auth.Group", null=True, blank=True, on_delete=models.CASCADE, related_name="token_budget"
+    )
+    daily_tokens = models.PositiveBigIntegerField(
+        verbose_name=_("daily tokens"), help_text=_("Tokens a day, counted from local midnight; 0 is unlimited.")
+    )
+
+    class Meta:
+        verbose_name = _("token budget")
+        verbose_name_plural = _("token budgets")
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(user__isnull=False, group__isnull=True)
+                | models.Q(user__isnull=True, group__isnull=False),
+                name="token_budget_user_or_group",
+            )
+        ]
+
+    def __str__(self):
+        return f"{self.user or self.group}: {self.daily_tokens}"
 
 
 class RunEvent(models.Model):

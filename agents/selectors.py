@@ -196,6 +196,10 @@ def run_view_apply(view: RunView, event: RunEvent) -> None:
     view.seq = event.seq
     step_fold_apply(view.fold, event)
     match event.type:
+        case RunEvent.Type.METADATA if "ahead" in data:
+            view.activity = queue_place(data["ahead"])
+        case RunEvent.Type.METADATA if data.get("admitted"):
+            view.activity = gettext("Queued")
         case RunEvent.Type.METADATA if data.get("resumed"):
             # The step the dead worker was in is done again from the start.
             view.text = ""
@@ -282,6 +286,13 @@ def run_view_apply(view: RunView, event: RunEvent) -> None:
             view.status = Run.Status.FAILED
             view.error = stored_text(data.get("message") or gettext_noop("The turn failed."))
             view.activity = ""
+
+
+def queue_place(ahead: int) -> str:
+    """A waiting run's place among its user's waiting runs (admission)."""
+    if not ahead:
+        return gettext("Queued — next in line")
+    return ngettext("Queued — %(count)s ahead of you", "Queued — %(count)s ahead of you", ahead) % {"count": ahead}
 
 
 def stored_text(text: str) -> str:

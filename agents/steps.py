@@ -429,7 +429,11 @@ def _call_start(fold: StepFold, agent: str, data: dict) -> Step:
 
 def _clock_advance(fold: StepFold, event: RunEvent) -> None:
     """Adds the time since the previous event to work, or to wait while a
-    permission question is open (its answer is the event that ends the wait)."""
+    permission question is open (its answer is the event that ends the wait).
+    Waiting for a slot (admission's events) is neither: the clock starts again after it."""
+    if event.type == RunEvent.Type.METADATA and ("ahead" in event.data or event.data.get("admitted")):
+        fold.last_at = None
+        return
     if fold.last_at is not None and event.created_at is not None:
         elapsed = max(event.created_at - fold.last_at, timedelta(0))
         if fold.asking is not None:

@@ -131,9 +131,14 @@ def _event_fold(trace: Trace, row: TraceRow, event: RunEvent) -> None:
             if model and model not in trace.models:
                 trace.models.append(model)
             label = f" ({data['model_label']})" if data.get("model_label") else ""
-            row.summary = (
-                "resumed after its worker died" if data.get("resumed") else f"started with model {model}{label}"
-            )
+            if "ahead" in data:
+                row.summary = f"waiting for a slot, {data['ahead']} of the user's turns ahead"
+            elif data.get("admitted"):
+                row.summary = "admitted: queued for a worker"
+            else:
+                row.summary = (
+                    "resumed after its worker died" if data.get("resumed") else f"started with model {model}{label}"
+                )
         case RunEvent.Type.AGENT_START:
             row.summary = f"asked{' by ' + data['from'] if data.get('from') else ''}: {_short(data.get('instruction'))}"
         case RunEvent.Type.AGENT_COMPLETE:

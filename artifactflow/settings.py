@@ -335,6 +335,13 @@ RUN_TURNS_PER_WORKER = env.int("ARTIFACTFLOW_TURNS_PER_WORKER", default=32)
 # those it has (at most RUN_TIME_LIMIT more) and goes back to django-q2.
 RUN_TAKE_SECONDS = RUN_TIME_LIMIT
 
+# Turns of one user that hold a worker at once (queued or running); the rest
+# wait for one of them to end, in order, so one person cannot starve the others.
+TURNS_PER_USER = env.int("ARTIFACTFLOW_TURNS_PER_USER", default=3)
+# Tokens a user's turns may spend a day (from local midnight), unless the
+# admin's token budgets say otherwise for them or their group; 0 is unlimited.
+DAILY_TOKEN_BUDGET = env.int("ARTIFACTFLOW_DAILY_TOKEN_BUDGET", default=0)
+
 # django-q2 with the ORM broker in the application database: delivery receipts,
 # so the task of a worker that dies is delivered again after `retry` seconds.
 # `timeout` (the turn is killed) < `retry` (redelivery) keeps one long turn from

@@ -12,7 +12,7 @@ from conversations.models import Conversation, Message
 
 from ..llm.config import lead_choices_from_settings
 from ..models import Run
-from .runs import TurnInProgress, run_create
+from .runs import RunStateError, run_create
 
 MAX_MESSAGE_LENGTH = 20_000
 TITLE_LENGTH = 80
@@ -84,7 +84,8 @@ def message_post(
             if not conversation.title:
                 conversation.title = _title_from(content)
             conversation.save(update_fields=["active_branch", "title", "lead_model", "updated_at"])
-    except TurnInProgress as exc:
+    except RunStateError as exc:
+        # Another turn here, or today's token budget spent: the composer keeps the draft.
         raise ValidationError(str(exc)) from None
     return message
 

@@ -19,6 +19,7 @@ from ..events import RunEventLog
 from ..models import Run, RunEvent
 from ..selectors import RunView, run_view_apply
 from ..state import checkpoint_state
+from .admission import runs_admit
 
 # Stored in English on the run and translated as a page shows it (agents.selectors.stored_text).
 CANCELLED = gettext_noop("Cancelled.")
@@ -48,6 +49,7 @@ def run_end_save(*, run: Run, log: RunEventLog, status: str, error: str, flush: 
         error = error_emit(log=log, flush=flush, message=error)
     run.status, run.finished_at, run.error = status, timezone.now(), error
     run.save(update_fields=["status", "finished_at", "error", "checkpoint", "worker_deaths", "metrics"])
+    runs_admit(user_id=run.message.conversation.owner_id)
 
 
 def error_emit(*, log: RunEventLog, flush: FlushReport, message: str, cancelled: bool = False) -> str:

@@ -29,6 +29,7 @@ from ..llm.config import AgentModels, models_from_settings
 from ..models import Run, RunEvent
 from ..selectors import branch_allowed_tools
 from ..state import OutcomeStatus, TurnState, checkpoint_new, checkpoint_state
+from .admission import runs_admit
 from .ending import CANCELLED, answer_keep, error_emit, flush_data, run_branch, run_end_save
 from .recovery import run_recover_dead
 
@@ -291,6 +292,7 @@ def _run_finish(*, run: Run, lease: Lease, log: RunEventLog, outcome: engine.Tur
             run.save(update_fields=["status", "finished_at", "metrics", "error"])
 
     transient_retry(write, what=f"the end of run {run.pk}")
+    runs_admit(user_id=run.message.conversation.owner_id)
 
 
 def _run_fail(

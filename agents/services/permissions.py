@@ -13,7 +13,8 @@ from ..engine import permission_unshowable
 from ..models import Run
 from ..selectors import ALLOWED_TOOLS, tools_allowed
 from ..state import ALLOWING, USER_DECISIONS, PermissionDecision, pending_answered, pending_request
-from .runs import RunStateError, run_enqueue, run_owned_locked
+from .admission import runs_admit
+from .runs import RunStateError, run_owned_locked
 
 
 def permission_answer(*, run_id: int, user, request_id: str, decision: str, enqueue: bool = True) -> Run:
@@ -50,10 +51,11 @@ def _pending_decide(
         )
     # Logged with the decision when the run resumes, which may be later than the answer.
     run.checkpoint = pending_answered(run.checkpoint, decision=decision, by=by)
-    run.status = Run.Status.QUEUED
+    # The pause held no slot: the run goes on when one of its user's is free.
+    run.status = Run.Status.WAITING_SLOT if enqueue else Run.Status.QUEUED
     run.save(update_fields=["checkpoint", "status"])
     if enqueue:
-        run_enqueue(run=run, reason="resume")
+        runs_admit(user_id=run.message.conversation.owner_id)
 
 
 def permissions_expire() -> int:

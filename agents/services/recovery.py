@@ -17,9 +17,9 @@ from artifactflow.db import TRANSIENT_ERRORS
 from ..events import RunEventLog
 from ..lease import HOST, worker_gone
 from ..models import Run, RunEvent
+from .admission import run_enqueue, runs_admit_all
 from .ending import run_end_unheld
 from .permissions import permissions_expire
-from .runs import run_enqueue
 
 logger = logging.getLogger(__name__)
 
@@ -139,5 +139,7 @@ def _run_end_failed(*, run_id: int, error: str, with_artifacts: bool) -> Run | N
 
 def runs_sweep() -> dict:
     """The periodic check (a django-q2 schedule, and each worker as it starts):
-    recover runs whose worker died and expire unanswered permission requests."""
-    return {"recovered": runs_recover(), "expired": permissions_expire()}
+    recover runs whose worker died, expire unanswered permission requests and
+    admit waiting runs that an ending left waiting. Waiting runs hold no task
+    and are never queued here but by admission."""
+    return {"recovered": runs_recover(), "expired": permissions_expire(), "admitted": runs_admit_all()}

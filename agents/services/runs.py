@@ -6,15 +6,14 @@ Nothing here executes a turn: a worker does (`agents.services.execution`); a run
 from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext, gettext_noop
-from django_q.tasks import async_task
 
 from conversations.models import Conversation, Message
 
 from ..events import RunEventLog
 from ..models import Run
+from .admission import budget_refusal, runs_admit, user_lock
 from .ending import run_end_unheld
 
-TASK = "agents.tasks.run_turn"
 TURN_IN_PROGRESS = gettext_noop(
     "A turn is still running in this conversation. Stop it, or wait for it to finish, then send."
 )
@@ -28,18 +27,23 @@ class TurnInProgress(RunStateError):
     """Another turn of the conversation is still queued, running or waiting."""
 
 
-def run_enqueue(*, run: Run, reason: str = "") -> None:
-    """Hand the run to a worker once the caller's transaction commits.
-    `reason` (recover, resume) tells its task from the run's first one."""
-    task_name = f"run-{run.pk}-{reason}" if reason else f"run-{run.pk}"
-    transaction.on_commit(lambda: async_task(TASK, run.pk, task_name=task_name))
+class BudgetSpent(RunStateError):
+    """The user's turns have spent today's token budget."""
 
 
 def run_create(*, message, enqueue: bool = True, retry_of: Run | None = None) -> Run:
-    """A queued run for `message`; its task is enqueued once the caller's transaction commits.
+    """A run for `message`, admitted (queued, its task enqueued once the
+    caller's transaction commits) or waiting for one of its user's turns to
+    end (agents.services.admission). Without `enqueue` it is queued for the
+    caller to execute itself.
 
     One turn at a time per conversation: turns share the conversation's
-    artifacts, so a second one would race the first on them."""
+    artifacts, so a second one would race the first on them. Refused too
+    (BudgetSpent) once its user's token budget for today is spent."""
+    owner = message.conversation.owner
+    refusal = budget_refusal(user=owner)
+    if refusal:
+        raise BudgetSpent(refusal)
     with transaction.atomic():
         # A write first, so that two requests serialise here on SQLite (which
         # has no row locks) as on Postgres, and the second sees the first's run.
@@ -48,9 +52,15 @@ def run_create(*, message, enqueue: bool = True, retry_of: Run | None = None) ->
             message__conversation_id=message.conversation_id, status__in=Run.ACTIVE_STATUSES
         ).exists():
             raise TurnInProgress(gettext(TURN_IN_PROGRESS))
-        run = Run.objects.create(message=message, retry_of=retry_of, lead_model=message.conversation.lead_model)
-    if enqueue:
-        run_enqueue(run=run)
+        run = Run.objects.create(
+            message=message,
+            retry_of=retry_of,
+            lead_model=message.conversation.lead_model,
+            status=Run.Status.WAITING_SLOT if enqueue else Run.Status.QUEUED,
+        )
+        if enqueue:
+            runs_admit(user_id=owner.pk)
+            run.refresh_from_db(fields=["status"])
     return run
 
 
@@ -68,6 +78,7 @@ def run_cancel(*, run_id: int, user) -> Run:
     what its checkpoint carries; a running one is flagged and its worker stops
     at the next check."""
     with transaction.atomic():
+        user_lock(user_id=user.pk)
         run = run_owned_locked(run_id=run_id, user=user)
         _run_cancel(run)
     return run
@@ -79,9 +90,11 @@ def runs_cancel_by_staff(*, run_ids: list[int]) -> tuple[list[Run], list[Run]]:
     cancelled, ended = [], []
     for run_id in run_ids:
         with transaction.atomic():
-            run = Run.objects.select_for_update().filter(pk=run_id).first()
-            if run is None:
+            owner_id = Run.objects.filter(pk=run_id).values_list("message__conversation__owner_id", flat=True).first()
+            if owner_id is None:
                 continue
+            user_lock(user_id=owner_id)
+            run = Run.objects.select_for_update().filter(pk=run_id).first()
             try:
                 _run_cancel(run)
             except RunStateError:

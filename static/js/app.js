@@ -69,7 +69,7 @@ document.addEventListener("htmx:afterSwap", () => {
 
 // On every (re)connect, tell the server which turns this page shows as still
 // running: any that ended meanwhile is sent in its final form.
-const RUNNING = ["queued", "running", "waiting_permission"];
+const RUNNING = ["waiting_slot", "queued", "running", "waiting_permission"];
 document.addEventListener("htmx:wsOpen", (event) => {
   const running = [...document.querySelectorAll("article.turn[data-run]")]
     .filter((turn) => RUNNING.includes(turn.dataset.status))

@@ -356,3 +356,49 @@ def test_the_trace_names_the_lead_model_the_conversation_chose(staff_client, use
 
     assert "The lead agent answered with 快速 Fast (fast-model)." in text
     assert "started with model fast-model (快速 Fast)" in text
+
+
+def test_the_run_list_shows_waiting_runs_and_their_place(staff_client, user, settings):
+    settings.TURNS_PER_USER = 1
+    runs = [asking.conversation_start(user=user, content=f"Question {n}").active_branch.runs.get() for n in range(3)]
+
+    response = staff_client.get(reverse("admin:agents_run_changelist"), {"status__exact": "waiting_slot"})
+
+    rows = {
+        int(row.xpath("string(.//*[contains(@class, 'field-id')])")): " ".join(row.text_content().split())
+        for row in lxml.html.fromstring(response.content).xpath("//table[@id='result_list']/tbody/tr")
+    }
+    assert set(rows) == {runs[1].pk, runs[2].pk}
+    assert "next" in rows[runs[1].pk] and "1 ahead" in rows[runs[2].pk]
+
+
+def test_budgets_are_edited_on_the_user_and_the_user_list_shows_tokens_today(staff_client, user, settings):
+    settings.DAILY_TOKEN_BUDGET = 10_000
+    usage = {"prompt_tokens": 1_000, "completion_tokens": 234, "total_tokens": 1_234}
+    RunFactory(
+        message=MessageFactory(conversation=ConversationFactory(owner=user)),
+        status=Run.Status.COMPLETED,
+        metrics={"agent_executions": [{"token_usage": usage}]},
+    )
+    listed = _text(staff_client.get(reverse("admin:auth_user_changelist"), {"q": user.username}))
+    assert "1,234" in listed and "10,000" in listed
+
+    page = staff_client.get(reverse("admin:auth_user_change", args=[user.pk]))
+    form = {
+        name: value
+        for name, value in lxml.html.fromstring(page.content).get_element_by_id("user_form").form_values()
+        if not name.startswith("token_budget-")
+    }
+    prefix = "token_budget"
+    form.update(
+        {
+            f"{prefix}-TOTAL_FORMS": "1",
+            f"{prefix}-INITIAL_FORMS": "0",
+            f"{prefix}-0-daily_tokens": "50000",
+            f"{prefix}-0-user": str(user.pk),
+        }
+    )
+    response = staff_client.post(reverse("admin:auth_user_change", args=[user.pk]), form)
+    assert response.status_code == 302, _text(response)[:2000]
+    assert user.token_budget.daily_tokens == 50_000
+    assert "50,000" in _text(staff_client.get(reverse("admin:auth_user_changelist"), {"q": user.username}))

@@ -110,8 +110,10 @@ def test_a_worker_killed_mid_turn_is_replaced_and_its_turn_resumed_at_once(user,
     assert len(scripted_model.requests) == 3
 
 
-def test_a_worker_killed_while_it_holds_ten_turns_resumes_each_once(user, scripted_model, clusters):
-    # One process (ARTIFACTFLOW_WORKERS=1) runs all ten side by side.
+def test_a_worker_killed_while_it_holds_ten_turns_resumes_each_once(user, scripted_model, clusters, settings):
+    # One process (ARTIFACTFLOW_WORKERS=1) runs all ten side by side; one
+    # person's ten, so no per-person limit here.
+    settings.TURNS_PER_USER = 0
     scripted_model.add(*[Text(SLOW_ANSWER, chunk_size=4, delay=0.05) for _ in range(10)])
     scripted_model.add(*[Text("The answer after the kill.") for _ in range(10)])
     cluster = clusters()

@@ -7,7 +7,7 @@ from django.test import RequestFactory
 from django.urls import reverse
 from django.utils import timezone
 
-from agents.models import Run, RunEvent
+from agents.models import Run, RunEvent, TokenBudget
 from artifacts.models import Artifact, ArtifactVersion
 from tests.agents.test_admin import actions_offered, view_only_staff
 from tests.factories import (
@@ -39,6 +39,7 @@ def test_every_changelist_and_change_page_loads_with_search(staff_client):
     artifact = Artifact.objects.create(session=conversation.artifact_session, artifact_id="task_plan")
     ArtifactVersion.objects.create(artifact=artifact, version=1, update_type="create")
     LibraryDocumentFactory(title="Findable")
+    TokenBudget.objects.create(user=conversation.owner, daily_tokens=1_000)
 
     for model in admin.site._registry:
         if model._meta.app_label not in OUR_APPS:
@@ -88,6 +89,7 @@ def _something_of_everything():
     queued = RunFactory(message=MessageFactory(conversation=ConversationFactory(owner=owner)))
     RunEvent.objects.create(run=queued, seq=1, type=RunEvent.Type.METADATA)
     LibraryDocumentFactory()
+    TokenBudget.objects.create(user=owner, daily_tokens=1_000)
 
 
 def _custom_pages(model_admin) -> list[str]:

@@ -21,6 +21,7 @@ from accounts.models import UserPreference
 from agents.models import Run, RunEvent
 from agents.services import asking
 from agents.services.execution import run_execute
+from agents.services.runs import run_cancel
 from artifactflow import realtime
 from artifactflow.asgi import application
 from artifactflow.markdown import BlockSplitter, markdown_render
@@ -805,3 +806,35 @@ async def test_a_websockets_pushes_speak_the_language_its_page_was_shown_in(user
     assert connected
     [button] = lxml.html.fromstring(f"<div>{snapshot}</div>").xpath("//button[@class='stop']")
     assert button.text_content() == stop
+
+
+@sync_to_async
+def _asked_in_turn(user, count):
+    """`count` questions of the user's, each in a conversation of its own, enqueued as a page's would be."""
+    return [asking.conversation_start(user=user, content=f"Question {number}") for number in range(count)]
+
+
+async def test_a_waiting_turn_shows_its_place_and_it_moves_up_live_as_earlier_turns_end(user, settings):
+    settings.TURNS_PER_USER = 1
+    first, second, third = await _asked_in_turn(user, 3)
+    communicator = await _connected(third, user)
+    page = Page()
+    for html in await _received(communicator, until=lambda html: "artifacts-changed" in html):
+        page.apply(html) if "artifacts-changed" not in html else None
+    message_id = third.active_branch_id
+    assert _words(page.find(f"activity-{message_id}").text_content()) == "Queued — 1 ahead of you…"
+
+    # The first turn ends: the second is admitted, and this one is next.
+    first_run = await sync_to_async(Run.objects.get)(message__conversation=first)
+    await sync_to_async(run_cancel)(run_id=first_run.pk, user=user)
+    for html in await _received(communicator, until=lambda html: f'id="activity-{message_id}"' in html):
+        page.apply(html) if "artifacts-changed" not in html else None
+    assert _words(page.find(f"activity-{message_id}").text_content()) == "Queued — next in line…"
+
+    # The second ends: this one is admitted, queued for a worker.
+    second_run = await sync_to_async(Run.objects.get)(message__conversation=second)
+    await sync_to_async(run_cancel)(run_id=second_run.pk, user=user)
+    for html in await _received(communicator, until=lambda html: 'data-status="queued"' in html):
+        page.apply(html) if "artifacts-changed" not in html else None
+    await communicator.disconnect()
+    assert _words(page.find(f"activity-{message_id}").text_content()) == "Queued…"

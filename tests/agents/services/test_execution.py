@@ -238,6 +238,8 @@ def _start_and_close(run_id):
 @pytest.mark.django_db(transaction=True)
 def test_a_worker_process_runs_many_turns_at_once_and_no_more_than_its_limit(user, scripted_model, settings):
     settings.RUN_TURNS_PER_WORKER = 3
+    # One person's five: the limit seen is the process's, not the person's.
+    settings.TURNS_PER_USER = 0
     scripted_model.add(*[Text(STREAMED, chunk_size=8, delay=0.06) for _ in range(5)])
     runs = [_turn(user, f"Question {i}")[1] for i in range(5)]
 
@@ -258,7 +260,8 @@ def test_a_worker_process_runs_many_turns_at_once_and_no_more_than_its_limit(use
 
 
 @pytest.mark.django_db(transaction=True)
-def test_stopping_one_of_many_turns_in_a_process_leaves_the_others_streaming(user, scripted_model):
+def test_stopping_one_of_many_turns_in_a_process_leaves_the_others_streaming(user, scripted_model, settings):
+    settings.TURNS_PER_USER = 0
     scripted_model.add(*[Text(STREAMED, chunk_size=4, delay=0.05) for _ in range(4)])
     runs = [_turn(user, f"Question {i}")[1] for i in range(4)]
     worker = _worker_process(runs[0])

@@ -56,7 +56,7 @@ def test_a_run_whose_worker_died_resumes_from_its_checkpoint_with_its_artifacts(
     assert not Artifact.objects.exists()
     _stale(run, settings)
 
-    assert runs_sweep() == {"recovered": 1, "expired": 0}
+    assert runs_sweep() == {"recovered": 1, "expired": 0, "admitted": 0}
     run_execute(run_id=run.pk)
 
     run.refresh_from_db()
@@ -313,7 +313,7 @@ def test_a_run_that_cannot_be_recovered_ends_failed_and_the_sweep_recovers_the_o
         _stale(run, settings, attempts=1)
 
     with caplog.at_level(logging.ERROR, logger="agents.services.recovery"):
-        assert runs_sweep() == {"recovered": 4, "expired": 0}
+        assert runs_sweep() == {"recovered": 4, "expired": 0, "admitted": 0}
 
     for run in others:
         run.refresh_from_db()
@@ -342,7 +342,7 @@ def test_a_run_of_a_conversation_made_without_its_artifact_session_is_recovered_
     _stale(resumed, settings, attempts=1)
     _stale(twice, settings, attempts=2, worker_deaths=1)
 
-    assert runs_sweep() == {"recovered": 2, "expired": 0}
+    assert runs_sweep() == {"recovered": 2, "expired": 0, "admitted": 0}
     run_execute(run_id=resumed.pk)
 
     resumed.refresh_from_db()

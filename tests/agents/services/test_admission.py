@@ -1,0 +1,282 @@
+"""Admission (agents.services.admission): at most ARTIFACTFLOW_TURNS_PER_USER
+turns of a user hold a worker, the rest wait in order and are told their
+place; and the daily token budget."""
+
+import threading
+
+import pytest
+from django.contrib.auth.models import Group
+from django.core.exceptions import ValidationError
+from django.db import connections
+from django.urls import reverse
+from django_q.models import OrmQ
+
+from agents.models import Run, RunEvent, TokenBudget
+from agents.selectors import run_views
+from agents.services import asking
+from agents.services.admission import budget_of, tokens_today
+from agents.services.execution import run_execute
+from agents.services.permissions import permission_answer
+from agents.services.recovery import runs_sweep
+from agents.services.runs import BudgetSpent, run_cancel, run_retry
+from agents.state import pending_request
+from tests.agents.test_engine import call
+from tests.factories import ConversationFactory, MessageFactory, RunFactory, UserFactory
+from tests.model_server import Text
+
+pytestmark = pytest.mark.django_db
+
+LIMIT = 3
+
+
+@pytest.fixture(autouse=True)
+def turns_per_user(settings):
+    settings.TURNS_PER_USER = LIMIT
+
+
+def _ask(user, content="What is WAL?") -> Run:
+    """A question in a new conversation, its task enqueued as a web request's would be."""
+    return asking.conversation_start(user=user, content=content).active_branch.runs.get()
+
+
+def _enqueued() -> list[int]:
+    """The run ids of the tasks in django-q2's queue, in the order they were enqueued."""
+    return [task.task["args"][0] for task in OrmQ.objects.order_by("id")]
+
+
+def _admitted(user) -> int:
+    return Run.objects.filter(message__conversation__owner=user, status__in=Run.ADMITTED_STATUSES).count()
+
+
+def _activity(run) -> str:
+    run.refresh_from_db()
+    return run_views(runs=[run])[run.pk].activity
+
+
+def test_one_users_forty_turns_leave_another_users_turn_next_after_their_limit(
+    user, other_user, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        flood = [_ask(user, f"Question {number}") for number in range(40)]
+        other = _ask(other_user)
+
+    other.refresh_from_db()
+    assert other.status == Run.Status.QUEUED
+    # The other user's turn is enqueued right after the first user's three, not after forty.
+    assert _enqueued() == [run.pk for run in flood[:LIMIT]] + [other.pk]
+    assert _admitted(user) == LIMIT
+    waiting = Run.objects.filter(status=Run.Status.WAITING_SLOT)
+    assert set(waiting.values_list("pk", flat=True)) == {run.pk for run in flood[LIMIT:]}
+    assert _activity(flood[LIMIT]) == "Queued — next in line"
+    assert _activity(flood[-1]) == "Queued — 36 ahead of you"
+
+
+def test_when_a_turn_ends_the_next_waiting_one_is_admitted_and_the_rest_move_up(
+    user, scripted_model, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        runs = [_ask(user, f"Question {number}") for number in range(LIMIT + 3)]
+    scripted_model.add(Text("The first answer."))
+
+    with django_capture_on_commit_callbacks(execute=True):
+        run_execute(run_id=runs[0].pk)
+
+    runs[0].refresh_from_db()
+    runs[LIMIT].refresh_from_db()
+    assert runs[0].status == Run.Status.COMPLETED
+    assert runs[LIMIT].status == Run.Status.QUEUED
+    assert _enqueued() == [run.pk for run in runs[: LIMIT + 1]]
+    assert _activity(runs[LIMIT]) == "Queued"
+    assert _activity(runs[LIMIT + 1]) == "Queued — next in line"
+    assert _activity(runs[LIMIT + 2]) == "Queued — 1 ahead of you"
+    # Told its place once when it began to wait and once when it moved up.
+    places = runs[LIMIT + 2].events.filter(type=RunEvent.Type.METADATA).values_list("data__ahead", flat=True)
+    assert list(places) == [2, 1]
+
+
+def test_a_user_never_has_more_than_the_limit_admitted_while_their_turns_run_one_by_one(
+    user, scripted_model, django_capture_on_commit_callbacks
+):
+    count = LIMIT + 4
+    with django_capture_on_commit_callbacks(execute=True):
+        runs = [_ask(user, f"Question {number}") for number in range(count)]
+    scripted_model.add(*(Text(f"Answer {number}.") for number in range(count)))
+    done = 0
+    while done < count:
+        assert _admitted(user) <= LIMIT
+        queued = Run.objects.filter(status=Run.Status.QUEUED).first()
+        with django_capture_on_commit_callbacks(execute=True):
+            run_execute(run_id=queued.pk)
+        done += 1
+    assert set(Run.objects.values_list("status", flat=True)) == {Run.Status.COMPLETED}
+    # Each run was enqueued once, in the order it was asked.
+    assert _enqueued() == [run.pk for run in runs]
+
+
+def test_a_turn_paused_for_permission_frees_its_slot_and_waits_for_one_to_go_on(
+    user, scripted_model, settings, django_capture_on_commit_callbacks
+):
+    settings.TOOL_PERMISSIONS = {"rewrite_artifact": "confirm"}
+    scripted_model.add(
+        Text(call("create_artifact", id="notes", content="draft")),
+        Text(call("rewrite_artifact", id="notes", content="final")),
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        runs = [_ask(user, f"Question {number}") for number in range(LIMIT + 1)]
+        run_execute(run_id=runs[0].pk)
+    runs[0].refresh_from_db()
+    assert runs[0].status == Run.Status.WAITING_PERMISSION
+    runs[LIMIT].refresh_from_db()
+    assert runs[LIMIT].status == Run.Status.QUEUED
+
+    request_id = pending_request(runs[0].checkpoint).id
+    with django_capture_on_commit_callbacks(execute=True):
+        permission_answer(run_id=runs[0].pk, user=user, request_id=request_id, decision="deny")
+
+    # Its user's slots are all taken: it waits, first in line, with no task.
+    runs[0].refresh_from_db()
+    assert runs[0].status == Run.Status.WAITING_SLOT
+    assert _enqueued() == [run.pk for run in runs]
+    assert _activity(runs[0]) == "Queued — next in line"
+
+    with django_capture_on_commit_callbacks(execute=True):
+        run_cancel(run_id=runs[1].pk, user=user)
+    runs[0].refresh_from_db()
+    assert runs[0].status == Run.Status.QUEUED
+    assert OrmQ.objects.order_by("-id").first().task["name"] == f"run-{runs[0].pk}-resume"
+
+
+def test_a_cancelled_waiting_run_never_starts_and_the_ones_behind_move_up(
+    user, scripted_model, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        runs = [_ask(user, f"Question {number}") for number in range(LIMIT + 2)]
+
+    with django_capture_on_commit_callbacks(execute=True):
+        run_cancel(run_id=runs[LIMIT].pk, user=user)
+
+    runs[LIMIT].refresh_from_db()
+    assert runs[LIMIT].status == Run.Status.CANCELLED
+    assert run_execute(run_id=runs[LIMIT].pk) is None
+    assert scripted_model.requests == []
+    assert _activity(runs[LIMIT + 1]) == "Queued — next in line"
+    # No slot came free: nothing more was enqueued, the cancelled run never.
+    assert _enqueued() == [run.pk for run in runs[:LIMIT]]
+
+
+def test_the_sweep_admits_what_an_ending_left_waiting_and_enqueues_no_other_waiting_run(
+    user, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        runs = [_ask(user, f"Question {number}") for number in range(LIMIT + 2)]
+        assert runs_sweep()["admitted"] == 0
+    assert _enqueued() == [run.pk for run in runs[:LIMIT]]
+
+    # A worker ended a turn and died before it could admit the next.
+    Run.objects.filter(pk=runs[0].pk).update(status=Run.Status.COMPLETED)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert runs_sweep()["admitted"] == 1
+    assert _enqueued() == [run.pk for run in runs[: LIMIT + 1]]
+    assert Run.objects.get(pk=runs[-1].pk).status == Run.Status.WAITING_SLOT
+
+
+def test_a_limit_of_zero_admits_every_turn(user, settings, django_capture_on_commit_callbacks):
+    settings.TURNS_PER_USER = 0
+    with django_capture_on_commit_callbacks(execute=True):
+        runs = [_ask(user, f"Question {number}") for number in range(LIMIT + 2)]
+    assert _enqueued() == [run.pk for run in runs]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_questions_of_one_user_never_admit_past_the_limit(user):
+    conversations = [ConversationFactory(owner=user) for _ in range(8)]
+    errors = []
+    barrier = threading.Barrier(len(conversations))
+
+    def ask(conversation):
+        try:
+            barrier.wait()
+            asking.message_post(conversation=conversation, content="At once?")
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=ask, args=(conversation,)) for conversation in conversations]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert errors == []
+    assert _admitted(user) == LIMIT
+    assert Run.objects.filter(status=Run.Status.WAITING_SLOT).count() == len(conversations) - LIMIT
+    assert sorted(_enqueued()) == sorted(Run.objects.filter(status=Run.Status.QUEUED).values_list("pk", flat=True))
+
+
+def test_another_users_waiting_run_is_not_found_by_cancel(client, user, other_user, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        runs = [_ask(user, f"Question {number}") for number in range(LIMIT + 1)]
+    client.force_login(other_user)
+    for name in ("run-cancel", "run-retry"):
+        assert client.post(reverse(name, args=[runs[LIMIT].pk])).status_code == 404
+    runs[LIMIT].refresh_from_db()
+    assert runs[LIMIT].status == Run.Status.WAITING_SLOT
+
+
+def _spent(user, tokens: int) -> Run:
+    usage = {"prompt_tokens": tokens - 10, "completion_tokens": 10, "total_tokens": tokens}
+    message = MessageFactory(conversation=ConversationFactory(owner=user))
+    return RunFactory(
+        message=message,
+        status=Run.Status.COMPLETED,
+        metrics={"agent_executions": [{"agent_name": "lead_agent", "token_usage": usage}]},
+    )
+
+
+def test_a_spent_daily_budget_refuses_the_question_with_a_message(user, settings):
+    settings.DAILY_TOKEN_BUDGET = 1_000
+    _spent(user, 600)
+    asking.conversation_start(user=user, content="Still within it.", enqueue=False).active_branch.runs.update(
+        status=Run.Status.CANCELLED
+    )
+    _spent(user, 500)
+    assert tokens_today(user_id=user.pk) == 1_100
+
+    with pytest.raises(ValidationError, match="used today's token budget: 1,100 of 1,000 tokens"):
+        asking.conversation_start(user=user, content="One more?")
+    failed = _spent(user, 1)
+    failed.status = Run.Status.FAILED
+    failed.save()
+    with pytest.raises(BudgetSpent):
+        run_retry(run_id=failed.pk, user=user)
+
+
+def test_the_refused_question_stays_in_the_composer(client, user, settings):
+    settings.DAILY_TOKEN_BUDGET = 100
+    _spent(user, 100)
+    client.force_login(user)
+    response = client.post(reverse("conversation-create"), {"content": "My careful draft"})
+    html = response.content.decode()
+    assert "used today&#x27;s token budget" in html or "used today's token budget" in html
+    assert "My careful draft" in html
+    assert not Run.objects.filter(message__content="My careful draft").exists()
+
+
+def test_a_users_budget_comes_before_their_groups_and_the_default(user, settings):
+    settings.DAILY_TOKEN_BUDGET = 1_000
+    assert budget_of(user=user) == 1_000
+    team, other_team = Group.objects.create(name="team"), Group.objects.create(name="other")
+    user.groups.add(team, other_team)
+    TokenBudget.objects.create(group=team, daily_tokens=5_000)
+    TokenBudget.objects.create(group=other_team, daily_tokens=20_000)
+    assert budget_of(user=user) == 20_000
+    TokenBudget.objects.create(user=user, daily_tokens=0)
+    assert budget_of(user=user) == 0
+    assert budget_of(user=UserFactory()) == 1_000
+
+
+def test_another_users_tokens_do_not_count(user, other_user, settings):
+    settings.DAILY_TOKEN_BUDGET = 100
+    _spent(other_user, 500)
+    assert tokens_today(user_id=user.pk) == 0
+    asking.conversation_start(user=user, content="Mine to ask.", enqueue=False)
