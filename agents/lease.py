@@ -119,6 +119,10 @@ class _Watcher:
             except DatabaseError as error:
                 logger.warning("Heartbeats of runs %s skipped: %s", [h.lease.run_id for h in held], error)
                 connection.close()
+            except Exception:
+                # Whatever it is, the thread goes on: every turn of the process depends on it.
+                logger.exception("Heartbeats of runs %s failed", [h.lease.run_id for h in held])
+                connection.close()
             soonest = min(h.due for h in held) - time.monotonic()
             self._wake.wait(max(0.0, min(CANCEL_POLL_SECONDS, soonest)))
             self._wake.clear()
