@@ -6,6 +6,7 @@ run: its writes are retried, on a fresh connection, for a bounded time
 """
 
 import logging
+import os
 import time
 from collections.abc import Callable
 from typing import TypeVar
@@ -42,3 +43,25 @@ def transient_retry(write: Callable[[], T], *, what: str, seconds: float | None 
             connection.close()
         time.sleep(delay)
         delay = min(delay * 2, MAX_DELAY)
+
+
+# The pools a forked process inherited, kept referenced: their connections are
+# its parent's sockets, and are neither used nor closed here.
+_inherited_pools: list = []
+
+
+def _pools_drop_inherited() -> None:
+    from django.db.backends.postgresql.base import DatabaseWrapper
+
+    _inherited_pools.extend(DatabaseWrapper._connection_pools.values())
+    DatabaseWrapper._connection_pools.clear()
+
+
+def pool_fork_guard() -> None:
+    """Makes a forked child open a connection pool of its own. django-q2 forks
+    its workers from a process that has used the database (the schedule, a
+    worker's reincarnation): a child that took its parent's idle pooled
+    connections would talk over the parent's sockets, interleaving both
+    processes' queries on one server session."""
+    if any(database.get("OPTIONS", {}).get("pool") for database in settings.DATABASES.values()):
+        os.register_at_fork(after_in_child=_pools_drop_inherited)

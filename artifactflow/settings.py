@@ -122,8 +122,37 @@ if USING_SQLITE:
         ),
     }
 else:
-    DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=60)
+    # Each process keeps a pool of connections (Django's, on psycopg_pool) and
+    # every thread borrows one for a request, a websocket's read or a write and
+    # gives it back. Connections kept per thread (CONN_MAX_AGE) leaked under
+    # ASGI, where each request runs in a thread of its own: one burst of page
+    # loads left a daphne with 88 idle connections and Postgres refused the next.
+    if "CONN_MAX_AGE" in os.environ:
+        raise ImproperlyConfigured(
+            "CONN_MAX_AGE is no longer read: each process keeps a connection pool instead; "
+            "size it with ARTIFACTFLOW_DB_POOL_MIN_SIZE, ARTIFACTFLOW_DB_POOL_MAX_SIZE and ARTIFACTFLOW_DB_POOL_TIMEOUT."
+        )
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    # A connection is checked as it leaves the pool, so one the server dropped is replaced.
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+    # Added to whatever options DATABASE_URL's query string gave (sslmode, …).
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "name": "artifactflow",
+        # Opened with the pool (at a process's first query) and kept; the rest
+        # open on demand and close after ten idle minutes (psycopg_pool's max_idle).
+        "min_size": env.int("ARTIFACTFLOW_DB_POOL_MIN_SIZE", default=2),
+        # The most a process opens. The default covers a worker running its
+        # most turns at once, each on a connection of its own, with its
+        # heartbeats and sweeps beside them; a web process needs one per
+        # request in flight plus its WEBSOCKET_THREADS and stays well under.
+        "max_size": env.int(
+            "ARTIFACTFLOW_DB_POOL_MAX_SIZE", default=env.int("ARTIFACTFLOW_TURNS_PER_WORKER", default=32) + 8
+        ),
+        # A thread waits this long for a connection, then fails with
+        # psycopg_pool.PoolTimeout (an OperationalError, logged like any
+        # other) rather than hanging while the pool stays exhausted.
+        "timeout": env.float("ARTIFACTFLOW_DB_POOL_TIMEOUT", default=10.0),
+    }
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -176,6 +205,8 @@ else:
 
 INSTALLED_APPS = [
     "daphne",
+    # Prepares every process: its file descriptor limit, its pool across a fork.
+    "artifactflow",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",

@@ -14,7 +14,7 @@ from django.utils import translation
 from accounts.services import scope_language
 from agents.models import Run
 from agents.selectors import conversation_active_run
-from artifactflow import realtime
+from artifactflow import descriptors, realtime
 from conversations import selectors
 
 from . import sockets
@@ -87,6 +87,9 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         await super().dispatch(message)
 
     async def connect(self):
+        # Each tab holds a socket: a process running out of them refuses the
+        # next without a word, so it says so while there is still room.
+        descriptors.descriptors_check()
         # run id -> its stream, or None once the page has the run's final state.
         self.streams = {}
         # Runs that wrote rows since the last push, and streamed text sent live.

@@ -35,11 +35,6 @@ if USING_SQLITE:  # noqa: F405
     DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / f"test-{os.getpid()}.sqlite3")}  # noqa: F405
     # Tests clear the cache: each test process has a directory of its own.
     CACHES["default"]["LOCATION"] = str(DATA_DIR / f"cache-test-{XDIST_WORKER or 'serial'}")  # noqa: F405
-else:
-    # Threads of the channel layer and consumers open their own connections;
-    # persistent ones would keep the test database from being dropped.
-    # (pytest-django names each xdist worker's test database test_<name>_gw<N>.)
-    DATABASES["default"]["CONN_MAX_AGE"] = 0  # noqa: F405
 
 if REDIS_URL and XDIST_WORKER:  # noqa: F405
     # Redis database number REDIS_URL's + N for worker gwN (REDIS_URL's alone when

@@ -224,3 +224,25 @@ def test_the_debug_error_page_hides_passwords_in_urls_and_addresses(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "redis-pass-456" not in result.stdout and "db-pass-123" not in result.stdout
     assert result.stdout.count("********************") >= 4
+
+
+def test_a_server_database_is_pooled_per_process_sized_for_a_workers_turns(tmp_path):
+    probe = (
+        "from django.conf import settings; d = settings.DATABASES['default']; print(d['CONN_MAX_AGE'], d['OPTIONS'])"
+    )
+    server = {"DATABASE_URL": "postgres://u@127.0.0.1:5432/db?sslmode=require", "REDIS_URL": "redis://x"}
+
+    default = _run(tmp_path, "-c", probe, SECRET_KEY=STRONG_KEY, **server)
+    more_turns = _run(tmp_path, "-c", probe, SECRET_KEY=STRONG_KEY, ARTIFACTFLOW_TURNS_PER_WORKER="50", **server)
+
+    assert default.stdout.strip() == (
+        "0 {'sslmode': 'require', 'pool': {'name': 'artifactflow', 'min_size': 2, 'max_size': 40, 'timeout': 10.0}}"
+    ), default.stderr
+    assert "'max_size': 58" in more_turns.stdout, more_turns.stderr
+
+
+def test_conn_max_age_is_refused_now_that_connections_are_pooled(tmp_path):
+    server = {"DATABASE_URL": "postgres://u@127.0.0.1:5432/db", "REDIS_URL": "redis://x"}
+    result = _load_settings(tmp_path, SECRET_KEY=STRONG_KEY, CONN_MAX_AGE="60", **server)
+    assert result.returncode != 0
+    assert "ARTIFACTFLOW_DB_POOL_MAX_SIZE" in result.stderr

@@ -22,7 +22,7 @@ from agents.models import Run, RunEvent
 from agents.services import asking
 from agents.services.execution import run_execute
 from agents.services.runs import run_cancel
-from artifactflow import realtime
+from artifactflow import descriptors, realtime
 from artifactflow.asgi import application
 from artifactflow.markdown import BlockSplitter, markdown_render
 from live import consumers
@@ -71,6 +71,16 @@ async def test_an_anonymous_websocket_is_refused(user):
 async def test_another_users_conversation_is_refused(user, other_user):
     conversation = await _conversation(user)
     assert not await _connects(_communicator(conversation, await _session_cookie(other_user)))
+
+
+async def test_a_websocket_connecting_near_the_open_file_limit_is_logged(user, monkeypatch, caplog):
+    # Any count is "near" the limit, and the last check was long ago.
+    monkeypatch.setattr(descriptors, "WARN_SHARE", 0.0)
+    monkeypatch.setattr(descriptors, "_next_check", 0.0)
+    conversation = await _conversation(user)
+    with caplog.at_level(logging.WARNING, logger="artifactflow.descriptors"):
+        assert await _connects(_communicator(conversation, await _session_cookie(user)))
+    assert "file descriptors are open" in caplog.text
 
 
 # A conversation that does not exist: a fixed id, as every xdist worker must collect the same tests.

@@ -1,0 +1,12 @@
+from django.apps import AppConfig
+
+from . import db, descriptors
+
+
+class ArtifactflowConfig(AppConfig):
+    name = "artifactflow"
+
+    def ready(self):
+        # Every process: web, worker and manage.py alike.
+        descriptors.descriptor_limit_raise()
+        db.pool_fork_guard()
