@@ -360,7 +360,7 @@ RUN_TIME_LIMIT = env.int("ARTIFACTFLOW_RUN_TIME_LIMIT", default=30 * 60)
 
 # Turns one worker process runs at once, each in a thread: a turn mostly waits
 # on the model, so a process serves many. Size a server database's connections
-# for them (DATABASE_POOL_* and Postgres' max_connections).
+# for them (ARTIFACTFLOW_DB_POOL_* and Postgres' max_connections).
 RUN_TURNS_PER_WORKER = env.int("ARTIFACTFLOW_TURNS_PER_WORKER", default=32)
 # A worker process takes queued turns for this long at a stretch, then finishes
 # those it has (at most RUN_TIME_LIMIT more) and goes back to django-q2.
