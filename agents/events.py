@@ -12,6 +12,7 @@ from django.db.models import Max
 from artifactflow import realtime
 from artifactflow.db import transient_retry
 
+from .config import LEAD_AGENT
 from .lease import Lease
 from .models import Run, RunEvent
 
@@ -66,7 +67,10 @@ class RunEventLog:
         now = time.monotonic()
         if now - self._last_write >= self._flush_seconds:
             self.flush_chunks()
-        elif now - self._last_live >= self._live_seconds * (4 if realtime.publisher_busy() else 1):
+        elif agent == LEAD_AGENT and now - self._last_live >= self._live_seconds * (
+            4 if realtime.publisher_busy() else 1
+        ):
+            # Pages show the lead's text as it comes; a subagent's, in its row.
             self._live_send()
 
     def _live_send(self) -> None:
@@ -74,7 +78,8 @@ class RunEventLog:
         sent_content, sent_reasoning = self._live_at
         if len(content) == sent_content and len(reasoning) == sent_reasoning:
             return
-        self._chunks, self._thoughts = [content], [reasoning]
+        # Joined once, not at every send.
+        self._chunks, self._thoughts = [content] if content else [], [reasoning] if reasoning else []
         self._last_live = time.monotonic()
         self._live_at = (len(content), len(reasoning))
         realtime.event_send_on_commit(

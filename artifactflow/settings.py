@@ -430,6 +430,11 @@ WEBSOCKET_THREADS = 8
 # Seconds between the checks an open websocket makes that its session still signs
 # its user in (a password changed elsewhere ends it); signing out closes it at once.
 WEBSOCKET_SESSION_CHECK_INTERVAL = 60.0
+# A run a page follows writes a row a second while it streams; one that woke
+# the page for none this long is read anyway, so a wake-up the channel layer
+# lost (a busy layer drops and expires messages) never leaves a page frozen,
+# the run's end included.
+WEBSOCKET_QUIET_RUN_SECONDS = 3.0
 # A page sends its websocket one short message per connection (the turns it shows
 # running): a socket may send this many at once, then one more per second; what
 # comes faster is dropped unread (live.sockets).

@@ -95,7 +95,9 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         # Runs that wrote rows since the last push, and streamed text sent live.
         self.dirty = set()
         self.deltas = {}
-        self.pusher = self.listener = self.checker = None
+        self.pusher = self.listener = self.checker = self.healer = None
+        # run id -> when a wake-up last said it wrote rows (or it was read for want of one).
+        self.woken = {}
         self.last_push = 0.0
         self.polled_active = None
         user = self.scope["user"]
@@ -128,6 +130,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         await self.artifacts_changed({})
         self.listener = asyncio.create_task(self._listen(joined=joined))
         self.checker = asyncio.create_task(self._check_session())
+        self.healer = asyncio.create_task(self._read_quiet_runs())
 
     async def disconnect(self, code):
         self._stop()
@@ -140,7 +143,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
                 logger.debug("Could not leave the group of conversation %s", self.conversation.pk, exc_info=True)
 
     def _stop(self):
-        for task in (self.pusher, self.listener, self.checker):
+        for task in (self.pusher, self.listener, self.checker, self.healer):
             if task is not None:
                 task.cancel()
 
@@ -200,6 +203,21 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         except Exception:
             await self._give_up("session check")
 
+    async def _read_quiet_runs(self):
+        try:
+            while True:
+                await asyncio.sleep(settings.WEBSOCKET_QUIET_RUN_SECONDS)
+                now = time.monotonic()
+                for run_id, stream in self.streams.items():
+                    if stream is not None and now - self.woken.get(run_id, 0.0) >= settings.WEBSOCKET_QUIET_RUN_SECONDS:
+                        self.woken[run_id] = now
+                        self.dirty.add(run_id)
+                self._push_soon()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            await self._give_up("reading quiet runs")
+
     async def receive(self, text_data=None, bytes_data=None):
         """The page names the runs it shows as running (app.js, on open): any
         of this conversation's that ended while it loaded or was away gets its
@@ -211,6 +229,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             self._push_soon()
 
     async def run_event(self, event):
+        self.woken[event["run_id"]] = time.monotonic()
         self.dirty.add(event["run_id"])
         self._push_soon()
 

@@ -25,6 +25,7 @@ from agents.services.runs import run_cancel
 from artifactflow import descriptors, realtime
 from artifactflow.asgi import application
 from artifactflow.markdown import BlockSplitter, markdown_render
+from conversations.models import Message
 from live import consumers
 from tests.answers import long_answer
 from tests.asgi import conversation_socket, session_cookie
@@ -32,6 +33,13 @@ from tests.factories import PASSWORD, ConversationFactory, MessageFactory, RunFa
 from tests.model_server import Text
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def woken_only(settings):
+    """A page reads a run when a wake-up says so: the tests that count pushes
+    see only theirs. The test of a lost wake-up sets the quiet read itself."""
+    settings.WEBSOCKET_QUIET_RUN_SECONDS = 600
 
 
 @sync_to_async
@@ -398,6 +406,31 @@ def _event_writer(run):
         Run.objects.filter(pk=run.pk).update(status=Run.Status.RUNNING)
 
     return write
+
+
+@pytest.mark.events_by_hand
+async def test_a_run_whose_end_woke_no_one_is_read_once_it_is_quiet(user, settings):
+    settings.WEBSOCKET_QUIET_RUN_SECONDS = 0.5
+    _, message, run, communicator, page = await _watching_a_run(user)
+    write = _event_writer(run)
+
+    await write(1, RunEvent.Type.METADATA, model="m")
+    await write(2, RunEvent.Type.AGENT_START)
+    await write(3, RunEvent.Type.LLM_CHUNK, content="The whole answer.")
+    await write(4, RunEvent.Type.COMPLETE, response="The whole answer.")
+    await sync_to_async(_completed)(run, "The whole answer.")
+    # Not one of these was announced.
+    pushes = await _received(communicator, until=lambda html: 'data-status="completed"' in html)
+    for html in pushes:
+        page.apply(html)
+    await communicator.disconnect()
+    answer = page.find(f"message-{message.pk}").find_class("answer")[0]
+    assert _words(answer.text_content()) == "The whole answer."
+
+
+def _completed(run, response):
+    Message.objects.filter(pk=run.message_id).update(response=response, response_html=markdown_render(response))
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.COMPLETED)
 
 
 @pytest.mark.events_by_hand
