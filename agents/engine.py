@@ -23,6 +23,7 @@ from xml.sax.saxutils import escape, quoteattr
 from django.conf import settings
 from django.utils import timezone
 
+from artifactflow.db import connection_release
 from artifacts.manager import ArtifactManager
 from artifacts.models import Artifact
 from artifacts.validators import TITLE_MAX_CHARS
@@ -350,6 +351,8 @@ class Turn:
             self.shown = ""
         checked = time.monotonic()
         success = False
+        # The call may take minutes: the database connection is not held meanwhile.
+        connection_release()
         stream = model.stream(messages, tools=tools)
         try:
             for delta in stream:

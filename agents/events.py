@@ -10,7 +10,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max
 
 from artifactflow import realtime
-from artifactflow.db import transient_retry
+from artifactflow.db import connection_release, transient_retry
 
 from .config import LEAD_AGENT
 from .lease import Lease
@@ -106,6 +106,7 @@ class RunEventLog:
         event = transient_retry(lambda: self._insert(seq, type, agent, data), what=f"event {seq} of run {self.run.pk}")
         self._seq = event.seq
         self._last_write = time.monotonic()
+        connection_release()
         return event
 
     def _insert(self, seq: int, type: str, agent: str, data: dict) -> RunEvent:

@@ -23,6 +23,8 @@ from django.conf import settings
 from django.db import DatabaseError, connection
 from django.utils import timezone
 
+from artifactflow.db import connection_release
+
 from .models import Run
 
 logger = logging.getLogger(__name__)
@@ -116,6 +118,7 @@ class _Watcher:
                 continue
             try:
                 self._tick(held)
+                connection_release()
             except DatabaseError as error:
                 logger.warning("Heartbeats of runs %s skipped: %s", [h.lease.run_id for h in held], error)
                 connection.close()

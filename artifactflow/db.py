@@ -65,3 +65,12 @@ def pool_fork_guard() -> None:
     processes' queries on one server session."""
     if any(database.get("OPTIONS", {}).get("pool") for database in settings.DATABASES.values()):
         os.register_at_fork(after_in_child=_pools_drop_inherited)
+
+
+def connection_release() -> None:
+    """Give this thread's connection back to its process's pool, outside a
+    transaction: a worker's turn writes a few times a second and waits on its
+    model in between, so its many turns share a few connections rather than
+    hold one each. Without a pool (SQLite) the connection stays."""
+    if settings.DATABASES["default"].get("OPTIONS", {}).get("pool") and not connection.in_atomic_block:
+        connection.close()

@@ -17,7 +17,7 @@ from django.db.models import F
 from django.utils import timezone
 from django.utils.translation import gettext_noop
 
-from artifactflow.db import TRANSIENT_ERRORS, transient_retry
+from artifactflow.db import TRANSIENT_ERRORS, connection_release, transient_retry
 from artifacts.manager import ArtifactManager, FlushReport
 
 from .. import engine
@@ -250,6 +250,7 @@ def _run_checkpoint(*, run: Run, lease: Lease, state: TurnState, artifacts: Arti
     transient_retry(write, what=f"the checkpoint of run {run.pk}")
     # Working copies the live cache missed while it was down reach the pane now.
     artifacts.live_republish()
+    connection_release()
 
 
 def _run_finish(*, run: Run, lease: Lease, log: RunEventLog, outcome: engine.TurnOutcome, flush: FlushReport) -> None:

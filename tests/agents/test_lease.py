@@ -7,7 +7,7 @@ import time
 from datetime import timedelta
 
 import pytest
-from django.db import connections
+from django.db import connections, transaction
 from django.utils import timezone
 
 from agents.lease import HOST, Heartbeat, Lease, LeaseLost, worker_gone, worker_name
@@ -101,11 +101,13 @@ def test_a_lease_holds_only_while_the_run_runs_under_its_attempt(user):
     run = _turn(user)
     Run.objects.filter(pk=run.pk).update(status=Run.Status.RUNNING, attempts=2)
 
-    Lease(run_id=run.pk, attempt=2).hold()
-    with pytest.raises(LeaseLost):
+    # As a worker holds it: first thing in each of its write transactions.
+    with transaction.atomic():
+        Lease(run_id=run.pk, attempt=2).hold()
+    with pytest.raises(LeaseLost), transaction.atomic():
         Lease(run_id=run.pk, attempt=1).hold()
     Run.objects.filter(pk=run.pk).update(status=Run.Status.QUEUED)
-    with pytest.raises(LeaseLost):
+    with pytest.raises(LeaseLost), transaction.atomic():
         Lease(run_id=run.pk, attempt=2).hold()
 
 
