@@ -13,8 +13,11 @@ from artifactflow import realtime
 from artifactflow.db import connection_release, transient_retry
 
 from .config import LEAD_AGENT
-from .lease import Lease
+from .lease import Lease, turns_held
 from .models import Run, RunEvent
+
+# Turns a process runs at once before each sends its text less often.
+LIVE_TURNS_AT_FULL_RATE = 16
 
 
 class RunEventLog:
@@ -67,11 +70,17 @@ class RunEventLog:
         now = time.monotonic()
         if now - self._last_write >= self._flush_seconds:
             self.flush_chunks()
-        elif agent == LEAD_AGENT and now - self._last_live >= self._live_seconds * (
-            4 if realtime.publisher_busy() else 1
-        ):
+        elif agent == LEAD_AGENT and now - self._last_live >= self._live_interval():
             # Pages show the lead's text as it comes; a subagent's, in its row.
             self._live_send()
+
+    def _live_interval(self) -> float:
+        """RUN_LIVE_SECONDS, longer when the process is busy: its turns
+        coalesce their text harder rather than fall behind (a process of 32
+        turns sends twice as seldom as one of 16), and four times longer while
+        its sends queue up."""
+        busy = max(1.0, turns_held() / LIVE_TURNS_AT_FULL_RATE)
+        return self._live_seconds * busy * (4 if realtime.publisher_busy() else 1)
 
     def _live_send(self) -> None:
         content, reasoning = "".join(self._chunks), "".join(self._thoughts)

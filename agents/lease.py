@@ -153,6 +153,11 @@ _watcher_instance: _Watcher | None = None
 _watcher_lock = threading.Lock()
 
 
+def turns_held() -> int:
+    """How many turns this process runs now."""
+    return len(_watcher_instance._held) if _watcher_instance is not None else 0
+
+
 def _watcher() -> _Watcher:
     global _watcher_instance
     with _watcher_lock:

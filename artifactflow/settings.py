@@ -140,16 +140,14 @@ else:
         "name": "artifactflow",
         # Opened with the pool (at a process's first query) and kept; the rest
         # open on demand and close after ten idle minutes (psycopg_pool's max_idle).
-        "min_size": env.int("ARTIFACTFLOW_DB_POOL_MIN_SIZE", default=2),
+        "min_size": env.int("ARTIFACTFLOW_DB_POOL_MIN_SIZE", default=1),
         # The most a process opens. A worker's turns borrow one for each write
         # and give it back while they wait on the model
         # (artifactflow.db.connection_release), so they share a few; the
         # default covers even all of ARTIFACTFLOW_TURNS_PER_WORKER writing at
-        # once. A web process needs one per request in flight plus its
-        # WEBSOCKET_THREADS and stays well under.
-        "max_size": env.int(
-            "ARTIFACTFLOW_DB_POOL_MAX_SIZE", default=env.int("ARTIFACTFLOW_TURNS_PER_WORKER", default=32) + 8
-        ),
+        # once for a moment. A web process needs one per request in flight
+        # plus its WEBSOCKET_THREADS.
+        "max_size": env.int("ARTIFACTFLOW_DB_POOL_MAX_SIZE", default=20),
         # A thread waits this long for a connection, then fails with
         # psycopg_pool.PoolTimeout (an OperationalError, logged like any
         # other) rather than hanging while the pool stays exhausted.

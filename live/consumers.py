@@ -2,6 +2,7 @@ import asyncio
 import functools
 import logging
 import time
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 
 from channels.db import DatabaseSyncToAsync
@@ -45,6 +46,16 @@ def _in_thread(function):
 def _artifacts_changed_signal() -> str:
     # The same for every page and language: rendered once per process.
     return render_to_string("live/page.html#artifacts_changed", {"oob": True})
+
+
+# Pages of this process following a running turn; past this many, each is
+# pushed less often (coalescing more), so a busy process keeps up.
+PUSHES_AT_FULL_RATE = 16
+_following: weakref.WeakSet = weakref.WeakSet()
+
+
+def _push_interval() -> float:
+    return settings.WEBSOCKET_PUSH_INTERVAL * max(1.0, len(_following) / PUSHES_AT_FULL_RATE)
 
 
 class ConversationConsumer(AsyncWebsocketConsumer):
@@ -125,6 +136,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         # The page shows everything else already; what is still running may
         # have moved on while it loaded or was disconnected.
         html = await _in_thread(self._advance_active)()
+        self._following_note()
         if html:
             await self.send(text_data=html)
         await self.artifacts_changed({})
@@ -142,7 +154,14 @@ class ConversationConsumer(AsyncWebsocketConsumer):
                 # The layer is down; the membership expires with the group.
                 logger.debug("Could not leave the group of conversation %s", self.conversation.pk, exc_info=True)
 
+    def _following_note(self):
+        if any(stream is not None for stream in self.streams.values()):
+            _following.add(self)
+        else:
+            _following.discard(self)
+
     def _stop(self):
+        _following.discard(self)
         for task in (self.pusher, self.listener, self.checker, self.healer):
             if task is not None:
                 task.cancel()
@@ -276,11 +295,12 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             while self.dirty or self.deltas:
                 # The first change after a pause goes at once; changes that come
                 # faster are coalesced into one push per interval.
-                await asyncio.sleep(max(0.0, self.last_push + settings.WEBSOCKET_PUSH_INTERVAL - time.monotonic()))
+                await asyncio.sleep(max(0.0, self.last_push + _push_interval() - time.monotonic()))
                 run_ids, self.dirty = self.dirty, set()
                 deltas, self.deltas = self.deltas, {}
                 self.last_push = time.monotonic()
                 html = await _in_thread(self._advance)(run_ids, deltas=deltas)
+                self._following_note()
                 if html:
                     await self.send(text_data=html)
         except asyncio.CancelledError:

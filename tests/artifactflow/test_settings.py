@@ -226,19 +226,19 @@ def test_the_debug_error_page_hides_passwords_in_urls_and_addresses(tmp_path):
     assert result.stdout.count("********************") >= 4
 
 
-def test_a_server_database_is_pooled_per_process_sized_for_a_workers_turns(tmp_path):
+def test_a_server_database_is_pooled_per_process(tmp_path):
     probe = (
         "from django.conf import settings; d = settings.DATABASES['default']; print(d['CONN_MAX_AGE'], d['OPTIONS'])"
     )
     server = {"DATABASE_URL": "postgres://u@127.0.0.1:5432/db?sslmode=require", "REDIS_URL": "redis://x"}
 
     default = _run(tmp_path, "-c", probe, SECRET_KEY=STRONG_KEY, **server)
-    more_turns = _run(tmp_path, "-c", probe, SECRET_KEY=STRONG_KEY, ARTIFACTFLOW_TURNS_PER_WORKER="50", **server)
+    larger = _run(tmp_path, "-c", probe, SECRET_KEY=STRONG_KEY, ARTIFACTFLOW_DB_POOL_MAX_SIZE="50", **server)
 
     assert default.stdout.strip() == (
-        "0 {'sslmode': 'require', 'pool': {'name': 'artifactflow', 'min_size': 2, 'max_size': 40, 'timeout': 10.0}}"
+        "0 {'sslmode': 'require', 'pool': {'name': 'artifactflow', 'min_size': 1, 'max_size': 20, 'timeout': 10.0}}"
     ), default.stderr
-    assert "'max_size': 58" in more_turns.stdout, more_turns.stderr
+    assert "'max_size': 50" in larger.stdout, larger.stderr
 
 
 def test_conn_max_age_is_refused_now_that_connections_are_pooled(tmp_path):
