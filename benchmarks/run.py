@@ -19,6 +19,7 @@ import stop  # noqa: E402
 import streaming  # noqa: E402
 import thread_page  # noqa: E402
 import tokens  # noqa: E402
+import turn_cost  # noqa: E402
 import websocket_flood  # noqa: E402
 
 # By their package: a plain `import artifacts` (or `admin`) is the Django app's.
@@ -33,6 +34,7 @@ for benchmark in (
     renderers,
     extraction,
     streaming,
+    turn_cost,
     stop,
     websocket_flood,
     artifacts,

@@ -19,19 +19,20 @@ import statistics
 import threading
 import time
 
-from setup_django import setup
+if __name__ == "__main__":
+    from setup_django import setup
 
-setup()
+    setup()
 
-from django.conf import settings  # noqa: E402
-from django.contrib.auth import get_user_model  # noqa: E402
-from django.db import connection, connections  # noqa: E402
-from django.test import Client  # noqa: E402
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import connection, connections
+from django.test import Client
 
-from agents.services import asking  # noqa: E402
-from agents.services.execution import run_execute  # noqa: E402
-from tests.asgi import conversation_socket, session_cookie  # noqa: E402
-from tests.model_server import ScriptedModelServer, Text  # noqa: E402
+from agents.services import asking
+from agents.services.execution import run_execute
+from tests.asgi import conversation_socket, session_cookie
+from tests.model_server import ScriptedModelServer, Text
 
 TOKENS, TOKENS_PER_SECOND = 800, 40
 WORDS = [f"w{i:04d}" for i in range(TOKENS)]
