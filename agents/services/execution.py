@@ -71,6 +71,7 @@ def run_start(*, run_id: int) -> int:
         free = settings.RUN_TURNS_PER_WORKER - len(running)
         taken = _runs_take(limit=free) if free > 0 and time.monotonic() < taking_until else []
         turns += [_run_thread(run) for run in taken]
+        connection_release()
         if running or taken:
             idle_since = None
         elif idle_since is None:
