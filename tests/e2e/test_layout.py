@@ -44,11 +44,13 @@ def test_a_long_thread_opens_at_its_newest_turn_with_the_composer_and_pane_at_ha
     # The newest page of it (agents.thread.thread_page).
     turns = page.locator("article.turn")
     expect(turns).to_have_count(settings.THREAD_PAGE_TURNS)
-    # The composer and Send are on screen without scrolling; the page itself never scrolls.
-    assert _inside_viewport(page, page.locator("#composer-input"))
-    assert _inside_viewport(page, page.get_by_role("button", name="Send", exact=True))
-    assert page.evaluate("document.scrollingElement.scrollHeight <= window.innerHeight")
-    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    # The composer and Send are on screen without scrolling; the page itself never
+    # scrolls. Waited for: the socket's first push swaps the composer's actions in
+    # again as it connects, which a busy machine may still be doing.
+    expect(page.locator("#composer-input")).to_be_in_viewport(ratio=1)
+    expect(page.get_by_role("button", name="Send", exact=True)).to_be_in_viewport(ratio=1)
+    page.wait_for_function("() => document.scrollingElement.scrollHeight <= window.innerHeight")
+    page.wait_for_function("() => document.documentElement.scrollWidth <= window.innerWidth")
     # The thread scrolls inside itself and opens at the newest turn.
     page.wait_for_function(
         "() => { const t = document.getElementById('thread'); return t.scrollHeight > t.clientHeight && t.scrollHeight - t.scrollTop - t.clientHeight < 2; }"
