@@ -6,8 +6,8 @@ The model is a scripted OpenAI-compatible server in this process (or one of
 its own with --model-process: at 50 people the figures are the same) streaming
 800 tokens at 40 tokens/s; each token is the wall-clock millisecond it was
 sent (and its number), so a fragment received on a socket tells how long its
-tokens took. The model, the people and the readers all run in this process:
-at 50 users its own load adds to the latencies it measures.
+tokens took. The people and the readers run in this process: at 50 users
+its own load adds to the latencies it measures.
 
 Setups:
 - embedded: one daphne and one `manage.py qcluster` on SQLite (the default,
