@@ -1,6 +1,5 @@
 """A worker's side of a run: its task delivered (`run_start`, the django-q2
-task's, which runs many turns at once, each in a thread; `run_deliver`, one
-turn in the caller's thread), the run claimed under a new attempt number (its lease),
+task's, which runs many turns at once, each in a thread), the run claimed under a new attempt number (its lease),
 its turn executed from where it stands, and its end written under that lease:
 completed, waiting for the user's permission, cancelled or failed. A delivery
 that finds the run not queued is handed to `agents.services.recovery`, which
@@ -110,17 +109,6 @@ def _run_in_thread(*, run: Run) -> None:
         connection.close()
 
 
-def run_deliver(*, run_id: int) -> Run | None:
-    """A worker's task for the run: execute it (run_claimed_execute). A second
-    delivery of the task finds the run not queued: done, or its worker died,
-    and then it is queued again, with a task of its own."""
-    run = run_claim(run_id=run_id)
-    if run is None:
-        run_recover_dead(run_id=run_id)
-        return None
-    return run_claimed_execute(run=run)
-
-
 def run_claim(*, run_id: int) -> Run | None:
     """Take a queued run for this worker under a new attempt number (its
     lease). Returns None when it is not queued any more (a second delivery of
@@ -139,9 +127,9 @@ def run_claim(*, run_id: int) -> Run | None:
 
 
 def run_execute(*, run_id: int, on_event=None) -> Run | None:
-    """Claim the run and execute its turn (run_claimed_execute). Returns None
-    when it was not queued: a worker's task delivered again is
-    run_deliver's."""
+    """Claim the run and execute its turn in this thread (run_claimed_execute).
+    Returns None when it was not queued: a worker's task delivered again is
+    run_start's."""
     run = run_claim(run_id=run_id)
     if run is None:
         return None

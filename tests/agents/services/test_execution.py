@@ -12,7 +12,7 @@ from django.db import DataError, connection
 from agents.models import Run, RunEvent
 from agents.selectors import run_views
 from agents.services import asking, execution
-from agents.services.execution import run_deliver, run_execute
+from agents.services.execution import run_execute
 from agents.services.runs import run_cancel
 from artifacts.branches import branch_shown
 from artifacts.manager import ArtifactManager
@@ -190,12 +190,13 @@ def test_an_empty_answer_is_an_error(user, scripted_model):
     assert run.error == "The model returned an empty answer."
 
 
+@pytest.mark.django_db(transaction=True)
 def test_a_task_delivered_twice_runs_the_turn_once(user, scripted_model):
     scripted_model.add(Text("Once."))
     _, run = _turn(user)
 
-    run_deliver(run_id=run.pk)
-    run_deliver(run_id=run.pk)
+    execution.run_start(run_id=run.pk)
+    execution.run_start(run_id=run.pk)
 
     run.refresh_from_db()
     assert len(scripted_model.requests) == 1

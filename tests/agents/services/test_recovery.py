@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from agents.models import Run, RunEvent
 from agents.selectors import branch_shown_live
-from agents.services.execution import run_deliver, run_execute
+from agents.services.execution import run_execute, run_start
 from agents.services.permissions import permission_answer
 from agents.services.recovery import ARTIFACTS_NOT_RECOVERED, NOT_RECOVERED, WORKER_DIED, runs_sweep
 from agents.services.runs import run_cancel
@@ -191,7 +191,7 @@ def test_a_redelivered_task_of_a_dead_workers_run_queues_it_again(user, scripted
     _, run = _turn(user)
     _stale(run, settings, attempts=1)
 
-    run_deliver(run_id=run.pk)
+    run_start(run_id=run.pk)
 
     run.refresh_from_db()
     assert run.status == Run.Status.QUEUED
@@ -202,7 +202,7 @@ def test_a_redelivered_task_leaves_a_live_run_alone(user, scripted_model):
     _, run = _turn(user)
     Run.objects.filter(pk=run.pk).update(status=Run.Status.RUNNING, heartbeat_at=timezone.now())
 
-    run_deliver(run_id=run.pk)
+    run_start(run_id=run.pk)
 
     run.refresh_from_db()
     assert run.status == Run.Status.RUNNING
