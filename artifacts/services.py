@@ -242,3 +242,51 @@ def artifact_delete(*, artifact: Artifact, active_runs: tuple[ActiveRun, ...]) -
         if row.file:
             # A delete rolled back must not lose the file.
             transaction.on_commit(lambda: row.file.delete(save=False))
+
+
+def branch_copy(*, branch: Branch, session: ArtifactSession, message_ids: dict[int, int]) -> int:
+    """Copy the artifacts of `branch` into `session` (a new conversation's) as
+    the branch has them: each with the versions on the branch, renumbered from
+    1, written at the copied messages (`message_ids`, old id to new). Returns
+    how many artifacts were copied. A file (an upload's original, a binary
+    artifact) is copied too, so deleting either conversation keeps the other's."""
+    versions = (
+        ArtifactVersion.objects.filter(branch.visible(), artifact__session=branch.session)
+        .select_related("artifact")
+        .order_by("artifact__created_at", "artifact_id", "version")
+    )
+    copies: dict[int, Artifact] = {}
+    new_versions = []
+    for version in versions.iterator(chunk_size=200):
+        original = version.artifact
+        copy = copies.get(original.pk)
+        if copy is None:
+            copy = copies[original.pk] = Artifact.objects.create(
+                session=session,
+                artifact_id=original.artifact_id,
+                content_type=original.content_type,
+                title=original.title,
+                source=original.source,
+                metadata={key: value for key, value in original.metadata.items() if key != "conflict"},
+                current_version=0,
+            )
+            if original.file:
+                with original.file.open("rb") as data:
+                    copy.file.save(copy.artifact_id, ContentFile(data.read()), save=False)
+        copy.current_version += 1
+        copy.content, copy.title = version.content, version.title or original.title
+        new_versions.append(
+            ArtifactVersion(
+                artifact=copy,
+                version=copy.current_version,
+                content=version.content,
+                title=version.title,
+                update_type=version.update_type,
+                changes=version.changes,
+                message_id=message_ids.get(version.message_id) if version.message_id else None,
+            )
+        )
+    for copy in copies.values():
+        copy.save()
+    ArtifactVersion.objects.bulk_create(new_versions, batch_size=200)
+    return len(copies)

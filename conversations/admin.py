@@ -26,11 +26,11 @@ class MessageInline(admin.TabularInline):
 
 @admin.register(Conversation)
 class ConversationAdmin(ServiceDeleteMixin, admin.ModelAdmin):
-    list_display = ("title", "owner", "message_count", "created_at", "updated_at")
-    list_filter = ("created_at", "updated_at", "owner")
+    list_display = ("title", "owner", "message_count", "forked_from", "created_at", "updated_at")
+    list_filter = ("created_at", "updated_at", ("forked_from", admin.EmptyFieldListFilter), "owner")
     search_fields = ("title", "id", "owner__username", "messages__content")
     raw_id_fields = ("owner", "active_branch")
-    readonly_fields = ("id", "created_at", "updated_at")
+    readonly_fields = ("id", "forked_from", "forked_at", "created_at", "updated_at")
     date_hierarchy = "created_at"
     inlines = [MessageInline]
     actions = ["conversations_delete", "artifacts_cleanup"]
@@ -127,7 +127,9 @@ class ConversationAdmin(ServiceDeleteMixin, admin.ModelAdmin):
         )
 
     def get_queryset(self, request):
-        return super().get_queryset(request).select_related("owner").annotate(_messages=Count("messages"))
+        return (
+            super().get_queryset(request).select_related("owner", "forked_from").annotate(_messages=Count("messages"))
+        )
 
     @admin.display(description=_("messages"), ordering="_messages")
     def message_count(self, obj):

@@ -10,7 +10,7 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect, push_url, reswap, retarget
 
 from agents import selectors as agent_selectors
-from agents.services import asking
+from agents.services import asking, forking
 from agents.services import permissions as agent_permissions
 from agents.thread import ThreadPage, thread_entries, thread_page, thread_page_before
 from artifactflow.ids import id_from_text
@@ -72,6 +72,7 @@ def _page(request, *, conversation=None, error="", draft=""):
         "draft": draft,
     }
     if conversation is not None:
+        context.update(_origin_context(request, conversation=conversation))
         # ?message= links to one message: the page opens on it (agents.thread.thread_page).
         page = thread_page(conversation=conversation, message_id=id_from_text(request.GET.get("message")))
         context.update(_thread_context(conversation=conversation, page=page))
@@ -86,6 +87,19 @@ def _page(request, *, conversation=None, error="", draft=""):
             )
         )
     return render(request, "conversations/chat.html", context, status=422 if error else 200)
+
+
+def _origin_context(request, *, conversation) -> dict:
+    """Where a forked conversation came from, linked if the requester may still open it."""
+    origin = None
+    if conversation.forked_from_id is not None:
+        origin = selectors.conversation_get(user=request.user, conversation_id=conversation.forked_from_id)
+    if origin is None:
+        return {}
+    url = origin.get_absolute_url()
+    if conversation.forked_at_id:
+        url += f"?message={conversation.forked_at_id}#message-{conversation.forked_at_id}"
+    return {"origin_url": url}
 
 
 def _composer_context(conversation) -> dict:
@@ -269,6 +283,7 @@ def conversation_rename(request, conversation_id):
         # A new title shows in the list too.
         "oob_list": not error,
         **_list_context(request, conversation=conversation),
+        **_origin_context(request, conversation=conversation),
     }
     return render(request, "conversations/chat.html#conversation_head", context, status=422 if error else 200)
 
@@ -281,7 +296,12 @@ def conversation_delete(request, conversation_id):
     except ValidationError as exc:
         if not request.htmx:
             return _page(request, conversation=conversation, error=exc.messages[0])
-        context = {"conversation": conversation, "head_error": exc.messages[0], "deleting": True}
+        context = {
+            "conversation": conversation,
+            "head_error": exc.messages[0],
+            "deleting": True,
+            **_origin_context(request, conversation=conversation),
+        }
         return render(request, "conversations/chat.html#conversation_head", context, status=422)
     return HttpResponseClientRedirect(reverse("chat")) if request.htmx else redirect("chat")
 
@@ -308,3 +328,16 @@ def allowed_tool_revoke(request, conversation_id):
         return redirect(conversation.get_absolute_url())
     context = {"allowed_tools": allowed, "conversation_id": conversation.pk, "revoked": tool}
     return render(request, "conversations/chat.html#allowed_tools", context)
+
+
+@require_POST
+def conversation_fork(request, conversation_id):
+    """Continue the branch up to `message` in a conversation of the requester's own."""
+    conversation = _conversation_or_404(request, conversation_id)
+    message = _message_or_404(conversation, request.POST.get("message", ""))
+    try:
+        fork = forking.conversation_fork(user=request.user, conversation=conversation, message=message)
+    except ValidationError as exc:
+        return _page(request, conversation=conversation, error=exc.messages[0])
+    url = fork.get_absolute_url()
+    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)

@@ -3,6 +3,7 @@ import pytest
 from django.urls import reverse
 
 from agents.models import Run
+from agents.services.forking import conversation_fork
 from artifacts.models import Artifact
 from conversations.models import Conversation
 from tests.agents.test_admin import _text, actions_offered, staff_with
@@ -99,3 +100,18 @@ def test_the_cleanup_needs_the_permission_to_delete_artifacts_and_deleting_conve
     assert Conversation.objects.filter(pk=conversation.pk).exists()
     client.post(url, cleanup)
     assert not Artifact.objects.filter(pk=spilled.pk).exists()
+
+
+def test_forks_are_listed_with_where_they_came_from(staff_client, user, other_user):
+    original = ConversationFactory(owner=user, title="原始研究")
+    message = MessageFactory(conversation=original, response="答。")
+    fork = conversation_fork(user=other_user, conversation=original, message=message)
+    Conversation.objects.filter(pk=fork.pk).update(title="Forked copy")
+
+    listing = staff_client.get(reverse("admin:conversations_conversation_changelist"), {"forked_from__isempty": "0"})
+
+    rows = lxml.html.fromstring(listing.content.decode()).xpath("//table[@id='result_list']/tbody/tr")
+    assert [row.xpath("th/a")[0].text_content() for row in rows] == ["Forked copy"]
+    assert "原始研究" in rows[0].text_content()
+    change = staff_client.get(reverse("admin:conversations_conversation_change", args=[fork.pk])).content.decode()
+    assert "原始研究" in change

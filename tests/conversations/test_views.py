@@ -829,3 +829,41 @@ def test_sending_from_a_page_of_another_branch_than_the_conversations_answers_wi
     sent = Conversation.objects.get(pk=conversation.pk).active_branch
     response = signed_in.post(url, {"content": "Then?", "after": sent.pk}, **HTMX)
     assert response["HX-Retarget"] == "#thread-turns"
+
+
+def test_forking_opens_a_conversation_of_ones_own_that_links_back(signed_in, user, other_user):
+    client = signed_in
+    conversation = ConversationFactory(owner=user, title="热泵研究")
+    first = MessageFactory(conversation=conversation, response="第一答。")
+    MessageFactory(conversation=conversation, parent=first, response="第二答。")
+    url = reverse("conversation-fork", args=[conversation.pk])
+
+    response = signed_in.post(url, {"message": first.pk}, **HTMX)
+
+    fork = Conversation.objects.exclude(pk=conversation.pk).get(owner=user)
+    assert response["HX-Redirect"] == fork.get_absolute_url()
+    page = signed_in.get(fork.get_absolute_url()).content.decode()
+    assert "第一答。" in page and "第二答。" not in page
+    origin = f"{conversation.get_absolute_url()}?message={first.pk}#message-{first.pk}"
+    assert f'href="{origin}"' in page and "Continued from “热泵研究” by" in page
+
+    # Someone who may not open the conversation cannot fork it, and learns nothing.
+    client.force_login(other_user)
+    assert client.post(url, {"message": first.pk}).status_code == 404
+    assert not Conversation.objects.filter(owner=other_user).exists()
+    # Once the origin is gone, the fork still says where it came from, without a link.
+    conversation.delete()
+    client.force_login(user)
+    page = client.get(fork.get_absolute_url()).content.decode()
+    assert "Continued from “热泵研究” by" in page and f'href="{origin}"' not in page
+
+
+def test_forking_at_a_message_without_an_answer_says_why(signed_in, user):
+    conversation = ConversationFactory(owner=user)
+    message = MessageFactory(conversation=conversation)
+
+    response = signed_in.post(reverse("conversation-fork", args=[conversation.pk]), {"message": message.pk})
+
+    assert response.status_code == 422
+    assert "This message has no answer yet" in response.content.decode()
+    assert Conversation.objects.filter(owner=user).count() == 1
