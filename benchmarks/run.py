@@ -17,6 +17,7 @@ import search_chinese  # noqa: E402
 import security  # noqa: E402
 import stop  # noqa: E402
 import streaming  # noqa: E402
+import team  # noqa: E402
 import thread_page  # noqa: E402
 import tokens  # noqa: E402
 import turn_cost  # noqa: E402
@@ -42,6 +43,7 @@ for benchmark in (
     pages,
     search_chinese,
     thread_page,
+    team,
     retention,
     admin,
     faults,
