@@ -167,7 +167,8 @@ document.addEventListener("keydown", (event) => {
 // A file dropped anywhere on the pane is uploaded through the pane's form.
 document.addEventListener("dragover", (event) => {
   const pane = event.target.closest && event.target.closest("#artifact-pane");
-  if (!pane || !event.dataTransfer.types.includes("Files")) return;
+  // A conversation shared with the reader has no upload form: nothing to drop on.
+  if (!pane || !pane.querySelector("#artifact-file") || !event.dataTransfer.types.includes("Files")) return;
   event.preventDefault();
   pane.classList.add("dropping");
 });
@@ -177,7 +178,7 @@ document.addEventListener("dragleave", (event) => {
 });
 document.addEventListener("drop", (event) => {
   const pane = event.target.closest && event.target.closest("#artifact-pane");
-  if (!pane || !event.dataTransfer.files.length) return;
+  if (!pane || !pane.querySelector("#artifact-file") || !event.dataTransfer.files.length) return;
   event.preventDefault();
   pane.classList.remove("dropping");
   const input = pane.querySelector("#artifact-file");
@@ -360,4 +361,13 @@ document.addEventListener("htmx:beforeRequest", (event) => {
 });
 document.addEventListener("htmx:responseError", (event) => {
   if (event.detail.xhr.status === 413 && isUpload(event.detail.elt)) uploadError(event.detail.xhr.responseText);
+});
+
+// A conversation no longer shared with the reader closes its socket with 4403
+// (live.consumers.NO_LONGER_SHARED), which the websocket extension does not
+// reconnect after: the page says so rather than looking live.
+document.addEventListener("htmx:wsClose", (event) => {
+  if (event.detail.event.code !== 4403) return;
+  const notice = document.getElementById("share-ended");
+  if (notice) notice.hidden = false;
 });

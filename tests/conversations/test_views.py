@@ -467,13 +467,15 @@ def test_the_chat_page_and_a_list_page_take_the_same_few_queries_however_many_co
     conversations = _conversations(user, count)
     conversation = ConversationFactory(owner=user)
     before = selectors.conversation_list(user=user, limit=5).next_cursor
-    # the session, the user, the list's page (and for a new conversation's examples, the library's titles)
-    with django_assert_max_num_queries(3 + 1):
+    # the session, the user, the list's page, what others shared with the user
+    # (and for a new conversation's examples, the library's titles)
+    with django_assert_max_num_queries(4 + 1):
         chat = signed_in.get(reverse("chat")).content.decode()
     with django_assert_max_num_queries(3):
         more = signed_in.get(reverse("conversation-search"), {"before": before}, **HTMX).content.decode()
-    # and the conversation, its thread, its artifact pane and its turn still running (Stop or Send)
-    with django_assert_max_num_queries(3 + 5 + 1):
+    # and the conversation, its thread, its artifact pane, its turn still running
+    # (Stop or Send), and the share panel's shares and groups
+    with django_assert_max_num_queries(4 + 5 + 1 + 2):
         signed_in.get(conversation.get_absolute_url())
     assert len(_items(chat)) == min(count + 1, 50) and str(conversations[0].pk) in chat
     assert len(_items(more)) == min(count + 1 - 5, 50)
@@ -730,8 +732,9 @@ def test_the_first_page_of_200_turns_is_the_size_of_the_first_page_of_40(
     pages = {}
     for turns in (40, 200):
         conversation, _ = _long_thread(user, turns)
-        # The session, the user, the conversation, the list, the thread (6), the pane's and the composer's.
-        with django_assert_max_num_queries(16):
+        # The session, the user, the conversation, the list, the thread (6), the pane's and the composer's,
+        # what others shared with the user, and the share panel's shares and groups.
+        with django_assert_max_num_queries(16 + 3):
             pages[turns] = signed_in.get(conversation.get_absolute_url()).content.decode()
         assert _questions(pages[turns]) == list(range(turns - 19, turns + 1))
         assert pages[turns].count('class="turn"') == 20
