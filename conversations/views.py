@@ -356,7 +356,9 @@ def share_create(request, conversation_id):
     error = ""
     try:
         if audience == "user":
-            services.share_with_user(conversation=conversation, by=request.user, username=request.POST.get("username", ""))
+            services.share_with_user(
+                conversation=conversation, by=request.user, username=request.POST.get("username", "")
+            )
         elif audience == "group":
             services.share_with_group(conversation=conversation, by=request.user, group_id=request.POST.get("group"))
         elif audience == "everyone":

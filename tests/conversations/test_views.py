@@ -6,6 +6,7 @@ from html import unescape
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from django.contrib.auth.models import Group
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
@@ -17,9 +18,9 @@ from artifacts.branches import branch_at
 from artifacts.manager import ArtifactManager
 from artifacts.models import ArtifactSession
 from conversations import selectors
-from conversations.models import Conversation
+from conversations.models import Conversation, ConversationShare
 from tests.conversations.test_selectors import expected_label
-from tests.factories import PASSWORD, ConversationFactory, MessageFactory, RunFactory
+from tests.factories import PASSWORD, ConversationFactory, ConversationShareFactory, MessageFactory, RunFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -832,3 +833,116 @@ def test_sending_from_a_page_of_another_branch_than_the_conversations_answers_wi
     sent = Conversation.objects.get(pk=conversation.pk).active_branch
     response = signed_in.post(url, {"content": "Then?", "after": sent.pk}, **HTMX)
     assert response["HX-Retarget"] == "#thread-turns"
+
+
+def _shared_conversation(owner):
+    """A conversation of the owner's, with a finished turn and a report artifact."""
+    conversation = ConversationFactory(owner=owner, title="热泵的冬季表现")
+    message = MessageFactory(conversation=conversation, content="热泵冬天怎么工作？", response="它们**照常**工作。")
+    RunFactory(message=message, status=Run.Status.COMPLETED)
+    manager = ArtifactManager(branch=branch_at(session=conversation.artifact_session, message_id=message.pk))
+    manager.create(artifact_id="report", content="# 报告\n\n第一版", title="报告")
+    manager.flush_all()
+    return conversation, message
+
+
+def test_the_owner_shares_with_a_user_a_group_and_everyone_and_removes_each(signed_in, user, other_user):
+    conversation, _ = _shared_conversation(user)
+    team = Group.objects.create(name="研究组")
+    url = reverse("share-create", args=[conversation.pk])
+
+    page = signed_in.get(conversation.get_absolute_url()).content.decode()
+    assert 'id="share-panel"' in page and "研究组" in page and "Not shared with anyone." in page
+    panel = signed_in.post(url, {"audience": "user", "username": other_user.username}, **HTMX).content.decode()
+    signed_in.post(url, {"audience": "group", "group": team.pk}, **HTMX)
+    panel = signed_in.post(url, {"audience": "everyone", "on": "1"}, **HTMX).content.decode()
+
+    assert '<details id="share-panel" class="share" open>' in panel
+    assert other_user.username in panel and "Group: 研究组" in panel
+    assert "Everyone signed in can read it." in panel and "Stop sharing with everyone" in panel
+    shares = {share.pk for share in selectors.conversation_shares(conversation=conversation)}
+    for share in shares:
+        response = signed_in.post(reverse("share-delete", args=[conversation.pk]), {"share": share}, **HTMX)
+        assert response.status_code == 200
+    assert selectors.conversation_shares(conversation=conversation) == []
+
+
+def test_sharing_with_someone_unknown_says_so_in_the_panel(signed_in, user):
+    conversation, _ = _shared_conversation(user)
+    response = signed_in.post(
+        reverse("share-create", args=[conversation.pk]), {"audience": "user", "username": "无名氏"}, **HTMX
+    )
+    assert response.status_code == 422 and "No one here is called “无名氏”." in unescape(response.content.decode())
+    no_htmx = signed_in.post(reverse("share-create", args=[conversation.pk]), {"audience": "user", "username": ""})
+    assert no_htmx.status_code == 422 and 'id="share-panel"' in no_htmx.content.decode()
+
+
+def test_only_the_owner_shares_or_revokes(client, user, other_user):
+    conversation, _ = _shared_conversation(user)
+    share = ConversationShareFactory(conversation=conversation, user=other_user)
+    client.force_login(other_user)
+
+    adding = client.post(reverse("share-create", args=[conversation.pk]), {"audience": "everyone", "on": "1"}, **HTMX)
+    removing = client.post(reverse("share-delete", args=[conversation.pk]), {"share": share.pk}, **HTMX)
+
+    assert adding.status_code == removing.status_code == 404
+    assert list(ConversationShare.objects.all()) == [share]
+
+
+def test_a_viewer_reads_the_conversation_its_artifacts_and_activity_without_any_control(client, user, other_user):
+    conversation, message = _shared_conversation(user)
+    team = Group.objects.create(name="研究组")
+    other_user.groups.add(team)
+    ConversationShareFactory(conversation=conversation, group=team)
+    client.force_login(other_user)
+    run = message.runs.get()
+
+    page = client.get(conversation.get_absolute_url(), {"artifact": "report"}).content.decode()
+    pane = client.get(reverse("artifact-detail", args=[conversation.pk, "report"]), **HTMX).content.decode()
+    docx = client.get(reverse("artifact-export-docx", args=[conversation.pk, "report"]))
+    raw = client.get(reverse("artifact-raw", args=[conversation.pk, "report"]))
+    activity = client.get(reverse("run-activity", args=[run.pk]), **HTMX)
+
+    assert "热泵的冬季表现" in page and "它们<strong>照常</strong>工作。" in page and "第一版" in page
+    assert f"Shared with you by <strong>{user.username}</strong>" in page
+    assert 'id="shared-with-me"' in page and f"<small>{user.username}</small>" in page
+    for control in (
+        'id="composer"',
+        'class="edit"',
+        "Ask again",
+        'id="share-panel"',
+        "Rename",
+        'class="artifact-upload"',
+    ):
+        assert control not in page, control
+    for control in ("/edit/", "/delete/", "artifact-upload"):
+        assert control not in pane, control
+    assert "Export .docx" in pane
+    assert docx.status_code == raw.status_code == activity.status_code == 200
+    assert raw.content.decode() == "# 报告\n\n第一版"
+
+
+def test_the_owners_page_keeps_every_control_and_lists_no_share_of_its_own(signed_in, user):
+    conversation, _ = _shared_conversation(user)
+    ConversationShareFactory(conversation=conversation, everyone=True)
+
+    page = signed_in.get(conversation.get_absolute_url()).content.decode()
+
+    assert 'id="composer"' in page and "Ask again" in page and 'id="share-panel"' in page
+    assert 'id="shared-banner"' not in page and 'id="shared-with-me"' not in page
+
+
+def test_a_revoked_share_or_a_group_left_opens_nothing_more(client, user, other_user):
+    conversation, _ = _shared_conversation(user)
+    team = Group.objects.create(name="Team")
+    other_user.groups.add(team)
+    ConversationShareFactory(conversation=conversation, group=team)
+    by_name = ConversationShareFactory(conversation=conversation, user=other_user)
+    client.force_login(other_user)
+
+    assert client.get(conversation.get_absolute_url()).status_code == 200
+    by_name.delete()
+    assert client.get(conversation.get_absolute_url()).status_code == 200
+    other_user.groups.remove(team)
+    assert client.get(conversation.get_absolute_url()).status_code == 404
+    assert 'id="shared-with-me"' not in client.get(reverse("chat")).content.decode()
