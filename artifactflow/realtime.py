@@ -36,8 +36,8 @@ SESSION_ENDED = "session.ended"
 # The user's password or account changed: each websocket checks its session
 # again. Handled by ConversationConsumer.session_changed.
 SESSION_CHANGED = "session.changed"
-# Who may read the conversation changed (a share went, or a user left a
-# group): sent to the conversation's group, or to a user's. Each viewer's
+# Who may read the conversation changed (a share went, or someone left a
+# group it is shared with): sent to the conversation's group. Each viewer's
 # websocket checks its access again and closes when it has none. Handled by
 # ConversationConsumer.shares_changed.
 SHARES_CHANGED = "shares.changed"

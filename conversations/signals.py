@@ -19,15 +19,18 @@ def share_revoked(*, instance, **kwargs):
 
 @receiver(m2m_changed, sender=get_user_model().groups.through, dispatch_uid="conversations.group_left")
 def group_left(*, instance, action, reverse, pk_set, **kwargs):
+    """Someone left a group (or a group lost members): the pages of the
+    conversations shared with it check again. Sent to those conversations'
+    groups, which only their pages listen on, not to the users'."""
     if action not in ("post_remove", "pre_clear"):
         return
-    if not reverse:
-        # user.groups.remove(...) or .clear(): one user leaves.
-        user_ids = [instance.pk]
+    if reverse:
+        # group.user_set.remove(...) or .clear(): this group.
+        group_ids = [instance.pk]
     elif action == "pre_clear":
-        user_ids = list(instance.user_set.values_list("pk", flat=True))
+        group_ids = list(instance.groups.values_list("pk", flat=True))
     else:
-        # group.user_set.remove(...): these users leave.
-        user_ids = list(pk_set or ())
-    for user_id in user_ids:
-        realtime.group_send_on_commit(group=realtime.user_group(user_id), type=realtime.SHARES_CHANGED)
+        group_ids = list(pk_set or ())
+    shared = ConversationShare.objects.filter(group_id__in=group_ids).values_list("conversation_id", flat=True)
+    for conversation_id in set(shared):
+        realtime.event_send_on_commit(conversation_id=conversation_id, type=realtime.SHARES_CHANGED)

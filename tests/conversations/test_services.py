@@ -137,20 +137,27 @@ def test_revoking_or_leaving_a_group_tells_the_pages_to_check_after_commit(
     sent = _Sent()
     monkeypatch.setattr(realtime, "_publisher", lambda: sent)
     conversation = ConversationFactory(owner=user)
-    team = Group.objects.create(name="Team")
-    other_user.groups.add(team)
-    share = ConversationShareFactory(conversation=conversation, group=team)
+    by_group = ConversationFactory(owner=user)
+    team, unshared = Group.objects.create(name="研究组"), Group.objects.create(name="Unshared")
+    other_user.groups.add(team, unshared)
+    share = ConversationShareFactory(conversation=conversation, user=other_user)
+    ConversationShareFactory(conversation=by_group, group=team)
 
     with django_capture_on_commit_callbacks(execute=True):
         services.share_remove(conversation=conversation, share_id=share.pk)
     with django_capture_on_commit_callbacks(execute=True):
+        other_user.groups.remove(unshared)
+    with django_capture_on_commit_callbacks(execute=True):
         other_user.groups.remove(team)
     with django_capture_on_commit_callbacks(execute=True):
-        team.user_set.add(user)
+        team.user_set.add(other_user)
+        other_user.groups.clear()
+    with django_capture_on_commit_callbacks(execute=True):
+        team.user_set.add(other_user)
         team.user_set.clear()
 
-    assert sent == [
-        (conversation.group_name, realtime.SHARES_CHANGED),
-        (realtime.user_group(other_user.pk), realtime.SHARES_CHANGED),
-        (realtime.user_group(user.pk), realtime.SHARES_CHANGED),
-    ]
+    # Only the conversation's pages are told: leaving a group nothing is shared with tells no one.
+    assert (
+        sent
+        == [(conversation.group_name, realtime.SHARES_CHANGED)] + [(by_group.group_name, realtime.SHARES_CHANGED)] * 3
+    )
