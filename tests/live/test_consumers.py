@@ -984,3 +984,13 @@ async def test_a_viewer_still_let_in_another_way_keeps_the_socket(user, other_us
 
     await _still_open(viewer, other_user)
     await viewer.disconnect()
+
+
+async def test_deleting_a_shared_conversation_closes_its_viewers_sockets(user, other_user):
+    conversation, _, _ = await _finished_conversation(user)
+    await _shared(conversation, user=other_user)
+    viewer = await _open(conversation, (await _browser(other_user))[1])
+
+    await sync_to_async(asking.conversation_delete)(conversation=conversation)
+
+    assert await _closed(viewer, timeout=5) == consumers.NO_LONGER_SHARED
