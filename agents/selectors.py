@@ -21,6 +21,7 @@ from artifacts.branches import Branch, branch_at, branch_shown
 from artifacts.live import ActiveRun
 from artifacts.models import ArtifactSession
 from artifacts.selectors import run_versions
+from conversations.selectors import readable_filter
 from conversations.tree import message_path
 
 from .config import LEAD_AGENT
@@ -173,6 +174,14 @@ def run_get(*, user, run_id: int) -> Run | None:
     return (
         Run.objects.select_related("message__conversation").filter(pk=run_id, message__conversation__owner=user).first()
     )
+
+
+def run_viewable(*, user, run_id: int) -> Run | None:
+    """The run with this id if it answers a message of a conversation the
+    user may read (their own or shared with them), else None. Only for
+    reading: acting on a run goes through run_get."""
+    readable = readable_filter(user=user, via="message__conversation__")
+    return Run.objects.select_related("message__conversation").filter(readable, pk=run_id).first()
 
 
 def run_view_chunk(view: RunView, *, agent: str, content: str, reasoning: str, at: datetime | None) -> None:

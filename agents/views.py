@@ -92,7 +92,10 @@ def run_retry(request, run_id):
 
 @require_GET
 def run_activity(request, run_id):
-    run = _run_or_404(request, run_id)
+    # Reading: a conversation shared with the user shows its activity too.
+    run = selectors.run_viewable(user=request.user, run_id=run_id)
+    if run is None:
+        raise Http404("No such turn.")
     context = {
         "fold": selectors.run_activity(run=run),
         "model_use": selectors.model_use(metrics=run.metrics),

@@ -36,6 +36,11 @@ SESSION_ENDED = "session.ended"
 # The user's password or account changed: each websocket checks its session
 # again. Handled by ConversationConsumer.session_changed.
 SESSION_CHANGED = "session.changed"
+# Who may read the conversation changed (a share went, or someone left a
+# group it is shared with): sent to the conversation's group. Each viewer's
+# websocket checks its access again and closes when it has none. Handled by
+# ConversationConsumer.shares_changed.
+SHARES_CHANGED = "shares.changed"
 
 # Sends still on their way; beyond this a stalled layer drops new wake-ups
 # rather than queueing without bound.

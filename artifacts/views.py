@@ -9,7 +9,7 @@ from django_htmx.http import push_url, reswap, retarget
 
 from agents.selectors import branch_shown_live
 from artifactflow.ids import id_from_text
-from conversations.selectors import conversation_get
+from conversations.selectors import conversation_get, conversation_viewable
 
 from . import pane, selectors, services
 from .export import docx_from_markdown
@@ -44,6 +44,16 @@ def _branch_or_404(request, conversation_id):
     if conversation is None:
         raise Http404("No such conversation.")
     return branch_shown_live(conversation=conversation)
+
+
+def _readable_branch_or_404(request, conversation_id):
+    """The branch the conversation's page shows, for reading: the owner's, or
+    one shared with the user, who reads it without the controls that change
+    it (`read_only`). Every view that changes artifacts uses _branch_or_404."""
+    conversation = conversation_viewable(user=request.user, conversation_id=conversation_id)
+    if conversation is None:
+        raise Http404("No such conversation.")
+    return branch_shown_live(conversation=conversation), conversation.owner_id != request.user.pk
 
 
 def _artifact_or_404(branch, artifact_id):
@@ -97,7 +107,7 @@ def _pane(
     )
     context = {**shown_pane, **extra}
     shown = context["selected"]
-    if shown is not None:
+    if shown is not None and not context.get("read_only"):
         # A text the person discarded in a conflict, theirs to take back while the session keeps it.
         context["discarded"] = _discarded(request, branch, shown.artifact_id)
     template = f"{PANE}#pane" if request.htmx else PANE
@@ -124,21 +134,22 @@ async def artifact_pane(request, conversation_id):
 
 
 def _pane_shown(request, conversation_id):
-    return _pane(request, _branch_or_404(request, conversation_id))
+    branch, read_only = _readable_branch_or_404(request, conversation_id)
+    return _pane(request, branch, read_only=read_only)
 
 
 @require_GET
 def artifact_detail(request, conversation_id, artifact_id):
-    branch = _branch_or_404(request, conversation_id)
+    branch, read_only = _readable_branch_or_404(request, conversation_id)
     selected = _artifact_or_404(branch, artifact_id)
     number = _version_number(request, "version")
     version = None if number is None else _version_or_404(_saved_or_404(branch, artifact_id).saved, number)
-    return _pane(request, branch, selected=selected, version=version)
+    return _pane(request, branch, selected=selected, version=version, read_only=read_only)
 
 
 @require_GET
 def artifact_diff(request, conversation_id, artifact_id):
-    branch = _branch_or_404(request, conversation_id)
+    branch, read_only = _readable_branch_or_404(request, conversation_id)
     selected = _saved_or_404(branch, artifact_id)
     diff = pane.artifact_compare(
         artifact=selected.saved,
@@ -147,7 +158,7 @@ def artifact_diff(request, conversation_id, artifact_id):
     )
     if diff is None:
         raise Http404("Choose two saved versions to compare.")
-    return _pane(request, branch, selected=selected, diff=diff)
+    return _pane(request, branch, selected=selected, diff=diff, read_only=read_only)
 
 
 def _text_or_404(branch, artifact_id):
@@ -334,7 +345,7 @@ def _download_name(artifact, extension, *, version=None):
 def artifact_export_docx(request, conversation_id, artifact_id):
     """The branch's text, or with `?version=` that version's, as a Word document
     that says which version it is, as the pane names it."""
-    branch = _branch_or_404(request, conversation_id)
+    branch, _ = _readable_branch_or_404(request, conversation_id)
     selected = _saved_or_404(branch, artifact_id)
     number = _version_number(request, "version")
     version = selected.head if number is None else _version_or_404(selected.saved, number)
@@ -358,7 +369,7 @@ def artifact_raw(request, conversation_id, artifact_id):
     file as its own type only when that is one a page cannot execute (an
     uploaded .js or .svg as script would count as the site's own under the
     Content-Security-Policy), with nosniff and a sandbox besides."""
-    branch = _branch_or_404(request, conversation_id)
+    branch, _ = _readable_branch_or_404(request, conversation_id)
     selected = _saved_or_404(branch, artifact_id)
     artifact = selected.saved
     if request.GET.get("original") or not selected.is_text:

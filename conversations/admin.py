@@ -12,7 +12,7 @@ from artifactflow.admin import ServiceDeleteMixin
 from artifacts.cleanup import bytes_text, cleanup_apply, cleanup_plan
 from artifacts.models import ArtifactSession
 
-from .models import Conversation, Message
+from .models import Conversation, ConversationShare, Message
 
 
 class MessageInline(admin.TabularInline):
@@ -24,6 +24,45 @@ class MessageInline(admin.TabularInline):
     can_delete = False
 
 
+class ConversationShareInline(admin.TabularInline):
+    model = ConversationShare
+    fields = ("everyone", "user", "group", "created_by", "created_at")
+    readonly_fields = ("created_by", "created_at")
+    raw_id_fields = ("user",)
+    extra = 0
+
+
+@admin.register(ConversationShare)
+class ConversationShareAdmin(admin.ModelAdmin):
+    """Every share of every conversation. Deleting one here closes the pages
+    it opened, as revoking it in the portal does (conversations.signals)."""
+
+    list_display = ("conversation", "owner", "audience", "created_by", "created_at")
+    list_filter = ("everyone", "group", "created_at")
+    search_fields = ("conversation__title", "conversation__id", "user__username", "group__name")
+    raw_id_fields = ("conversation", "user", "created_by")
+    list_select_related = ("conversation__owner", "user", "group", "created_by")
+    readonly_fields = ("created_at",)
+    date_hierarchy = "created_at"
+
+    @admin.display(description=_("owner"), ordering="conversation__owner__username")
+    def owner(self, obj):
+        return obj.conversation.owner
+
+    @admin.display(description=_("shared with"))
+    def audience(self, obj):
+        if obj.everyone:
+            return gettext("everyone signed in")
+        if obj.group_id:
+            return gettext("group %(name)s") % {"name": obj.group.name}
+        return obj.user.get_username()
+
+    def save_model(self, request, obj, form, change):
+        if not change:
+            obj.created_by = request.user
+        super().save_model(request, obj, form, change)
+
+
 @admin.register(Conversation)
 class ConversationAdmin(ServiceDeleteMixin, admin.ModelAdmin):
     list_display = ("title", "owner", "message_count", "forked_from", "created_at", "updated_at")
@@ -32,7 +71,7 @@ class ConversationAdmin(ServiceDeleteMixin, admin.ModelAdmin):
     raw_id_fields = ("owner", "active_branch")
     readonly_fields = ("id", "forked_from", "forked_at", "created_at", "updated_at")
     date_hierarchy = "created_at"
-    inlines = [MessageInline]
+    inlines = [ConversationShareInline, MessageInline]
     actions = ["conversations_delete", "artifacts_cleanup"]
 
     def get_actions(self, request):
@@ -54,6 +93,16 @@ class ConversationAdmin(ServiceDeleteMixin, admin.ModelAdmin):
 
     def delete_model(self, request, obj):
         asking.conversation_delete(conversation=obj)
+
+    def save_formset(self, request, form, formset, change):
+        # A share added here is the administrator's.
+        for share in formset.save(commit=False):
+            if isinstance(share, ConversationShare) and share.created_by_id is None:
+                share.created_by = request.user
+            share.save()
+        for share in formset.deleted_objects:
+            share.delete()
+        formset.save_m2m()
 
     @admin.action(description=_("Delete selected conversations…"), permissions=["delete"])
     def conversations_delete(self, request, queryset):

@@ -3,6 +3,7 @@ import uuid
 from django.conf import settings
 from django.db import models
 from django.urls import reverse
+from django.utils.translation import gettext_lazy as _
 
 from artifactflow.realtime import conversation_group
 
@@ -63,3 +64,50 @@ class Message(models.Model):
 
     def __str__(self):
         return self.content[:60]
+
+
+class ConversationShare(models.Model):
+    """Read access to a conversation for someone besides its owner: one user,
+    every member of a group (the portal's teams), or everyone signed in.
+    Writes stay the owner's alone (conversations.selectors)."""
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="shares")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="conversation_shares"
+    )
+    group = models.ForeignKey(
+        "auth.Group", null=True, blank=True, on_delete=models.CASCADE, related_name="conversation_shares"
+    )
+    everyone = models.BooleanField(default=False, help_text=_("Everyone signed in may read the conversation."))
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-everyone", "created_at", "id"]
+        constraints = [
+            # Exactly one audience per row.
+            models.CheckConstraint(
+                condition=(
+                    models.Q(everyone=True, user__isnull=True, group__isnull=True)
+                    | models.Q(everyone=False, user__isnull=False, group__isnull=True)
+                    | models.Q(everyone=False, user__isnull=True, group__isnull=False)
+                ),
+                name="share_one_audience",
+            ),
+            models.UniqueConstraint(
+                fields=["conversation", "user"], condition=models.Q(user__isnull=False), name="share_unique_user"
+            ),
+            models.UniqueConstraint(
+                fields=["conversation", "group"], condition=models.Q(group__isnull=False), name="share_unique_group"
+            ),
+            models.UniqueConstraint(
+                fields=["conversation"], condition=models.Q(everyone=True), name="share_unique_everyone"
+            ),
+        ]
+
+    def __str__(self):
+        if self.everyone:
+            return "everyone"
+        return str(self.user or self.group)

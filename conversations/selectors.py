@@ -4,7 +4,9 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
+from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 from django.utils.formats import date_format
 from django.utils.translation import gettext, pgettext
@@ -12,7 +14,7 @@ from django.utils.translation import gettext, pgettext
 from artifactflow.ids import id_from_text
 
 from . import search
-from .models import Conversation, Message
+from .models import Conversation, ConversationShare, Message
 
 PAGE_SIZE = 50
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -127,6 +129,48 @@ def conversation_get(*, user, conversation_id) -> Conversation | None:
         return Conversation.objects.filter(owner=user).get(pk=conversation_id)
     except (Conversation.DoesNotExist, ValidationError, ValueError, TypeError):
         return None
+
+
+def readable_filter(*, user, via: str = "") -> Q:
+    """The one rule for what a user may read: a conversation they own or one
+    shared with them (with them by name, a group they are in, or everyone
+    signed in). `via` is the path from the filtered model to its
+    conversation, e.g. "message__conversation__"."""
+    if not user.is_authenticated:
+        # Login only: nothing is ever shared with someone signed out.
+        return Q(pk__in=[])
+    shared = ConversationShare.objects.filter(conversation=OuterRef(f"{via}pk" if via else "pk")).filter(
+        Q(everyone=True) | Q(user=user) | Q(group__user=user)
+    )
+    return Q(**{f"{via}owner": user}) | Q(Exists(shared))
+
+
+def conversation_viewable(*, user, conversation_id) -> Conversation | None:
+    """The conversation with this id if the user may read it (their own or
+    shared with them), with its owner, or None. Only reading: every write
+    finds its conversation with conversation_get, the owner's alone."""
+    try:
+        return Conversation.objects.select_related("owner").filter(readable_filter(user=user)).get(pk=conversation_id)
+    except (Conversation.DoesNotExist, ValidationError, ValueError, TypeError):
+        return None
+
+
+def conversations_shared_with(*, user, limit: int = PAGE_SIZE) -> list[Conversation]:
+    """Other people's conversations the user may read, newest first."""
+    if not user.is_authenticated:
+        return []
+    found = Conversation.objects.exclude(owner=user).filter(readable_filter(user=user)).select_related("owner")
+    return list(found.order_by("-updated_at", "-pk")[:limit])
+
+
+def conversation_shares(*, conversation: Conversation) -> list[ConversationShare]:
+    """Whom the conversation is shared with: everyone first, then by when."""
+    return list(ConversationShare.objects.filter(conversation=conversation).select_related("user", "group"))
+
+
+def share_groups() -> list[Group]:
+    """The groups (teams) a conversation can be shared with."""
+    return list(Group.objects.order_by("name"))
 
 
 def message_get(*, conversation: Conversation, message_id) -> Message | None:

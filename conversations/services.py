@@ -1,11 +1,13 @@
 """Write-side operations on conversations and their message trees. Asking (posting a
 message, which starts a turn) and deleting are agents.services.asking's."""
 
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError
 from django.core.validators import ProhibitNullCharactersValidator
 from django.utils.translation import gettext
 
-from .models import Conversation, Message
+from .models import Conversation, ConversationShare, Message
 
 
 def branch_switch(*, conversation: Conversation, message: Message) -> Message:
@@ -38,3 +40,49 @@ def conversation_rename(*, conversation: Conversation, title: str) -> Conversati
     conversation.title = title
     conversation.save(update_fields=["title", "updated_at"])
     return conversation
+
+
+def share_with_user(*, conversation: Conversation, by, username: str) -> ConversationShare:
+    """Let the user called `username` read the conversation (again: sharing twice is one share)."""
+    username = username.strip()
+    user = get_user_model().objects.filter(username=username, is_active=True).first() if username else None
+    if user is None:
+        raise ValidationError(gettext("No one here is called “%(name)s”.") % {"name": username})
+    if user.pk == conversation.owner_id:
+        raise ValidationError(gettext("It is your own conversation."))
+    share, _ = ConversationShare.objects.get_or_create(
+        conversation=conversation, user=user, defaults={"created_by": by}
+    )
+    return share
+
+
+def share_with_group(*, conversation: Conversation, by, group_id) -> ConversationShare:
+    """Let every member of the group read the conversation, whoever joins it later too."""
+    group = Group.objects.filter(pk=group_id).first() if str(group_id or "").isdigit() else None
+    if group is None:
+        raise ValidationError(gettext("Choose a group."))
+    share, _ = ConversationShare.objects.get_or_create(
+        conversation=conversation, group=group, defaults={"created_by": by}
+    )
+    return share
+
+
+def share_with_everyone(*, conversation: Conversation, by, on: bool) -> None:
+    """Let everyone signed in read the conversation, or stop that."""
+    if on:
+        ConversationShare.objects.get_or_create(conversation=conversation, everyone=True, defaults={"created_by": by})
+        return
+    share = ConversationShare.objects.filter(conversation=conversation, everyone=True).first()
+    if share is not None:
+        share_remove(conversation=conversation, share_id=share.pk)
+
+
+def share_remove(*, conversation: Conversation, share_id: int) -> bool:
+    """Revoke one of the conversation's shares; open pages of those who lose
+    access close (conversations.signals). False if it has no such share."""
+    share = ConversationShare.objects.filter(conversation=conversation, pk=share_id).first()
+    if share is None:
+        return False
+    # Deleted as an instance, not by a queryset: post_delete announces it.
+    share.delete()
+    return True

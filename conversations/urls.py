@@ -14,5 +14,7 @@ urlpatterns = [
     path("c/<uuid:conversation_id>/fork/", views.conversation_fork, name="conversation-fork"),
     path("c/<uuid:conversation_id>/branch/", views.branch_switch, name="branch-switch"),
     path("c/<uuid:conversation_id>/allowed-tools/", views.allowed_tool_revoke, name="allowed-tool-revoke"),
+    path("c/<uuid:conversation_id>/shares/", views.share_create, name="share-create"),
+    path("c/<uuid:conversation_id>/shares/remove/", views.share_delete, name="share-delete"),
     path("c/<uuid:conversation_id>/artifacts/", include("artifacts.urls")),
 ]

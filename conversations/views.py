@@ -33,6 +33,31 @@ def _conversation_or_404(request, conversation_id):
     return conversation
 
 
+def _viewable_or_404(request, conversation_id):
+    """A conversation the user may read: their own or one shared with them.
+    Only for reading; every write goes through _conversation_or_404."""
+    conversation = selectors.conversation_viewable(user=request.user, conversation_id=conversation_id)
+    if conversation is None:
+        raise Http404("No such conversation.")
+    return conversation
+
+
+def _read_only(request, conversation) -> bool:
+    return conversation is not None and conversation.owner_id != request.user.pk
+
+
+def _share_context(request, *, conversation, error: str = "") -> dict:
+    """The owner's share panel: whom the conversation is shared with, and whom it can be."""
+    shares = selectors.conversation_shares(conversation=conversation)
+    return {
+        "conversation": conversation,
+        "shares": [share for share in shares if not share.everyone],
+        "shared_with_everyone": any(share.everyone for share in shares),
+        "share_groups": selectors.share_groups(),
+        "share_error": error,
+    }
+
+
 def _list_context(request, *, conversation) -> dict:
     """The sidebar's list as the request asks for it: a search (`q`), a page
     (`before`), and where its "Load more" leads with and without HTMX."""
@@ -63,9 +88,12 @@ def _list_context(request, *, conversation) -> dict:
 
 
 def _page(request, *, conversation=None, error="", draft=""):
+    read_only = _read_only(request, conversation)
     context = {
         **_list_context(request, conversation=conversation),
         **_composer_context(conversation),
+        "shared_conversations": selectors.conversations_shared_with(user=request.user),
+        "read_only": read_only,
         "entries": [],
         "error": error,
         # A refused message comes back in the composer: a draft survives every refusal.
@@ -75,7 +103,9 @@ def _page(request, *, conversation=None, error="", draft=""):
         context.update(_origin_context(request, conversation=conversation))
         # ?message= links to one message: the page opens on it (agents.thread.thread_page).
         page = thread_page(conversation=conversation, message_id=id_from_text(request.GET.get("message")))
-        context.update(_thread_context(conversation=conversation, page=page))
+        context.update(_thread_context(conversation=conversation, page=page, read_only=read_only))
+        if not read_only:
+            context.update(_share_context(request, conversation=conversation))
         # The URL may name what the pane shows (see artifacts.pane.pane_context_for_page).
         context.update(
             artifact_pane.pane_context_for_page(
@@ -93,7 +123,7 @@ def _origin_context(request, *, conversation) -> dict:
     """Where a forked conversation came from, linked if the requester may still open it."""
     origin = None
     if conversation.forked_from_id is not None:
-        origin = selectors.conversation_get(user=request.user, conversation_id=conversation.forked_from_id)
+        origin = selectors.conversation_viewable(user=request.user, conversation_id=conversation.forked_from_id)
     if origin is None:
         return {}
     url = origin.get_absolute_url()
@@ -116,8 +146,9 @@ def _composer_context(conversation) -> dict:
     }
 
 
-def _thread_context(*, conversation, page: ThreadPage) -> dict:
+def _thread_context(*, conversation, page: ThreadPage, read_only: bool = False) -> dict:
     return {
+        "read_only": read_only,
         "entries": page.entries,
         "older": page.older,
         "older_first": page.older_first,
@@ -184,7 +215,7 @@ def chat(request):
 
 @require_GET
 def conversation_detail(request, conversation_id):
-    return _page(request, conversation=_conversation_or_404(request, conversation_id))
+    return _page(request, conversation=_viewable_or_404(request, conversation_id))
 
 
 @require_POST
@@ -234,13 +265,14 @@ def message_create(request, conversation_id):
 def thread_older(request, conversation_id):
     """The turns before the message `before` on its branch, to go above it
     (the thread's "Load older messages"); without htmx, the page opened there."""
-    conversation = _conversation_or_404(request, conversation_id)
+    conversation = _viewable_or_404(request, conversation_id)
     message = _message_or_404(conversation, request.GET.get("before", ""))
     page = thread_page_before(message=message)
     if not request.htmx:
         first = page.entries[0].message.pk if page.entries else message.pk
         return redirect(f"{conversation.get_absolute_url()}?message={first}#message-{first}")
-    return render(request, "conversations/chat.html#turns", _thread_context(conversation=conversation, page=page))
+    context = _thread_context(conversation=conversation, page=page, read_only=_read_only(request, conversation))
+    return render(request, "conversations/chat.html#turns", context)
 
 
 @require_GET
@@ -278,7 +310,7 @@ def conversation_rename(request, conversation_id):
             else redirect(conversation.get_absolute_url())
         )
     context = {
-        "conversation": conversation,
+        **_share_context(request, conversation=conversation),
         "head_error": error,
         # A new title shows in the list too.
         "oob_list": not error,
@@ -297,10 +329,10 @@ def conversation_delete(request, conversation_id):
         if not request.htmx:
             return _page(request, conversation=conversation, error=exc.messages[0])
         context = {
-            "conversation": conversation,
+            **_share_context(request, conversation=conversation),
+            **_origin_context(request, conversation=conversation),
             "head_error": exc.messages[0],
             "deleting": True,
-            **_origin_context(request, conversation=conversation),
         }
         return render(request, "conversations/chat.html#conversation_head", context, status=422)
     return HttpResponseClientRedirect(reverse("chat")) if request.htmx else redirect("chat")
@@ -331,9 +363,57 @@ def allowed_tool_revoke(request, conversation_id):
 
 
 @require_POST
-def conversation_fork(request, conversation_id):
-    """Continue the branch up to `message` in a conversation of the requester's own."""
+def share_create(request, conversation_id):
+    """Share the conversation (the owner's alone) with a user by name, a
+    group, or everyone signed in (`audience`: user, group, everyone; with
+    `on` for everyone)."""
     conversation = _conversation_or_404(request, conversation_id)
+    audience = request.POST.get("audience", "")
+    error = ""
+    try:
+        if audience == "user":
+            services.share_with_user(
+                conversation=conversation, by=request.user, username=request.POST.get("username", "")
+            )
+        elif audience == "group":
+            services.share_with_group(conversation=conversation, by=request.user, group_id=request.POST.get("group"))
+        elif audience == "everyone":
+            on = request.POST.get("on") == "1"
+            services.share_with_everyone(conversation=conversation, by=request.user, on=on)
+        else:
+            raise Http404("No such audience.")
+    except ValidationError as exc:
+        error = exc.messages[0]
+    return _share_response(request, conversation=conversation, error=error)
+
+
+@require_POST
+def share_delete(request, conversation_id):
+    """Revoke one share: those it let in can no longer open the conversation,
+    and their open pages of it close."""
+    conversation = _conversation_or_404(request, conversation_id)
+    share_id = id_from_text(request.POST.get("share"))
+    if share_id is None:
+        raise Http404("No such share.")
+    if not services.share_remove(conversation=conversation, share_id=share_id):
+        raise Http404("No such share.")
+    return _share_response(request, conversation=conversation)
+
+
+def _share_response(request, *, conversation, error: str = ""):
+    if not request.htmx:
+        if error:
+            return _page(request, conversation=conversation, error=error)
+        return redirect(conversation.get_absolute_url())
+    context = {**_share_context(request, conversation=conversation, error=error), "share_open": True}
+    return render(request, "conversations/share.html#share_panel", context, status=422 if error else 200)
+
+
+@require_POST
+def conversation_fork(request, conversation_id):
+    """Continue the branch up to `message` in a conversation of the requester's
+    own: the owner's, or a reader's of a conversation shared with them."""
+    conversation = _viewable_or_404(request, conversation_id)
     message = _message_or_404(conversation, request.POST.get("message", ""))
     try:
         fork = forking.conversation_fork(user=request.user, conversation=conversation, message=message)

@@ -27,6 +27,9 @@ logger = logging.getLogger(__name__)
 TRY_AGAIN_LATER = 1013
 # Close code after which it does not: the page's session signed out.
 NORMAL_CLOSURE = 1000
+# Nor after this one: the conversation is no longer shared with the page's
+# user. The page says so (app.js) rather than reconnecting to a refusal.
+NO_LONGER_SHARED = 4403
 # While the channel layer cannot be reached (Redis down), a connection polls its
 # runs this often instead of waiting to be woken, and tries to join again.
 LAYER_DOWN_POLL_INTERVAL = 1.0
@@ -77,6 +80,8 @@ class ConversationConsumer(AsyncWebsocketConsumer):
     the layer, and at once when the user's password or account changes."""
 
     conversation = None
+    # A page of a conversation shared with its user, not the owner's: no composer, no controls.
+    read_only = False
     # None: channels would listen to the layer itself, beside the socket, and
     # end the websocket the moment the layer fails. `_listen` listens instead.
     channel_layer_alias = None
@@ -113,12 +118,13 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         self.polled_active = None
         user = self.scope["user"]
         if user.is_authenticated:
-            self.conversation = await _in_thread(selectors.conversation_get)(
+            self.conversation = await _in_thread(selectors.conversation_viewable)(
                 user=user, conversation_id=self.scope["url_route"]["kwargs"]["conversation_id"]
             )
         if self.conversation is None:
             await self.close()
             return
+        self.read_only = self.conversation.owner_id != user.pk
         # Its pushes speak the language its page was rendered in.
         self.language = await _in_thread(scope_language)(scope=self.scope)
         # The key AuthMiddleware found the user by: the session this socket lives by.
@@ -217,6 +223,8 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             while True:
                 await asyncio.sleep(settings.WEBSOCKET_SESSION_CHECK_INTERVAL)
                 await self.session_changed({})
+                # A revocation whose wake-up was lost (the layer down) closes a viewer's page here.
+                await self.shares_changed({})
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -274,6 +282,17 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             # A tab whose browser holds a session still (its own password
             # change gave it a new key) reconnects; any other is refused then.
             await self._end(code=TRY_AGAIN_LATER)
+
+    async def shares_changed(self, event):
+        """A share was revoked (or the user left a group): a viewer who may no
+        longer read the conversation is closed at once. The owner always may."""
+        if not self.read_only:
+            return
+        still = await _in_thread(selectors.conversation_viewable)(
+            user=self.scope["user"], conversation_id=self.conversation.pk
+        )
+        if still is None:
+            await self._end(code=NO_LONGER_SHARED)
 
     async def _end(self, *, code: int):
         self.ended = True
@@ -333,7 +352,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         parts = []
         for run_id in sorted(set(run_ids) | deltas.keys()):
             if run_id not in self.streams:
-                stream, html = stream_open(conversation=self.conversation, run_id=run_id)
+                stream, html = stream_open(conversation=self.conversation, run_id=run_id, read_only=self.read_only)
                 composer = True
             elif self.streams[run_id] is None:
                 continue
@@ -347,7 +366,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
                 composer = composer or stream is None
             self.streams[run_id] = stream
             parts.append(html)
-        if composer:
+        if composer and not self.read_only:
             active_run = conversation_active_run(conversation_id=self.conversation.pk)
             parts.append(render_to_string("live/page.html#composer_actions", {"active_run": active_run, "oob": True}))
         return "".join(parts)

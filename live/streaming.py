@@ -71,6 +71,8 @@ class RunStream:
     # much of its content and reasoning the view has from those pieces.
     live_seq: int = 0
     live_at: tuple[int, int] = (0, 0)
+    # A page the conversation is shared with: its snapshots have no controls.
+    read_only: bool = False
 
     def show(self, view: RunView, answer: LiveAnswer) -> None:
         """Record that the page now shows this whole message, its answer as `answer`."""
@@ -84,16 +86,17 @@ class RunStream:
         self.thinking, self.thinking_state = (block.shown if block else ""), _thinking_state(view)
 
 
-def stream_open(*, conversation: Conversation, run_id: int) -> tuple[RunStream | None, str]:
+def stream_open(*, conversation: Conversation, run_id: int, read_only: bool = False) -> tuple[RunStream | None, str]:
     """A snapshot of the run's message, and a stream to follow it with while
-    the run is active (None once it has ended, or if it is not this conversation's)."""
+    the run is active (None once it has ended, or if it is not this
+    conversation's). `read_only`: for a page it is shared with."""
     entry = thread.thread_entry_for_run(conversation=conversation, run_id=run_id)
     if entry is None:
         return None, ""
-    html = _message_html(entry)
+    html = _message_html(entry, read_only=read_only)
     if not entry.view.is_active:
         return None, html
-    stream = RunStream(run_id=run_id, message_id=entry.message.pk, view=entry.view)
+    stream = RunStream(run_id=run_id, message_id=entry.message.pk, view=entry.view, read_only=read_only)
     stream.show(entry.view, entry.answer)
     return stream, html
 
@@ -113,7 +116,7 @@ def stream_advance(
         status = Run.objects.filter(pk=stream.run_id).values_list("status", flat=True).first()
         if status not in Run.ACTIVE_STATUSES:
             # The end (or a deleted run): the stored answer, rendered once.
-            return stream_open(conversation=conversation, run_id=stream.run_id)
+            return stream_open(conversation=conversation, run_id=stream.run_id, read_only=stream.read_only)
         for event in RunEvent.objects.filter(run_id=stream.run_id, seq__gt=view.seq).order_by("seq"):
             run_view_apply(view, _unseen_part(stream, event))
         # The run row is the authority on status; events only fill in progress.
@@ -122,7 +125,7 @@ def stream_advance(
         _delta_apply(stream, delta)
     if _frame(view) != stream.frame:
         entry = thread.thread_entry_for_message(conversation=conversation, message_id=stream.message_id, view=view)
-        html = _message_html(entry)
+        html = _message_html(entry, read_only=stream.read_only)
         stream.show(view, entry.answer)
         return stream, html
     parts = []
@@ -198,8 +201,8 @@ def _appended(stream: RunStream, text: str) -> str:
     return _render("answer_more", message_id=stream.message_id, blocks=blocks, tail=text[done:])
 
 
-def _message_html(entry: thread.ThreadEntry) -> str:
-    return render_to_string("live/turn.html#turn", {"entry": entry, "oob": True})
+def _message_html(entry: thread.ThreadEntry, *, read_only: bool) -> str:
+    return render_to_string("live/turn.html#turn", {"entry": entry, "oob": True, "read_only": read_only})
 
 
 def _render(partial: str, **context) -> str:

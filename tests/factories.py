@@ -8,7 +8,7 @@ from django.contrib.auth import get_user_model
 
 from agents.models import LibraryDocument, Run
 from artifacts.models import Artifact, ArtifactSession, ArtifactVersion
-from conversations.models import Conversation, Message
+from conversations.models import Conversation, ConversationShare, Message
 
 PASSWORD = "pw-for-tests"
 
@@ -29,6 +29,22 @@ class ConversationFactory(factory.django.DjangoModelFactory):
     owner = factory.SubFactory(UserFactory)
     title = factory.Sequence(lambda n: f"Conversation {n}")
     session = factory.RelatedFactory("tests.factories.ArtifactSessionFactory", factory_related_name="conversation")
+
+
+class ConversationShareFactory(factory.django.DjangoModelFactory):
+    """A share with one user unless `group` or `everyone=True` is given instead."""
+
+    class Meta:
+        model = ConversationShare
+
+    conversation = factory.SubFactory(ConversationFactory)
+    user = factory.Maybe(
+        factory.LazyAttribute(lambda share: share.group is None and not share.everyone),
+        yes_declaration=factory.SubFactory(UserFactory),
+        no_declaration=None,
+    )
+    group = None
+    everyone = False
 
 
 class ArtifactSessionFactory(factory.django.DjangoModelFactory):

@@ -167,7 +167,8 @@ document.addEventListener("keydown", (event) => {
 // A file dropped anywhere on the pane is uploaded through the pane's form.
 document.addEventListener("dragover", (event) => {
   const pane = event.target.closest && event.target.closest("#artifact-pane");
-  if (!pane || !event.dataTransfer.types.includes("Files")) return;
+  // A conversation shared with the reader has no upload form: nothing to drop on.
+  if (!pane || !pane.querySelector("#artifact-file") || !event.dataTransfer.types.includes("Files")) return;
   event.preventDefault();
   pane.classList.add("dropping");
 });
@@ -177,7 +178,7 @@ document.addEventListener("dragleave", (event) => {
 });
 document.addEventListener("drop", (event) => {
   const pane = event.target.closest && event.target.closest("#artifact-pane");
-  if (!pane || !event.dataTransfer.files.length) return;
+  if (!pane || !pane.querySelector("#artifact-file") || !event.dataTransfer.files.length) return;
   event.preventDefault();
   pane.classList.remove("dropping");
   const input = pane.querySelector("#artifact-file");
@@ -360,4 +361,27 @@ document.addEventListener("htmx:beforeRequest", (event) => {
 });
 document.addEventListener("htmx:responseError", (event) => {
   if (event.detail.xhr.status === 413 && isUpload(event.detail.elt)) uploadError(event.detail.xhr.responseText);
+});
+
+// A conversation no longer shared with the reader closes its socket with 4403
+// (live.consumers.NO_LONGER_SHARED), which the websocket extension does not
+// reconnect after: the page says so rather than looking live.
+document.addEventListener("htmx:wsClose", (event) => {
+  if (event.detail.event.code !== 4403) return;
+  const notice = document.getElementById("share-ended");
+  if (notice) notice.hidden = false;
+});
+// A reader a conversation is shared with has no composer: the owner's new
+// turn first reaches their page by the socket, and htmx finds no turn to swap
+// it into. It goes at the end of the thread when it answers the turn the page
+// ends with (the branch shown); a turn of another branch waits for a reload.
+document.addEventListener("htmx:oobErrorNoTarget", (event) => {
+  const turn = event.detail.content;
+  const turns = document.getElementById("thread-turns");
+  if (!document.getElementById("shared-banner") || !turns || !turn.matches || !turn.matches("article.turn")) return;
+  const last = turns.querySelector(":scope > article.turn:last-of-type");
+  if (!last || last.id !== `message-${turn.dataset.parent}`) return;
+  turns.append(turn);
+  htmx.process(turn);
+  followNewest();
 });

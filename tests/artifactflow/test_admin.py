@@ -13,6 +13,7 @@ from tests.agents.test_admin import actions_offered, view_only_staff
 from tests.factories import (
     ArtifactFactory,
     ConversationFactory,
+    ConversationShareFactory,
     LibraryDocumentFactory,
     MessageFactory,
     RunFactory,
@@ -40,6 +41,7 @@ def test_every_changelist_and_change_page_loads_with_search(staff_client):
     ArtifactVersion.objects.create(artifact=artifact, version=1, update_type="create")
     LibraryDocumentFactory(title="Findable")
     TokenBudget.objects.create(user=conversation.owner, daily_tokens=1_000)
+    ConversationShareFactory(conversation=conversation, everyone=True)
 
     for model in admin.site._registry:
         if model._meta.app_label not in OUR_APPS:
@@ -90,6 +92,7 @@ def _something_of_everything():
     RunEvent.objects.create(run=queued, seq=1, type=RunEvent.Type.METADATA)
     LibraryDocumentFactory()
     TokenBudget.objects.create(user=owner, daily_tokens=1_000)
+    ConversationShareFactory(conversation=conversation, user=UserFactory())
 
 
 def _custom_pages(model_admin) -> list[str]:

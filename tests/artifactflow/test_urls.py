@@ -1,4 +1,5 @@
-"""Every URL of the portal, tried by a signed-in attacker with the owner's ids.
+"""Every URL of the portal, tried by a signed-in attacker with the owner's ids,
+and by a reader the owner shares the conversation with.
 
 The URLconf is walked (`get_resolver`), so a new pattern is covered without
 editing this file. Each pattern is filled with the owner's ids, missing ids and
@@ -9,6 +10,13 @@ conversation ids, or change the owner's rows; a URL naming another user's
 object answers exactly as one naming no object at all: 404 (or 405 for the
 wrong method). A parameter name this file cannot fill fails the test rather
 than being skipped.
+
+The attacker's world has shares too: the conversation is shared with another
+user and with a group the attacker is not in, and was shared with the
+attacker by name (revoked) and through a group the attacker has left. None of
+them lets the attacker in. A reader it is shared with gets every page that
+reads it (200) and nothing that changes it: every POST is a 404 that changes
+nothing, and no page they are shown offers a form that would.
 """
 
 import itertools
@@ -17,9 +25,11 @@ import uuid
 from dataclasses import dataclass, field
 from urllib.parse import quote
 
+import lxml.html
 import pytest
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.contrib.contenttypes.models import ContentType
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import transaction
@@ -37,9 +47,10 @@ from artifacts import services as artifact_services
 from artifacts.branches import branch_shown
 from artifacts.manager import ArtifactManager
 from artifacts.models import Artifact, ArtifactSession, ArtifactVersion
-from conversations.models import Conversation, Message
+from conversations.models import Conversation, ConversationShare, Message
+from conversations.selectors import readable_filter
 from tests.agents.test_engine import call
-from tests.factories import MessageFactory, RunFactory
+from tests.factories import ConversationShareFactory, MessageFactory, RunFactory, UserFactory
 from tests.model_server import Text
 
 pytestmark = pytest.mark.django_db
@@ -85,6 +96,7 @@ def _owner_rows(owner) -> list:
         Run.objects.filter(message__conversation__owner=owner),
         RunEvent.objects.filter(run__message__conversation__owner=owner),
         ArtifactSession.objects.filter(mine),
+        ConversationShare.objects.filter(mine),
         Artifact.objects.filter(session__conversation__owner=owner),
         ArtifactVersion.objects.filter(artifact__session__conversation__owner=owner),
         get_user_model().objects.filter(pk=owner.pk),
@@ -128,9 +140,20 @@ def world(user, other_user, scripted_model, settings):
     artifact_services.artifact_upload(branch=branch, filename="chart.png", data=MARKER.encode() + b"\x89PNG")
     artifact_services.artifact_upload(branch=branch, filename="报告.md", data=f"# 报告 {MARKER}".encode())
 
+    # Shared, but never with the attacker: with someone else, with a group
+    # the attacker is not in, by name and revoked, through a group the attacker left.
+    ConversationShareFactory(conversation=conversation, user=UserFactory())
+    ConversationShareFactory(conversation=conversation, group=Group.objects.create(name="Not the attacker's"))
+    ConversationShareFactory(conversation=conversation, user=attacker).delete()
+    left = Group.objects.create(name="Left by the attacker")
+    attacker.groups.add(left)
+    ConversationShareFactory(conversation=conversation, group=left)
+    attacker.groups.remove(left)
+
     own_conversation = asking.conversation_start(user=attacker, content="My own question", enqueue=False)
     run_ids = [completed.pk, waiting.pk, failed.pk, running.pk]
     missing_run = Run.objects.order_by("-pk").values_list("pk", flat=True).first() + 1000
+    assert Conversation.objects.filter(readable_filter(user=attacker), pk=conversation.pk).count() == 0
     report = Artifact.objects.get(session=branch.session, artifact_id="report")
     result = World(
         owner=owner,
@@ -178,6 +201,12 @@ def _parameters(world: World, variant: str, method: str) -> dict:
             "q": SEARCHED,
             "current": str(world.conversation.pk),
             "original": "1",
+            "before": str(world.message_id),
+            "audience": "everyone",
+            "on": "1",
+            "username": world.attacker.username,
+            "group": str(Group.objects.order_by("pk").values_list("pk", flat=True).first()),
+            "share": str(ConversationShare.objects.filter(conversation=world.conversation).first().pk),
         }
         if method == "post":
             data["file"] = SimpleUploadedFile("upload", b"The attacker's upload")
@@ -196,6 +225,12 @@ def _parameters(world: World, variant: str, method: str) -> dict:
         "q": "\x00",
         "current": "not-a-uuid",
         "original": "\x00",
+        "before": "²",
+        "audience": "\x00",
+        "on": "²",
+        "username": "nul\x00",
+        "group": "9" * 25,
+        "share": "²",
     }
 
 
@@ -249,6 +284,7 @@ def _admin_values(world: World, route: Route) -> dict[str, list[Value]]:
     owner_pk = {
         Conversation: world.conversation.pk,
         ArtifactSession: world.conversation.pk,
+        ConversationShare: ConversationShare.objects.filter(conversation=world.conversation).first().pk,
         Message: world.message_id,
         Run: Run.objects.filter(message__conversation=world.conversation).first().pk,
         Artifact: Artifact.objects.filter(session__conversation=world.conversation).first().pk,
@@ -369,3 +405,89 @@ def test_the_server_error_page_renders_without_a_request_or_the_database(rf, dja
 
     assert response.status_code == 500
     assert "Something went wrong" in response.content.decode() and 'href="/"' in response.content.decode()
+
+
+# GETs that open the owner's form to change something: a reader it is shared
+# with is refused them (404) as every write.
+OWNER_FORMS = {"artifact-edit", "artifact-delete"}
+# The one write a reader may make: continuing the thread in a conversation of
+# their own, which leaves the owner's rows as they were.
+READER_WRITES = {"conversation-fork"}
+# The URLs with the owner's ids in them: the conversation's, and its runs'.
+SHARED_PARAMS = {"conversation_id", "run_id"}
+
+
+def _write_urls(html: str) -> list[str]:
+    """Where the page's forms and buttons would POST to."""
+    if not html.strip():
+        return []
+    root = lxml.html.fragment_fromstring(html, create_parent="div")
+    posts = root.xpath("//form[translate(@method, 'POST', 'post')='post']/@action | //@hx-post | //@formaction")
+    return [str(url) for url in posts]
+
+
+def _viewer_probe(world: World, *, method: str, path: str, htmx: bool) -> list[str]:
+    label = f"{method.upper()} {path!r}{' htmx' if htmx else ''}"
+    client = Client()
+    client.cookies[settings.SESSION_COOKIE_NAME] = world.cookie
+    headers = {"HTTP_HX_REQUEST": "true"} if htmx else {}
+    problems = []
+    try:
+        with transaction.atomic():
+            # Not `original`: the report has no uploaded original to download.
+            data = {k: v for k, v in _parameters(world, "valid", method).items() if k != "original"}
+            response = getattr(client, method)(path, data, **headers)
+            status = response.status_code
+            if method == "post" and resolve(path).url_name in READER_WRITES:
+                if status not in (302, 422) and not (htmx and status == 200):
+                    problems.append(f"{label}: {status}, not a fork of the reader's own")
+            elif method == "post" and status not in (404, 405):
+                problems.append(f"{label}: {status}, not 404")
+            elif method == "get" and resolve(path).url_name in OWNER_FORMS:
+                if status != 404:
+                    problems.append(f"{label}: {status} opened the owner's form")
+            elif method == "get" and status == 405:
+                if "GET" in response["Allow"]:
+                    problems.append(f"{label}: 405 though it reads")
+            elif method == "get" and status not in ((200,) if htmx else (200, 302)):
+                problems.append(f"{label}: {status}, not 200")
+            elif method == "get" and status == 200 and response["Content-Type"].startswith("text/html"):
+                # Forms that change the conversation or its runs: none to offer.
+                writes = [
+                    url
+                    for url in _write_urls(_body(response))
+                    if (str(world.conversation.pk) in url or url.startswith("/runs/"))
+                    and resolve(url).url_name not in READER_WRITES
+                ]
+                if writes:
+                    problems.append(f"{label}: offers {writes}")
+            if _owner_rows(world.owner) != world.snapshot:
+                problems.append(f"{label}: changed the owner's rows")
+            raise _Undo
+    except _Undo:
+        pass
+    return problems
+
+
+def test_a_reader_it_is_shared_with_reads_every_page_of_it_and_changes_nothing(world):
+    team = Group.objects.create(name="读者组")
+    world.attacker.groups.add(team)
+    ConversationShareFactory(conversation=world.conversation, group=team)
+    world.snapshot = _owner_rows(world.owner)
+    values = {
+        "conversation_id": [Value(str(world.conversation.pk))],
+        "run_id": [
+            Value(str(pk))
+            for pk in Run.objects.filter(message__conversation=world.conversation).values_list("pk", flat=True)
+        ],
+        # Saved in two versions, text: each of its views has something to show.
+        "artifact_id": [Value("report")],
+    }
+    routes = [route for route in _routes() if not route.is_admin and SHARED_PARAMS & set(route.params)]
+    assert len(routes) > 10
+    problems = []
+    for route in routes:
+        for path, _ in _urls(route, values):
+            for method, htmx in itertools.product(("get", "post"), (True, False)):
+                problems += _viewer_probe(world, method=method, path=path, htmx=htmx)
+    assert not problems, _report(problems)

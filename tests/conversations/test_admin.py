@@ -1,11 +1,13 @@
 import lxml.html
 import pytest
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.urls import reverse
 
 from agents.models import Run
 from agents.services.forking import conversation_fork
 from artifacts.models import Artifact
-from conversations.models import Conversation
+from conversations.models import Conversation, ConversationShare
 from tests.agents.test_admin import _text, actions_offered, staff_with
 from tests.factories import (
     ArtifactFactory,
@@ -16,9 +18,16 @@ from tests.factories import (
 
 pytestmark = pytest.mark.django_db
 
+User = get_user_model()
+
 
 def test_a_conversation_added_here_has_its_artifact_session(staff_client, user):
-    inline = {"messages-TOTAL_FORMS": 0, "messages-INITIAL_FORMS": 0}
+    inline = {
+        "messages-TOTAL_FORMS": 0,
+        "messages-INITIAL_FORMS": 0,
+        "shares-TOTAL_FORMS": 0,
+        "shares-INITIAL_FORMS": 0,
+    }
     staff_client.post(reverse("admin:conversations_conversation_add"), {"owner": user.pk, "title": "By hand", **inline})
 
     assert Conversation.objects.get().artifact_session
@@ -115,3 +124,33 @@ def test_forks_are_listed_with_where_they_came_from(staff_client, user, other_us
     assert "原始研究" in rows[0].text_content()
     change = staff_client.get(reverse("admin:conversations_conversation_change", args=[fork.pk])).content.decode()
     assert "原始研究" in change
+
+
+def test_shares_are_added_inline_on_the_conversation_and_listed_on_their_own(staff_client, user, other_user):
+    conversation = ConversationFactory(owner=user, title="共享的对话")
+    team = Group.objects.create(name="研究组")
+    form = {
+        "owner": user.pk,
+        "title": conversation.title,
+        "messages-TOTAL_FORMS": 0,
+        "messages-INITIAL_FORMS": 0,
+        "shares-TOTAL_FORMS": 3,
+        "shares-INITIAL_FORMS": 0,
+        "shares-0-user": other_user.pk,
+        "shares-1-group": team.pk,
+        "shares-2-everyone": "on",
+        # One audience only: refused on the form, not by the database.
+    }
+    response = staff_client.post(reverse("admin:conversations_conversation_change", args=[conversation.pk]), form)
+    assert response.status_code == 302
+    shares = ConversationShare.objects.filter(conversation=conversation)
+    assert shares.count() == 3 and {share.created_by for share in shares} == {User.objects.get(is_staff=True)}
+
+    refused = staff_client.post(
+        reverse("admin:conversations_conversation_change", args=[conversation.pk]),
+        {**form, "shares-TOTAL_FORMS": 1, "shares-0-group": team.pk, "shares-0-everyone": ""},
+    )
+    assert refused.status_code == 200 and ConversationShare.objects.count() == 3
+
+    listing = staff_client.get(reverse("admin:conversations_conversationshare_changelist")).content.decode()
+    assert "共享的对话" in listing and "everyone signed in" in listing and "group 研究组" in listing

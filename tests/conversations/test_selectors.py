@@ -1,12 +1,13 @@
 from datetime import UTC, date, datetime, timedelta
 
 import pytest
+from django.contrib.auth.models import AnonymousUser, Group
 from django.utils import timezone
 
 from conversations import selectors
 from conversations.models import Conversation
 from conversations.tree import message_path
-from tests.factories import ConversationFactory, MessageFactory, message_chain
+from tests.factories import ConversationFactory, ConversationShareFactory, MessageFactory, UserFactory, message_chain
 
 pytestmark = pytest.mark.django_db
 
@@ -183,3 +184,83 @@ def test_a_thousand_conversations_page_under_their_headings_each_shown_once(
     assert len(headings) == len(set(headings))
     assert headings[:4] == ["Today", "Yesterday", "Previous 7 days", "Previous 30 days"]
     assert len(headings) >= 16 and f"{today.year - 1}" in headings[-1]
+
+
+def test_a_conversation_is_viewable_by_its_owner_and_those_it_is_shared_with_in_one_query(
+    user, other_user, django_assert_num_queries
+):
+    team = Group.objects.create(name="研究组")
+    member, stranger = UserFactory(), UserFactory()
+    member.groups.add(team)
+    by_name = ConversationFactory(owner=user, title="热泵报告")
+    by_group = ConversationFactory(owner=user)
+    for_everyone = ConversationFactory(owner=user)
+    private = ConversationFactory(owner=user)
+    ConversationShareFactory(conversation=by_name, user=other_user)
+    ConversationShareFactory(conversation=by_group, group=team)
+    ConversationShareFactory(conversation=for_everyone, everyone=True)
+
+    with django_assert_num_queries(1):
+        found = selectors.conversation_viewable(user=other_user, conversation_id=by_name.pk)
+        assert found.owner == user
+    viewable = {
+        who.username: {
+            c.pk
+            for c in (by_name, by_group, for_everyone, private)
+            if selectors.conversation_viewable(user=who, conversation_id=c.pk)
+        }
+        for who in (user, other_user, member, stranger)
+    }
+    assert viewable == {
+        user.username: {by_name.pk, by_group.pk, for_everyone.pk, private.pk},
+        other_user.username: {by_name.pk, for_everyone.pk},
+        member.username: {by_group.pk, for_everyone.pk},
+        stranger.username: {for_everyone.pk},
+    }
+    # Writes keep to the owner: a share gives nothing to conversation_get.
+    assert selectors.conversation_get(user=other_user, conversation_id=by_name.pk) is None
+    assert selectors.conversation_viewable(user=AnonymousUser(), conversation_id=for_everyone.pk) is None
+    assert selectors.conversation_viewable(user=other_user, conversation_id="not-a-uuid") is None
+
+
+def test_leaving_the_group_or_a_revoked_share_takes_the_conversation_away(user, other_user):
+    team = Group.objects.create(name="Team")
+    other_user.groups.add(team)
+    conversation = ConversationFactory(owner=user)
+    ConversationShareFactory(conversation=conversation, group=team)
+    share = ConversationShareFactory(conversation=conversation, user=other_user)
+
+    share.delete()
+    assert selectors.conversation_viewable(user=other_user, conversation_id=conversation.pk) == conversation
+    other_user.groups.remove(team)
+    assert selectors.conversation_viewable(user=other_user, conversation_id=conversation.pk) is None
+
+
+def test_shared_with_me_lists_other_peoples_conversations_once_newest_first(user, other_user):
+    team = Group.objects.create(name="Team")
+    other_user.groups.add(team)
+    older = ConversationFactory(owner=user, title="较早的")
+    newer = ConversationFactory(owner=user, title="较新的")
+    # Shared twice over (by name and by group): listed once.
+    ConversationShareFactory(conversation=older, user=other_user)
+    ConversationShareFactory(conversation=older, group=team)
+    ConversationShareFactory(conversation=newer, everyone=True)
+    ConversationFactory(owner=user)
+    ConversationFactory(owner=other_user)
+    Conversation.objects.filter(pk=newer.pk).update(updated_at=timezone.now() + timedelta(minutes=1))
+
+    assert selectors.conversations_shared_with(user=other_user) == [newer, older]
+    # What others shared with everyone; never the user's own.
+    assert selectors.conversations_shared_with(user=user) == []
+    assert selectors.conversations_shared_with(user=AnonymousUser()) == []
+
+
+def test_a_conversations_shares_list_everyone_first(user, other_user):
+    conversation = ConversationFactory(owner=user)
+    team = Group.objects.create(name="Team")
+    by_name = ConversationShareFactory(conversation=conversation, user=other_user)
+    by_group = ConversationShareFactory(conversation=conversation, group=team)
+    everyone = ConversationShareFactory(conversation=conversation, everyone=True)
+    ConversationShareFactory(everyone=True)
+
+    assert selectors.conversation_shares(conversation=conversation) == [everyone, by_name, by_group]

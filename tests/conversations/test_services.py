@@ -1,9 +1,12 @@
 import pytest
+from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
 
+from artifactflow import realtime
 from conversations import services
-from conversations.models import Conversation
-from tests.factories import ConversationFactory, MessageFactory
+from conversations.models import Conversation, ConversationShare
+from tests.factories import ConversationFactory, ConversationShareFactory, MessageFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -55,3 +58,106 @@ def test_rename_tidies_the_title():
     conversation = ConversationFactory()
     services.conversation_rename(conversation=conversation, title="  Heat   pumps \n")
     assert Conversation.objects.get(pk=conversation.pk).title == "Heat pumps"
+
+
+def test_sharing_with_a_user_by_name_once_however_often_it_is_asked(user, other_user):
+    conversation = ConversationFactory(owner=user)
+
+    first = services.share_with_user(conversation=conversation, by=user, username=f" {other_user.username} ")
+    again = services.share_with_user(conversation=conversation, by=user, username=other_user.username)
+
+    assert first == again and first.user == other_user and first.created_by == user
+    assert ConversationShare.objects.filter(conversation=conversation).count() == 1
+
+
+@pytest.mark.parametrize("name", ["nobody", "", "不存在的人", "inactive", "owner"])
+def test_sharing_with_no_one_or_oneself_is_refused(user, name):
+    UserFactory(username="inactive", is_active=False)
+    conversation = ConversationFactory(owner=user)
+    with pytest.raises(ValidationError):
+        services.share_with_user(
+            conversation=conversation, by=user, username=user.username if name == "owner" else name
+        )
+    assert not ConversationShare.objects.exists()
+
+
+def test_sharing_with_a_group_and_with_everyone_and_stopping(user):
+    conversation = ConversationFactory(owner=user)
+    team = Group.objects.create(name="研究组")
+
+    by_group = services.share_with_group(conversation=conversation, by=user, group_id=str(team.pk))
+    services.share_with_everyone(conversation=conversation, by=user, on=True)
+    services.share_with_everyone(conversation=conversation, by=user, on=True)
+    assert by_group.group == team
+    assert ConversationShare.objects.filter(conversation=conversation, everyone=True).count() == 1
+
+    services.share_with_everyone(conversation=conversation, by=user, on=False)
+    services.share_with_everyone(conversation=conversation, by=user, on=False)
+    assert list(ConversationShare.objects.filter(conversation=conversation)) == [by_group]
+    for group_id in ("", None, "x", str(team.pk + 1)):
+        with pytest.raises(ValidationError):
+            services.share_with_group(conversation=conversation, by=user, group_id=group_id)
+
+
+def test_a_share_is_removed_only_from_its_own_conversation(user, other_user):
+    conversation = ConversationFactory(owner=user)
+    share = ConversationShareFactory(conversation=conversation, user=other_user)
+    elsewhere = ConversationShareFactory(user=other_user)
+
+    assert not services.share_remove(conversation=conversation, share_id=elsewhere.pk)
+    assert services.share_remove(conversation=conversation, share_id=share.pk)
+    assert not services.share_remove(conversation=conversation, share_id=share.pk)
+    assert list(ConversationShare.objects.all()) == [elsewhere]
+
+
+def test_a_share_is_one_audience_and_never_twice(user, other_user):
+    conversation = ConversationFactory(owner=user)
+    team = Group.objects.create(name="Team")
+    ConversationShareFactory(conversation=conversation, user=other_user)
+    for audience in (
+        {"user": other_user},
+        {"user": None, "group": None, "everyone": False},
+        {"user": other_user, "group": team},
+        {"user": None, "group": team, "everyone": True},
+    ):
+        with pytest.raises(IntegrityError), transaction.atomic():
+            ConversationShare.objects.create(conversation=conversation, **audience)
+
+
+class _Sent(list):
+    """Stands in for the channel layer's publisher: what was sent to whom."""
+
+    def send(self, group, message):
+        self.append((group, message["type"]))
+
+
+def test_revoking_or_leaving_a_group_tells_the_pages_to_check_after_commit(
+    user, other_user, django_capture_on_commit_callbacks, monkeypatch
+):
+    sent = _Sent()
+    monkeypatch.setattr(realtime, "_publisher", lambda: sent)
+    conversation = ConversationFactory(owner=user)
+    by_group = ConversationFactory(owner=user)
+    team, unshared = Group.objects.create(name="研究组"), Group.objects.create(name="Unshared")
+    other_user.groups.add(team, unshared)
+    share = ConversationShareFactory(conversation=conversation, user=other_user)
+    ConversationShareFactory(conversation=by_group, group=team)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        services.share_remove(conversation=conversation, share_id=share.pk)
+    with django_capture_on_commit_callbacks(execute=True):
+        other_user.groups.remove(unshared)
+    with django_capture_on_commit_callbacks(execute=True):
+        other_user.groups.remove(team)
+    with django_capture_on_commit_callbacks(execute=True):
+        team.user_set.add(other_user)
+        other_user.groups.clear()
+    with django_capture_on_commit_callbacks(execute=True):
+        team.user_set.add(other_user)
+        team.user_set.clear()
+
+    # Only the conversation's pages are told: leaving a group nothing is shared with tells no one.
+    assert (
+        sent
+        == [(conversation.group_name, realtime.SHARES_CHANGED)] + [(by_group.group_name, realtime.SHARES_CHANGED)] * 3
+    )

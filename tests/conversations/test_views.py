@@ -6,6 +6,7 @@ from html import unescape
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from django.contrib.auth.models import Group
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
@@ -15,11 +16,11 @@ from agents.models import Run
 from agents.services import asking
 from artifacts.branches import branch_at
 from artifacts.manager import ArtifactManager
-from artifacts.models import ArtifactSession
-from conversations import selectors
-from conversations.models import Conversation
+from artifacts.models import Artifact, ArtifactSession
+from conversations import selectors, services
+from conversations.models import Conversation, ConversationShare
 from tests.conversations.test_selectors import expected_label
-from tests.factories import PASSWORD, ConversationFactory, MessageFactory, RunFactory
+from tests.factories import PASSWORD, ConversationFactory, ConversationShareFactory, MessageFactory, RunFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -467,13 +468,15 @@ def test_the_chat_page_and_a_list_page_take_the_same_few_queries_however_many_co
     conversations = _conversations(user, count)
     conversation = ConversationFactory(owner=user)
     before = selectors.conversation_list(user=user, limit=5).next_cursor
-    # the session, the user, the list's page (and for a new conversation's examples, the library's titles)
-    with django_assert_max_num_queries(3 + 1):
+    # the session, the user, the list's page, what others shared with the user
+    # (and for a new conversation's examples, the library's titles)
+    with django_assert_max_num_queries(4 + 1):
         chat = signed_in.get(reverse("chat")).content.decode()
     with django_assert_max_num_queries(3):
         more = signed_in.get(reverse("conversation-search"), {"before": before}, **HTMX).content.decode()
-    # and the conversation, its thread, its artifact pane and its turn still running (Stop or Send)
-    with django_assert_max_num_queries(3 + 5 + 1):
+    # and the conversation, its thread, its artifact pane, its turn still running
+    # (Stop or Send), and the share panel's shares and groups
+    with django_assert_max_num_queries(4 + 5 + 1 + 2):
         signed_in.get(conversation.get_absolute_url())
     assert len(_items(chat)) == min(count + 1, 50) and str(conversations[0].pk) in chat
     assert len(_items(more)) == min(count + 1 - 5, 50)
@@ -730,8 +733,9 @@ def test_the_first_page_of_200_turns_is_the_size_of_the_first_page_of_40(
     pages = {}
     for turns in (40, 200):
         conversation, _ = _long_thread(user, turns)
-        # The session, the user, the conversation, the list, the thread (6), the pane's and the composer's.
-        with django_assert_max_num_queries(16):
+        # The session, the user, the conversation, the list, the thread (6), the pane's and the composer's,
+        # what others shared with the user, and the share panel's shares and groups.
+        with django_assert_max_num_queries(16 + 3):
             pages[turns] = signed_in.get(conversation.get_absolute_url()).content.decode()
         assert _questions(pages[turns]) == list(range(turns - 19, turns + 1))
         assert pages[turns].count('class="turn"') == 20
@@ -867,3 +871,143 @@ def test_forking_at_a_message_without_an_answer_says_why(signed_in, user):
     assert response.status_code == 422
     assert "This message has no answer yet" in response.content.decode()
     assert Conversation.objects.filter(owner=user).count() == 1
+
+
+def _shared_conversation(owner):
+    """A conversation of the owner's, with a finished turn and a report artifact."""
+    conversation = ConversationFactory(owner=owner, title="热泵的冬季表现")
+    message = MessageFactory(conversation=conversation, content="热泵冬天怎么工作？", response="它们**照常**工作。")
+    RunFactory(message=message, status=Run.Status.COMPLETED)
+    manager = ArtifactManager(branch=branch_at(session=conversation.artifact_session, message_id=message.pk))
+    manager.create(artifact_id="report", content="# 报告\n\n第一版", title="报告")
+    manager.flush_all()
+    return conversation, message
+
+
+def test_the_owner_shares_with_a_user_a_group_and_everyone_and_removes_each(signed_in, user, other_user):
+    conversation, _ = _shared_conversation(user)
+    team = Group.objects.create(name="研究组")
+    url = reverse("share-create", args=[conversation.pk])
+
+    page = signed_in.get(conversation.get_absolute_url()).content.decode()
+    assert 'id="share-panel"' in page and "研究组" in page and "Not shared with anyone." in page
+    panel = signed_in.post(url, {"audience": "user", "username": other_user.username}, **HTMX).content.decode()
+    signed_in.post(url, {"audience": "group", "group": team.pk}, **HTMX)
+    panel = signed_in.post(url, {"audience": "everyone", "on": "1"}, **HTMX).content.decode()
+
+    assert '<details id="share-panel" class="share" open>' in panel
+    assert other_user.username in panel and "Group: 研究组" in panel
+    assert "Everyone signed in can read it." in panel and "Stop sharing with everyone" in panel
+    shares = {share.pk for share in selectors.conversation_shares(conversation=conversation)}
+    for share in shares:
+        response = signed_in.post(reverse("share-delete", args=[conversation.pk]), {"share": share}, **HTMX)
+        assert response.status_code == 200
+    assert selectors.conversation_shares(conversation=conversation) == []
+
+
+def test_sharing_with_someone_unknown_says_so_in_the_panel(signed_in, user):
+    conversation, _ = _shared_conversation(user)
+    response = signed_in.post(
+        reverse("share-create", args=[conversation.pk]), {"audience": "user", "username": "无名氏"}, **HTMX
+    )
+    assert response.status_code == 422 and "No one here is called “无名氏”." in unescape(response.content.decode())
+    no_htmx = signed_in.post(reverse("share-create", args=[conversation.pk]), {"audience": "user", "username": ""})
+    assert no_htmx.status_code == 422 and 'id="share-panel"' in no_htmx.content.decode()
+
+
+def test_only_the_owner_shares_or_revokes(client, user, other_user):
+    conversation, _ = _shared_conversation(user)
+    share = ConversationShareFactory(conversation=conversation, user=other_user)
+    client.force_login(other_user)
+
+    adding = client.post(reverse("share-create", args=[conversation.pk]), {"audience": "everyone", "on": "1"}, **HTMX)
+    removing = client.post(reverse("share-delete", args=[conversation.pk]), {"share": share.pk}, **HTMX)
+
+    assert adding.status_code == removing.status_code == 404
+    assert list(ConversationShare.objects.all()) == [share]
+
+
+def test_a_viewer_reads_the_conversation_its_artifacts_and_activity_without_any_control(client, user, other_user):
+    conversation, message = _shared_conversation(user)
+    team = Group.objects.create(name="研究组")
+    other_user.groups.add(team)
+    ConversationShareFactory(conversation=conversation, group=team)
+    client.force_login(other_user)
+    run = message.runs.get()
+
+    page = client.get(conversation.get_absolute_url(), {"artifact": "report"}).content.decode()
+    pane = client.get(reverse("artifact-detail", args=[conversation.pk, "report"]), **HTMX).content.decode()
+    docx = client.get(reverse("artifact-export-docx", args=[conversation.pk, "report"]))
+    raw = client.get(reverse("artifact-raw", args=[conversation.pk, "report"]))
+    activity = client.get(reverse("run-activity", args=[run.pk]), **HTMX)
+
+    assert "热泵的冬季表现" in page and "它们<strong>照常</strong>工作。" in page and "第一版" in page
+    assert f"Shared with you by <strong>{user.username}</strong>" in page
+    assert 'id="shared-with-me"' in page and f"<small>{user.username}</small>" in page
+    for control in (
+        'id="composer"',
+        'class="edit"',
+        "Ask again",
+        'id="share-panel"',
+        "Rename",
+        'class="artifact-upload"',
+    ):
+        assert control not in page, control
+    for control in ("/edit/", "/delete/", "artifact-upload"):
+        assert control not in pane, control
+    assert "Export .docx" in pane
+    assert docx.status_code == raw.status_code == activity.status_code == 200
+    assert raw.content.decode() == "# 报告\n\n第一版"
+
+
+def test_the_owners_page_keeps_every_control_and_lists_no_share_of_its_own(signed_in, user):
+    conversation, _ = _shared_conversation(user)
+    ConversationShareFactory(conversation=conversation, everyone=True)
+
+    page = signed_in.get(conversation.get_absolute_url()).content.decode()
+
+    assert 'id="composer"' in page and "Ask again" in page and 'id="share-panel"' in page
+    assert 'id="shared-banner"' not in page and 'id="shared-with-me"' not in page
+
+
+def test_a_revoked_share_or_a_group_left_opens_nothing_more(client, user, other_user):
+    conversation, _ = _shared_conversation(user)
+    team = Group.objects.create(name="Team")
+    other_user.groups.add(team)
+    ConversationShareFactory(conversation=conversation, group=team)
+    by_name = ConversationShareFactory(conversation=conversation, user=other_user)
+    client.force_login(other_user)
+
+    assert client.get(conversation.get_absolute_url()).status_code == 200
+    by_name.delete()
+    assert client.get(conversation.get_absolute_url()).status_code == 200
+    other_user.groups.remove(team)
+    assert client.get(conversation.get_absolute_url()).status_code == 404
+    assert 'id="shared-with-me"' not in client.get(reverse("chat")).content.decode()
+
+
+def test_a_reader_continues_a_shared_thread_in_their_own_conversation(signed_in, user, other_user):
+    conversation, message = _shared_conversation(other_user)
+    follow_up = MessageFactory(conversation=conversation, parent=message, content="还有呢？", response="还有很多。")
+    share = services.share_with_user(conversation=conversation, by=other_user, username=user.username)
+    url = reverse("conversation-fork", args=[conversation.pk])
+
+    page = signed_in.get(conversation.get_absolute_url()).content.decode()
+    assert "Continue in my own conversation" in page and page.count("Continue from here") == 2
+    response = signed_in.post(url, {"message": message.pk})
+
+    fork = Conversation.objects.get(owner=user)
+    assert response.status_code == 302 and response["Location"] == fork.get_absolute_url()
+    assert list(fork.messages.values_list("content", flat=True)) == ["热泵冬天怎么工作？"]
+    mine = signed_in.get(fork.get_absolute_url()).content.decode()
+    assert "Continued from “热泵的冬季表现” by" in mine and "Open the original" in mine
+    assert "# 报告" in Artifact.objects.get(session__conversation=fork, artifact_id="report").content
+    # The owner's conversation is as it was.
+    assert conversation.messages.count() == 2 and follow_up.children.count() == 0
+
+    # Once the share is revoked, the reader can neither fork again nor follow the link back.
+    services.share_remove(conversation=conversation, share_id=share.pk)
+    assert signed_in.post(url, {"message": message.pk}).status_code == 404
+    assert Conversation.objects.filter(owner=user).count() == 1
+    mine = signed_in.get(fork.get_absolute_url()).content.decode()
+    assert "Continued from “热泵的冬季表现” by" in mine and "Open the original" not in mine

@@ -13,6 +13,7 @@ from channels.layers import get_channel_layer
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth.hashers import make_password
+from django.contrib.auth.models import Group
 from django.db import connections
 from django.test import Client
 from django.urls import path, reverse
@@ -29,7 +30,14 @@ from conversations.models import Message
 from live import consumers
 from tests.answers import long_answer
 from tests.asgi import conversation_socket, session_cookie
-from tests.factories import PASSWORD, ConversationFactory, MessageFactory, RunFactory
+from tests.factories import (
+    PASSWORD,
+    ConversationFactory,
+    ConversationShareFactory,
+    MessageFactory,
+    RunFactory,
+    UserFactory,
+)
 from tests.model_server import Text
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -881,3 +889,108 @@ async def test_a_waiting_turn_shows_its_place_and_it_moves_up_live_as_earlier_tu
         page.apply(html) if "artifacts-changed" not in html else None
     await communicator.disconnect()
     assert _words(page.find(f"activity-{message_id}").text_content()) == "Queued…"
+
+
+@sync_to_async
+def _shared(conversation, **audience):
+    return ConversationShareFactory(conversation=conversation, **audience)
+
+
+@sync_to_async
+def _team(name, *members):
+    team = Group.objects.create(name=name)
+    team.user_set.add(*members)
+    return team
+
+
+@pytest.mark.events_by_hand
+async def test_a_viewer_it_is_shared_with_receives_the_turn_live_without_its_controls(user, other_user):
+    conversation, message, run, owner_socket, owner_page = await _watching_a_run(user)
+    await _shared(conversation, user=other_user)
+    viewer = await _connected(conversation, other_user)
+    viewer_page = Page()
+    for html in await _received(viewer, until=lambda html: "artifacts-changed" in html):
+        viewer_page.apply(html) if "artifacts-changed" not in html else None
+    write = _event_writer(run)
+
+    await write(1, RunEvent.Type.METADATA, model="m")
+    await write(2, RunEvent.Type.LLM_CHUNK, content="研究正在进行。")
+    await get_channel_layer().group_send(
+        conversation.group_name, {"type": realtime.RUN_EVENT, "run_id": run.pk, "seq": 2}
+    )
+    viewer_page.apply(await viewer.receive_from(timeout=5))
+    owner_page.apply(await owner_socket.receive_from(timeout=5))
+    for page in (viewer_page, owner_page):
+        assert _words(page.find(f"answer-{message.pk}").text_content()) == "研究正在进行。"
+    # The owner's page has Stop and Ask again; the viewer's, neither the composer nor a control.
+    assert owner_page.find("composer-actions") is not None
+    assert owner_page.find(f"message-{message.pk}").xpath(".//form")
+    assert viewer_page.find("composer-actions") is None
+    assert not viewer_page.find(f"message-{message.pk}").xpath(".//form | .//details[@class='edit']")
+    await owner_socket.disconnect()
+    await viewer.disconnect()
+
+
+async def test_a_stranger_is_refused_however_the_conversation_is_shared_with_others(user, other_user):
+    conversation = await _conversation(user)
+    await _shared(conversation, user=await sync_to_async(UserFactory)())
+    await _shared(conversation, group=await _team("Others"))
+    assert not await _connects(await _communicator_for(conversation, other_user))
+
+
+async def _communicator_for(conversation, user):
+    return _communicator(conversation, await _session_cookie(user))
+
+
+async def test_revoking_a_share_closes_the_viewers_socket_at_once_and_not_the_owners(user, other_user):
+    conversation = await _conversation(user)
+    share = await _shared(conversation, user=other_user)
+    owner_browser, owner_cookie = await _browser(user)
+    owner_socket = await _open(conversation, owner_cookie)
+    viewer = await _open(conversation, (await _browser(other_user))[1])
+
+    response = await sync_to_async(owner_browser.post)(
+        reverse("share-delete", args=[conversation.pk]), {"share": share.pk}
+    )
+    assert response.status_code == 302
+    # Not 1013: the page says it is no longer shared rather than reconnecting to a refusal.
+    assert await _closed(viewer, timeout=5) == consumers.NO_LONGER_SHARED == 4403
+    await _still_open(owner_socket, user)
+    await owner_socket.disconnect()
+
+
+async def test_leaving_the_group_closes_the_socket_while_everyone_else_keeps_theirs(user, other_user):
+    conversation = await _conversation(user)
+    colleague = await sync_to_async(UserFactory)()
+    team = await _team("研究组", other_user, colleague)
+    await _shared(conversation, group=team)
+    leaving = await _open(conversation, (await _browser(other_user))[1])
+    staying = await _open(conversation, (await _browser(colleague))[1])
+
+    await sync_to_async(other_user.groups.remove)(team)
+
+    assert await _closed(leaving, timeout=5) == consumers.NO_LONGER_SHARED
+    await _still_open(staying, colleague)
+    await staying.disconnect()
+
+
+async def test_a_viewer_still_let_in_another_way_keeps_the_socket(user, other_user):
+    conversation = await _conversation(user)
+    by_name = await _shared(conversation, user=other_user)
+    await _shared(conversation, everyone=True)
+    viewer = await _open(conversation, (await _browser(other_user))[1])
+
+    await sync_to_async(by_name.delete)()
+
+    await _still_open(viewer, other_user)
+    await viewer.disconnect()
+
+
+async def test_deleting_a_shared_conversation_closes_its_viewers_sockets(user, other_user):
+    conversation, _, _ = await _finished_conversation(user)
+    await _shared(conversation, user=other_user)
+    viewer = await _open(conversation, (await _browser(other_user))[1])
+
+    await sync_to_async(asking.conversation_delete)(conversation=conversation)
+
+    assert await _closed(viewer, timeout=5) == consumers.NO_LONGER_SHARED

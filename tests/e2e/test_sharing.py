@@ -1,0 +1,110 @@
+"""Sharing seen from two browsers: the owner shares a conversation with a
+group, a member reads it live while a turn streams, and loses it the moment
+the owner revokes the share."""
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.e2e.test_first_turn import ANSWER_SELECTOR, TURN_TIMEOUT, ask, sign_in
+from tests.model_server import Text
+
+pytestmark = pytest.mark.e2e
+
+TEAM = "热泵研究组"
+FIRST_ANSWER = "热泵在冬天**照常**工作，只是效率略低。"
+LAST_SENTENCE = "Last word: zebra."
+SECOND_ANSWER = (
+    "## 第二轮\n\n"
+    "The owner's second turn streams to everyone it is shared with, piece by piece, "
+    "while the viewer's page offers nothing to change it.\n\n"
+    f"{LAST_SENTENCE}"
+)
+SIZES = [("desktop", 1366, 900), ("phone", 390, 844)]
+
+# Truthy once the viewer's last answer shows some text but not its end, while running.
+PARTIAL_JS = """([selector, last]) => {
+  const answers = document.querySelectorAll(selector);
+  const answer = answers[answers.length - 1];
+  if (!answer || answers.length < 2) return false;
+  const text = answer.textContent.trim();
+  return answer.closest("article").dataset.status === "running" && text.length > 0 && !text.includes(last);
+}"""
+
+
+def _shots(page, screenshot, *, name):
+    """The page at both sizes, light and dark; back to the desktop's light afterwards."""
+    for size, width, height in SIZES:
+        page.set_viewport_size({"width": width, "height": height})
+        for scheme in ("light", "dark"):
+            page.emulate_media(color_scheme=scheme)
+            screenshot(page, name=f"{name}-{size}-{scheme}")
+    page.set_viewport_size({"width": 1366, "height": 900})
+    page.emulate_media(color_scheme="light")
+
+
+def test_a_group_member_watches_a_shared_turn_live_until_the_owner_revokes(portal, model_server, new_page, screenshot):
+    owner, viewer = portal.users
+    portal.shell(
+        "from django.contrib.auth.models import Group; from django.contrib.auth import get_user_model; "
+        f"team, _ = Group.objects.get_or_create(name={TEAM!r}); "
+        f"team.user_set.add(get_user_model().objects.get(username={viewer.username!r}))"
+    )
+    owner_page = new_page(viewport={"width": 1366, "height": 900})
+    sign_in(owner_page, base_url=portal.base_url, user=owner)
+    model_server.add(Text(FIRST_ANSWER))
+    ask(owner_page, question="热泵冬天怎么工作？")
+    expect(owner_page.locator("article.turn")).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
+    url = owner_page.url
+
+    owner_page.locator("#share-panel > summary").click()
+    owner_page.locator("#share-group").select_option(label=TEAM)
+    owner_page.locator("#share-group").locator("xpath=..").get_by_role("button", name="Add").click()
+    shares = owner_page.locator(".share-list li")
+    expect(shares).to_have_count(1)
+    expect(shares.first).to_contain_text(f"Group: {TEAM}")
+    _shots(owner_page, screenshot, name="share-panel")
+
+    viewer_page = new_page(viewport={"width": 1366, "height": 900})
+    sign_in(viewer_page, base_url=portal.base_url, user=viewer)
+    shared = viewer_page.locator("#shared-with-me")
+    shared.locator("summary").click()
+    expect(shared.locator("a")).to_contain_text(owner.username)
+    shared.locator("a").click()
+    viewer_page.wait_for_url(url)
+    expect(viewer_page.locator("#shared-banner")).to_contain_text(owner.username)
+    expect(viewer_page.locator(ANSWER_SELECTOR).first).to_contain_text("效率略低")
+    for control in ("#composer", "#share-panel", "details.edit", "details.rename", "form.artifact-upload"):
+        expect(viewer_page.locator(control)).to_have_count(0)
+    expect(viewer_page.get_by_role("button", name="Ask again")).to_have_count(0)
+
+    model_server.add(Text(SECOND_ANSWER, chunk_size=6, delay=0.05))
+    owner_page.locator("#composer-input").fill("再说一遍？")
+    owner_page.get_by_role("button", name="Send").click()
+    # The turn reaches the viewer's page while it is still being written: no reload, the socket.
+    viewer_page.wait_for_function(PARTIAL_JS, arg=[ANSWER_SELECTOR, LAST_SENTENCE], timeout=TURN_TIMEOUT)
+    turns = viewer_page.locator("article.turn")
+    expect(turns).to_have_count(2)
+    expect(turns.last).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
+    expect(turns.last.locator(".answer")).to_contain_text(LAST_SENTENCE)
+    expect(viewer_page.locator("#composer, .message-tools form:not(.fork), form.permission, form.retry")).to_have_count(0)
+    _shots(viewer_page, screenshot, name="viewer")
+
+    # The reader continues from the first answer in a conversation of their own, in another tab.
+    fork_page = new_page(viewport={"width": 1366, "height": 900})
+    sign_in(fork_page, base_url=portal.base_url, user=viewer)
+    fork_page.goto(url)
+    fork_page.locator("article.turn").first.get_by_role("button", name="Continue from this answer").click()
+    fork_page.wait_for_url(lambda address: address != url and "/c/" in address)
+    expect(fork_page.locator(".forked-from")).to_contain_text(owner.username)
+    expect(fork_page.locator("article.turn")).to_have_count(1)
+    expect(fork_page.locator(ANSWER_SELECTOR)).to_contain_text("效率略低")
+    expect(fork_page.locator("#composer-input")).to_be_visible()
+    expect(fork_page.locator("#shared-banner")).to_have_count(0)
+    screenshot(fork_page, name="forked")
+
+    owner_page.get_by_role("button", name=f"Stop sharing with the group {TEAM}").click()
+    expect(owner_page.locator(".share-list li")).to_have_text("Not shared with anyone.")
+    # Its socket closed at once (4403): the page says so rather than reconnecting.
+    expect(viewer_page.locator("#share-ended")).to_be_visible()
+    screenshot(viewer_page, name="no-longer-shared")
+    assert viewer_page.goto(url).status == 404
