@@ -65,7 +65,7 @@ def _list_context(request, *, conversation) -> dict:
 def _page(request, *, conversation=None, error="", draft=""):
     context = {
         **_list_context(request, conversation=conversation),
-        **_composer_context(conversation),
+        **_composer_context(conversation, request.user),
         "entries": [],
         "error": error,
         # A refused message comes back in the composer: a draft survives every refusal.
@@ -88,12 +88,12 @@ def _page(request, *, conversation=None, error="", draft=""):
     return render(request, "conversations/chat.html", context, status=422 if error else 200)
 
 
-def _composer_context(conversation) -> dict:
+def _composer_context(conversation, user=None) -> dict:
     """What the composer and a new conversation's examples need."""
     lead_models = agent_selectors.lead_model_options(chosen=conversation.lead_model if conversation else "")
     if conversation is None:
         return {
-            "library_titles": agent_selectors.library_titles(language=translation.get_language()),
+            "library_titles": agent_selectors.library_titles(language=translation.get_language(), user=user),
             "lead_models": lead_models,
         }
     return {

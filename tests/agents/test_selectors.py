@@ -12,7 +12,7 @@ from agents.services.asking import conversation_start
 from agents.services.execution import run_execute
 from agents.services.permissions import permission_answer
 from agents.state import pending_request
-from agents.tools.base import ToolResult, tool_error
+from agents.tools.base import ToolContext, ToolResult, tool_error
 from agents.tools.search import web_search
 from artifacts.models import Artifact
 from artifacts.services import artifact_version_save
@@ -64,7 +64,7 @@ def _tree(steps):
 
 def _search_result(query="heat pump efficiency"):
     """What web_search tells the model, from the team library."""
-    return web_search(None, query=query).content
+    return web_search(ToolContext(artifacts=None), query=query).content
 
 
 def _research_turn(run, *, decision="approve", tool_start_first=False):
@@ -278,7 +278,12 @@ def test_search_results_fetched_pages_artifacts_and_errors_are_read_from_the_too
         run,
         [
             (0, "tool_start", SEARCH, {"tool": "web_search", "params": {"query": "heat pump"}}),
-            (1, "tool_complete", SEARCH, _completed("web_search", web_search(None, query="heat pump"))),
+            (
+                1,
+                "tool_complete",
+                SEARCH,
+                _completed("web_search", web_search(ToolContext(artifacts=None), query="heat pump")),
+            ),
             (2, "tool_start", CRAWL, {"tool": "web_fetch", "params": {"url": documents[1].url}}),
             (
                 3,
@@ -296,7 +301,12 @@ def test_search_results_fetched_pages_artifacts_and_errors_are_read_from_the_too
                 _completed("update_artifact", tool_error(tool="update_artifact", message="No artifact ghost.")),
             ),
             (8, "tool_start", SEARCH, {"tool": "web_search", "params": {"query": "zeppelins"}}),
-            (9, "tool_complete", SEARCH, _completed("web_search", web_search(None, query="zeppelins"))),
+            (
+                9,
+                "tool_complete",
+                SEARCH,
+                _completed("web_search", web_search(ToolContext(artifacts=None), query="zeppelins")),
+            ),
         ],
     )
 
