@@ -16,13 +16,18 @@ library does not cover finds nothing rather than weak hits.
 
 import re
 from dataclasses import dataclass
+from urllib.parse import urlencode
 from xml.sax.saxutils import escape, quoteattr
 
 from django.core.files.uploadedfile import UploadedFile
 from django.db import connection
 from django.db.models import Q, QuerySet
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
 from django.utils.translation import gettext
 
+from artifactflow.markdown import code_render, markdown_render, passage_mark
 from artifactflow.textsearch import fts5_phrase, search_terms, snippet_join, words_counted
 from artifacts.services import artifact_upload_check
 from artifacts.uploads import ConvertedUpload, UploadError, convert_upload
@@ -53,6 +58,14 @@ STOP_WORDS = frozenset(
 )
 _URL = re.compile(re.escape(LIBRARY_URL_PREFIX) + r"(\d+)/?")
 _SNIPPET_MARKS = ("**", "**")
+# What a link to a document carries of the passage to mark on its page: a
+# search's snippet is a few dozen words.
+PASSAGE_MAX_CHARS = 300
+# The Library page lists this many documents; a search finds the others.
+LIST_LIMIT = 100
+# A document's page shows this much of its text: enough for a book chapter,
+# little enough for a phone to lay out.
+PAGE_MAX_CHARS = 200_000
 
 
 @dataclass(frozen=True)
@@ -60,6 +73,43 @@ class SearchHit:
     title: str
     url: str
     snippet: str
+
+
+@dataclass(frozen=True)
+class LibraryItem:
+    """A document as the Library page lists it, with the snippet a search found."""
+
+    document: LibraryDocument
+    snippet: str = ""
+
+    @property
+    def href(self) -> str:
+        return library_page_url(document_id=self.document.pk, passage=self.snippet.replace("**", ""))
+
+    @property
+    def snippet_html(self) -> SafeString:
+        """The snippet with the words the search matched marked (between the
+        library's ** marks); everything else escaped."""
+        pieces = self.snippet.split("**")
+        return format_html_join(
+            "",
+            "{}",
+            ((format_html("<mark>{}</mark>", piece) if index % 2 else piece,) for index, piece in enumerate(pieces)),
+        )
+
+
+def library_page_url(*, document_id: int, passage: str = "") -> str:
+    """The document's page, where a browser can read it; with a passage (a
+    search's snippet) that the page marks and scrolls to."""
+    url = reverse("library-document", args=[document_id])
+    passage = " ".join(passage.split())[:PASSAGE_MAX_CHARS]
+    return f"{url}?{urlencode({'passage': passage})}#passage" if passage else url
+
+
+def library_url_id(url: str) -> int | None:
+    """The document id of a library://<id> URL, None for any other URL."""
+    match = _URL.fullmatch(url.strip())
+    return int(match[1]) if match else None
 
 
 def library_file_read(*, uploaded_file: UploadedFile) -> ConvertedUpload:
@@ -125,8 +175,46 @@ def library_documents(*, user) -> QuerySet[LibraryDocument]:
     return LibraryDocument.objects.filter(library_visible(user=user))
 
 
+def library_list(*, user, query: str = "") -> list[LibraryItem]:
+    """The documents the user may read: newest first, or those a search
+    finds, best first, each with its snippet."""
+    if not query.strip():
+        documents = library_documents(user=user).select_related("uploaded_by", "group").order_by("-created_at", "-pk")
+        return [LibraryItem(document) for document in documents[:LIST_LIMIT]]
+    hits = library_search(query=query, limit=LIST_LIMIT, user=user)
+    ids = [library_url_id(hit.url) for hit in hits]
+    documents = library_documents(user=user).select_related("uploaded_by", "group").in_bulk(ids)
+    return [LibraryItem(documents[pk], hit.snippet) for pk, hit in zip(ids, hits, strict=True) if pk in documents]
+
+
 def library_document_get(*, user, document_id: int) -> LibraryDocument | None:
     return library_documents(user=user).select_related("uploaded_by", "group").filter(pk=document_id).first()
+
+
+@dataclass(frozen=True)
+class DocumentPage:
+    html: SafeString
+    # The text was longer than the page shows.
+    cut: bool
+    # The passage asked for was found, and marked.
+    marked: bool
+
+
+def library_document_page(*, document: LibraryDocument, passage: str = "") -> DocumentPage:
+    """The document's text as its page shows it: markdown rendered, other
+    text as it is (sanitised either way), at most PAGE_MAX_CHARS of it, with
+    the passage marked where the page shows it."""
+    text = document.content[:PAGE_MAX_CHARS]
+    if document.content_type == "text/markdown":
+        html = markdown_render(text)
+    else:
+        html = code_render(text, content_type=document.content_type)
+    marked = False
+    passage = passage[:PASSAGE_MAX_CHARS]
+    if passage.strip():
+        html, marked = passage_mark(html, passage)
+    # Sanitised by markdown_render, escaped by code_render, sanitised again by passage_mark.
+    return DocumentPage(html=SafeString(html), cut=len(document.content) > PAGE_MAX_CHARS, marked=marked)
 
 
 def library_document_removable(*, user, document: LibraryDocument) -> bool:
@@ -265,12 +353,12 @@ def _postgres_search(*, terms: list[list[str]], limit: int, visible: tuple[str, 
 def library_document_fetch(*, url: str, user=None) -> ToolResult:
     """A library document `user` may read, for web_fetch, which hands
     library:// URLs here. One the user may not read is one that does not exist."""
-    match = _URL.fullmatch(url.strip())
-    if match is None:
+    document_id = library_url_id(url)
+    if document_id is None:
         return tool_error(
             tool="web_fetch", message=f"{url} is not a library URL; they look like {LIBRARY_URL_PREFIX}12."
         )
-    document = library_documents(user=user).filter(pk=int(match[1])).first()
+    document = library_documents(user=user).filter(pk=document_id).first()
     if document is None:
         return tool_error(
             tool="web_fetch", message=f"There is no library document {url}; search the library for its current URL."

@@ -4,6 +4,7 @@ from xml.sax.saxutils import escape, quoteattr
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
 
 from agents.library import library_document_fetch
 from agents.models import Run, RunEvent
@@ -314,7 +315,12 @@ def test_search_results_fetched_pages_artifacts_and_errors_are_read_from_the_too
 
     assert sorted((s.title, s.url) for s in search.sources) == sorted((d.title, d.url) for d in documents)
     assert all("**" not in s.excerpt and s.excerpt for s in search.sources) and search.outcome == "2 results"
-    assert (fetch.page.title, fetch.page.url, fetch.page.href) == ("COP explained", documents[1].url, "")
+    # A library source opens the document's page, a hit's at the passage the search found.
+    for source in search.sources:
+        page = reverse("library-document", args=[int(source.url.removeprefix("library://"))])
+        assert source.href.startswith(f"{page}?passage=") and source.href.endswith("#passage")
+    page = reverse("library-document", args=[documents[1].pk])
+    assert (fetch.page.title, fetch.page.url, fetch.page.href) == ("COP explained", documents[1].url, page)
     assert fetch.page.excerpt.startswith("COP Coefficient of performance of a heat pump word")
     assert len(fetch.page.excerpt) <= 300
     assert fetch.subject == f"“COP explained” {documents[1].url}"
@@ -402,7 +408,9 @@ def test_an_event_from_before_tools_returned_data_is_read_from_the_tools_xml(use
     assert sorted((s.title, s.url) for s in search.sources) == sorted((d.title, d.url) for d in documents)
     # The library marks its matches with ** for the model; the page shows plain words.
     assert all("**" not in s.excerpt and s.excerpt for s in search.sources)
-    assert search.sources[0].href == ""
+    assert search.sources[0].href == reverse(
+        "library-document", args=[int(search.sources[0].url.removeprefix("library://"))]
+    )
     assert (fetch.page.title, fetch.page.url, fetch.page.href) == (
         "COP explained",
         "https://example.org/cop",
