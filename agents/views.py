@@ -115,6 +115,7 @@ def _library_page(request, *, form: LibraryDocumentForm, status: int = 200):
     context = {
         "items": library.library_list(user=request.user, query=query),
         "query": query,
+        "list_limit": library.LIST_LIMIT,
         "form": form,
         "upload_max_bytes": settings.ARTIFACT_UPLOAD_MAX_BYTES,
         "upload_too_large": upload_too_large_message(),

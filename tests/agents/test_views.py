@@ -827,3 +827,14 @@ def test_a_cited_library_source_and_link_in_an_answer_open_the_document_page(sig
     assert (source.get("target"), source.get("rel")) == ("_blank", "noopener noreferrer nofollow")
     assert answer.get("href") == page_url
     assert "热泵的效率用COP衡量" in "".join(mark.text_content() for mark in page.xpath("//article//mark"))
+
+
+def test_a_long_library_lists_its_newest_documents_and_says_so(signed_in, monkeypatch):
+    monkeypatch.setattr("agents.library.LIST_LIMIT", 2)
+    for title in ("Oldest", "Middle", "Newest"):
+        LibraryDocumentFactory(title=title)
+
+    response = signed_in.get(reverse("library"))
+
+    assert [a.text_content() for a in _page(response).xpath("//a[@class='library-title']")] == ["Newest", "Middle"]
+    assert "The newest 2 documents are listed; search to find the others." in response.content.decode()
