@@ -244,7 +244,7 @@ class LibraryUploadForm(forms.ModelForm):
 
     class Meta:
         model = LibraryDocument
-        fields = ("original_file", "title")
+        fields = ("original_file", "title", "group")
 
     def clean_original_file(self):
         uploaded_file = self.cleaned_data["original_file"]
@@ -264,13 +264,13 @@ class LibraryUploadForm(forms.ModelForm):
 
 @admin.register(LibraryDocument)
 class LibraryDocumentAdmin(admin.ModelAdmin):
-    list_display = ("title", "content_type", "uploaded_by", "updated_at")
-    list_filter = ("content_type",)
+    list_display = ("title", "content_type", "group", "uploaded_by", "updated_at")
+    list_filter = ("content_type", "group")
     search_fields = ("title", "content")
     date_hierarchy = "created_at"
     # Changing a document is correcting its title or extracted text; a new
     # file is a new document.
-    fields = ("title", "content", "content_type", "original_file", "uploaded_by", "created_at", "updated_at")
+    fields = ("title", "content", "group", "content_type", "original_file", "uploaded_by", "created_at", "updated_at")
     readonly_fields = ("content_type", "original_file", "uploaded_by", "created_at", "updated_at")
 
     def get_form(self, request, obj=None, **kwargs):

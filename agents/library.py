@@ -1,6 +1,9 @@
-"""The team library: documents staff upload, read once into text, for every
-user's agents to search (web_search's local provider) and read (web_fetch of a
-library://<id> URL).
+"""The team library: documents users add (on the Library page) and staff (in
+the admin), read once into text, for people to read and for their agents to
+search (web_search's local provider) and read (web_fetch of a library://<id>
+URL). A document limited to a group is seen by its members and its uploader
+alone, by people and agents alike (library_visible): an agent sees what the
+owner of the conversation it works for may see.
 
 Search is full-text in the database itself, so the embedded default needs no
 search server: FTS5 with bm25 on SQLite, tsvector with ts_rank on Postgres,
@@ -13,11 +16,18 @@ library does not cover finds nothing rather than weak hits.
 
 import re
 from dataclasses import dataclass
+from urllib.parse import urlencode
 from xml.sax.saxutils import escape, quoteattr
 
 from django.core.files.uploadedfile import UploadedFile
 from django.db import connection
+from django.db.models import Q, QuerySet
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
+from django.utils.translation import gettext
 
+from artifactflow.markdown import code_render, markdown_render, passage_mark
 from artifactflow.textsearch import fts5_phrase, search_terms, snippet_join, words_counted
 from artifacts.services import artifact_upload_check
 from artifacts.uploads import ConvertedUpload, UploadError, convert_upload
@@ -48,6 +58,14 @@ STOP_WORDS = frozenset(
 )
 _URL = re.compile(re.escape(LIBRARY_URL_PREFIX) + r"(\d+)/?")
 _SNIPPET_MARKS = ("**", "**")
+# What a link to a document carries of the passage to mark on its page: a
+# search's snippet is a few dozen words.
+PASSAGE_MAX_CHARS = 300
+# The Library page lists this many documents; a search finds the others.
+LIST_LIMIT = 100
+# A document's page shows this much of its text: enough for a book chapter,
+# little enough for a phone to lay out.
+PAGE_MAX_CHARS = 200_000
 
 
 @dataclass(frozen=True)
@@ -55,6 +73,43 @@ class SearchHit:
     title: str
     url: str
     snippet: str
+
+
+@dataclass(frozen=True)
+class LibraryItem:
+    """A document as the Library page lists it, with the snippet a search found."""
+
+    document: LibraryDocument
+    snippet: str = ""
+
+    @property
+    def href(self) -> str:
+        return library_page_url(document_id=self.document.pk, passage=self.snippet.replace("**", ""))
+
+    @property
+    def snippet_html(self) -> SafeString:
+        """The snippet with the words the search matched marked (between the
+        library's ** marks); everything else escaped."""
+        pieces = self.snippet.split("**")
+        return format_html_join(
+            "",
+            "{}",
+            ((format_html("<mark>{}</mark>", piece) if index % 2 else piece,) for index, piece in enumerate(pieces)),
+        )
+
+
+def library_page_url(*, document_id: int, passage: str = "") -> str:
+    """The document's page, where a browser can read it; with a passage (a
+    search's snippet) that the page marks and scrolls to."""
+    url = reverse("library-document", args=[document_id])
+    passage = " ".join(passage.split())[:PASSAGE_MAX_CHARS]
+    return f"{url}?{urlencode({'passage': passage})}#passage" if passage else url
+
+
+def library_url_id(url: str) -> int | None:
+    """The document id of a library://<id> URL, None for any other URL."""
+    match = _URL.fullmatch(url.strip())
+    return int(match[1]) if match else None
 
 
 def library_file_read(*, uploaded_file: UploadedFile) -> ConvertedUpload:
@@ -71,32 +126,117 @@ def library_file_read(*, uploaded_file: UploadedFile) -> ConvertedUpload:
         content_type=uploaded_file.content_type or "",
     )
     if converted.kind != "text":
-        raise UploadError(f"{converted.title} has no text we can read; upload markdown, text, Word or PDF.")
+        raise UploadError(
+            gettext("%(name)s has no text we can read; upload markdown, text, Word (.docx) or PDF.")
+            % {"name": converted.title}
+        )
     if not converted.content.strip():
-        raise UploadError(f"{converted.title} contains no text.")
+        raise UploadError(gettext("%(name)s contains no text.") % {"name": converted.title})
     return converted
 
 
 def library_document_create(
-    *, user, title: str = "", uploaded_file: UploadedFile | None = None, content: str | None = None
+    *,
+    user,
+    title: str = "",
+    uploaded_file: UploadedFile | None = None,
+    content: str | None = None,
+    group=None,
 ) -> LibraryDocument:
     """Add a document to the library from an uploaded file (its text read
-    here, its name the default title) or from markdown text."""
+    here, its name the default title) or from markdown text; limited to
+    `group` when one is given (the caller checks the user is in it)."""
     if (uploaded_file is None) == (content is None):
         raise ValueError("library_document_create takes uploaded_file or content, not both")
-    document = LibraryDocument(title=title or "Untitled", content=content or "", uploaded_by=user)
+    document = LibraryDocument(title=title or "Untitled", content=content or "", uploaded_by=user, group=group)
     if uploaded_file is not None:
         converted = library_file_read(uploaded_file=uploaded_file)
         document.content, document.content_type = converted.content, converted.content_type
         document.title = title or converted.title
         uploaded_file.seek(0)
-        document.original_file.save(uploaded_file.name, uploaded_file, save=False)
+        # The converted title is the upload's own name with no directories or
+        # control characters, and no longer than a title.
+        document.original_file.save(converted.title, uploaded_file, save=False)
     document.save()
     return document
 
 
-def library_search(*, query: str, limit: int) -> list[SearchHit]:
-    """The documents relevant to the query, best first.
+def library_visible(*, user) -> Q:
+    """The documents `user` may read, and their agents find: those limited
+    to no group, to one of the user's groups, or added by the user. None (or
+    an anonymous user) sees only the documents limited to no group."""
+    visible = Q(group__isnull=True)
+    if user is not None and user.is_authenticated:
+        visible |= Q(group__in=user.groups.all()) | Q(uploaded_by=user)
+    return visible
+
+
+def library_documents(*, user) -> QuerySet[LibraryDocument]:
+    return LibraryDocument.objects.filter(library_visible(user=user))
+
+
+def library_list(*, user, query: str = "") -> list[LibraryItem]:
+    """The documents the user may read: newest first, or those a search
+    finds, best first, each with its snippet."""
+    if not query.strip():
+        documents = library_documents(user=user).select_related("uploaded_by", "group").order_by("-created_at", "-pk")
+        return [LibraryItem(document) for document in documents[:LIST_LIMIT]]
+    hits = library_search(query=query, limit=LIST_LIMIT, user=user)
+    ids = [library_url_id(hit.url) for hit in hits]
+    documents = library_documents(user=user).select_related("uploaded_by", "group").in_bulk(ids)
+    return [LibraryItem(documents[pk], hit.snippet) for pk, hit in zip(ids, hits, strict=True) if pk in documents]
+
+
+def library_document_get(*, user, document_id: int) -> LibraryDocument | None:
+    return library_documents(user=user).select_related("uploaded_by", "group").filter(pk=document_id).first()
+
+
+@dataclass(frozen=True)
+class DocumentPage:
+    html: SafeString
+    # The text was longer than the page shows.
+    cut: bool
+    # The passage asked for was found, and marked.
+    marked: bool
+
+
+def library_document_page(*, document: LibraryDocument, passage: str = "") -> DocumentPage:
+    """The document's text as its page shows it: markdown rendered, other
+    text as it is (sanitised either way), at most PAGE_MAX_CHARS of it, with
+    the passage marked where the page shows it."""
+    text = document.content[:PAGE_MAX_CHARS]
+    if document.content_type == "text/markdown":
+        html = markdown_render(text)
+    else:
+        html = code_render(text, content_type=document.content_type)
+    marked = False
+    passage = passage[:PASSAGE_MAX_CHARS]
+    if passage.strip():
+        html, marked = passage_mark(html, passage)
+    # Sanitised by markdown_render, escaped by code_render, sanitised again by passage_mark.
+    return DocumentPage(html=SafeString(html), cut=len(document.content) > PAGE_MAX_CHARS, marked=marked)
+
+
+def library_document_removable(*, user, document: LibraryDocument) -> bool:
+    """Whoever added a document may remove it; staff may remove any they can see."""
+    return user.is_staff or (document.uploaded_by_id is not None and document.uploaded_by_id == user.pk)
+
+
+def library_document_delete(*, user, document_id: int) -> bool:
+    """Removes the document if the user may; False for one they may not
+    remove or cannot see, which the page answers alike (404)."""
+    document = library_document_get(user=user, document_id=document_id)
+    if document is None or not library_document_removable(user=user, document=document):
+        return False
+    if document.original_file:
+        document.original_file.delete(save=False)
+    document.delete()
+    return True
+
+
+def library_search(*, query: str, limit: int, user=None) -> list[SearchHit]:
+    """The documents relevant to the query that `user` may read
+    (library_visible), best first.
 
     Relevance is counted, not read off the rank: bm25 and ts_rank have
     different scales, and both give some rank to any document that shares
@@ -119,13 +259,15 @@ def library_search(*, query: str, limit: int) -> list[SearchHit]:
     if not terms or limit < 1:
         return []
     search = _postgres_search if connection.vendor == "postgresql" else _sqlite_search
+    # The rule in SQL, to filter the raw queries below by.
+    visible = library_documents(user=user).values("pk").query.sql_with_params()
     return [
         SearchHit(title=title, url=f"{LIBRARY_URL_PREFIX}{pk}", snippet=snippet_join(snippet, marks=_SNIPPET_MARKS))
-        for pk, title, snippet in search(terms=terms, limit=limit)
+        for pk, title, snippet in search(terms=terms, limit=limit, visible=visible)
     ]
 
 
-def _sqlite_search(*, terms: list[list[str]], limit: int) -> list[tuple[int, str, str]]:
+def _sqlite_search(*, terms: list[list[str]], limit: int, visible: tuple[str, tuple]) -> list[tuple[int, str, str]]:
     phrases = [fts5_phrase(term) for term in terms]
     # A row per term a document contains and another per term its title
     # contains: a document's points are its rows.
@@ -142,7 +284,7 @@ def _sqlite_search(*, terms: list[list[str]], limit: int) -> list[tuple[int, str
                    snippet(agents_librarydocument_fts, 1, %s, %s, '…', %s)
             FROM agents_librarydocument_fts
             JOIN agents_librarydocument AS d ON d.id = agents_librarydocument_fts.rowid
-            WHERE agents_librarydocument_fts MATCH %s AND d.id IN relevant
+            WHERE agents_librarydocument_fts MATCH %s AND d.id IN relevant AND d.id IN ({visible[0]})
             -- bm25 is lower for better matches; a title match weighs 3 body matches.
             ORDER BY bm25(agents_librarydocument_fts, 3.0, 1.0), d.id
             LIMIT %s
@@ -154,13 +296,14 @@ def _sqlite_search(*, terms: list[list[str]], limit: int) -> list[tuple[int, str
                 *_SNIPPET_MARKS,
                 SNIPPET_WORDS,
                 " OR ".join(phrases),
+                *visible[1],
                 limit,
             ],
         )
         return cursor.fetchall()
 
 
-def _postgres_search(*, terms: list[list[str]], limit: int) -> list[tuple[int, str, str]]:
+def _postgres_search(*, terms: list[list[str]], limit: int, visible: tuple[str, tuple]) -> list[tuple[int, str, str]]:
     # websearch syntax never raises, and reads a quoted string as a phrase;
     # joined with "or" so a question's words rank documents as on SQLite
     # instead of all being required.
@@ -186,7 +329,8 @@ def _postgres_search(*, terms: list[list[str]], limit: int) -> list[tuple[int, s
             f"""
             WITH q AS (SELECT websearch_to_tsquery('english', %s) AS query),
             candidates AS MATERIALIZED (
-                SELECT id, title, content, search_vector FROM agents_librarydocument, q WHERE search_vector @@ q.query
+                SELECT id, title, content, search_vector FROM agents_librarydocument, q
+                WHERE search_vector @@ q.query AND id IN ({visible[0]})
             )
             SELECT id, title, ts_headline('english', cjk_split(content), q.query, %s)
             FROM candidates, q
@@ -194,19 +338,27 @@ def _postgres_search(*, terms: list[list[str]], limit: int) -> list[tuple[int, s
             ORDER BY ts_rank(search_vector, q.query) DESC, id
             LIMIT %s
             """,
-            [query, headline, *(phrase for phrase in phrases for _ in range(2)), words_counted(terms), limit],
+            [
+                query,
+                *visible[1],
+                headline,
+                *(phrase for phrase in phrases for _ in range(2)),
+                words_counted(terms),
+                limit,
+            ],
         )
         return cursor.fetchall()
 
 
-def library_document_fetch(*, url: str) -> ToolResult:
-    """A library document for web_fetch, which hands library:// URLs here."""
-    match = _URL.fullmatch(url.strip())
-    if match is None:
+def library_document_fetch(*, url: str, user=None) -> ToolResult:
+    """A library document `user` may read, for web_fetch, which hands
+    library:// URLs here. One the user may not read is one that does not exist."""
+    document_id = library_url_id(url)
+    if document_id is None:
         return tool_error(
             tool="web_fetch", message=f"{url} is not a library URL; they look like {LIBRARY_URL_PREFIX}12."
         )
-    document = LibraryDocument.objects.filter(pk=int(match[1])).first()
+    document = library_documents(user=user).filter(pk=document_id).first()
     if document is None:
         return tool_error(
             tool="web_fetch", message=f"There is no library document {url}; search the library for its current URL."

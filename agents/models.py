@@ -146,7 +146,7 @@ class RunEvent(models.Model):
 
 
 class LibraryDocument(models.Model):
-    """A document staff put in the team library, for every user's agents to find.
+    """A document of the team library, for every user's agents to find (or a group's).
 
     `content` is the text read from the file once, at upload: searches and
     agents read it, never the file. Full-text search is per database: an FTS5
@@ -160,6 +160,18 @@ class LibraryDocument(models.Model):
     content_type = models.CharField(max_length=100, default="text/markdown")
     uploaded_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # A document limited to a group is the group's (and its uploader's) alone: the
+    # library page and every agent's search and fetch hide it from anyone else
+    # (agents.library.library_visible). PROTECT: deleting the group would
+    # otherwise either lose its documents or show them to everyone.
+    group = models.ForeignKey(
+        "auth.Group",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        verbose_name=_("visible to group"),
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -25,8 +25,9 @@ from conversations.selectors import readable_filter
 from conversations.tree import message_path
 
 from .config import LEAD_AGENT
+from .library import library_documents
 from .llm.config import lead_choices_from_settings
-from .models import LIBRARY_URL_PREFIX, LibraryDocument, Run, RunEvent
+from .models import LIBRARY_URL_PREFIX, Run, RunEvent
 from .state import ALLOWING
 from .steps import (
     ArtifactRef,
@@ -531,11 +532,11 @@ def conversations_busy():
     return Run.objects.filter(status__in=Run.ACTIVE_STATUSES).values("message__conversation_id")
 
 
-def library_titles(*, language: str, limit: int = 6) -> list[str]:
-    """Titles of the team library's documents, oldest first, for a new
-    conversation's examples; a reader of Chinese gets the Chinese ones
-    first, from among the oldest LIBRARY_TITLES_SCANNED."""
-    titles = LibraryDocument.objects.order_by("pk").values_list("title", flat=True)
+def library_titles(*, language: str, user=None, limit: int = 6) -> list[str]:
+    """Titles of the team library's documents the user may read, oldest
+    first, for a new conversation's examples; a reader of Chinese gets the
+    Chinese ones first, from among the oldest LIBRARY_TITLES_SCANNED."""
+    titles = library_documents(user=user).order_by("pk").values_list("title", flat=True)
     if not language.startswith("zh"):
         return list(titles[:limit])
     return sorted(titles[:LIBRARY_TITLES_SCANNED], key=lambda title: not CJK_CHARACTER.search(title))[:limit]

@@ -22,6 +22,7 @@ from artifactflow.markdown import markdown_render
 from artifacts.selectors import VersionName
 
 from .config import CALL_SUBAGENT, LEAD_AGENT
+from .library import library_page_url, library_url_id
 from .models import RunEvent
 from .state import ALLOWING, PermissionDecision
 from .tools.search import WEB_SEARCH, search_provider
@@ -108,12 +109,18 @@ class Source:
     title: str
     url: str
     excerpt: str = ""
+    # What the tool read of it, for the page to mark: a search hit's snippet
+    # (a fetch read the whole page).
+    passage: str = ""
 
     @property
     def href(self) -> str:
-        """The URL when it is one a browser should open: a javascript: or data:
-        URL planted in a search result must not become a link, and a
-        library:// URL names a document no browser can reach."""
+        """The URL a browser should open: a web page's own, a library
+        document's page (marking the passage), and none for anything else
+        (a javascript: or data: URL planted in a search result)."""
+        document_id = library_url_id(self.url)
+        if document_id is not None:
+            return library_page_url(document_id=document_id, passage=self.passage)
         return self.url if self.url.lower().startswith(("http://", "https://")) else ""
 
 
@@ -563,7 +570,8 @@ def _result_read(fold: StepFold, step: Step, data: dict) -> None:
                 Source(
                     _excerpt(source.get("title", ""), 200),
                     str(source.get("url", "")).strip(),
-                    _excerpt(source.get("excerpt", ""), EXCERPT_CHARS),
+                    excerpt := _excerpt(source.get("excerpt", ""), EXCERPT_CHARS),
+                    passage=excerpt,
                 )
                 for source in output["sources"]
             ]

@@ -8,10 +8,12 @@ import time
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from html import unescape
 from urllib.parse import urlsplit
 
 import nh3
 import pygments
+from django.urls import NoReverseMatch, reverse
 from django.utils.html import format_html
 from markdown_it import MarkdownIt
 from markdown_it.common.utils import escapeHtml
@@ -20,6 +22,8 @@ from mdit_py_plugins.tasklists import tasklists_plugin
 from pygments.formatters import HtmlFormatter
 from pygments.lexer import Lexer
 from pygments.lexers import LEXERS, find_lexer_class
+
+from artifactflow.textsearch import CJK_CHARACTER
 
 # Every render is bounded: past this many characters text is shown plain, and a
 # render still going after this many seconds stops and shows its text plain.
@@ -116,15 +120,47 @@ def _image_as_link(renderer, tokens, idx, options, env) -> str:
     # A badge inside a link stays that link's text: links cannot nest.
     if env.get("in_link"):
         return label
-    return f'<a class="image-link" href="{escapeHtml(src)}">{label}</a>'
+    target = ' target="_blank"' if _leaves_the_site(src) else ""
+    return f'<a class="image-link" href="{escapeHtml(src)}"{target}>{label}</a>'
+
+
+# A document of the team library, as agents cite it (agents.models.LIBRARY_URL_PREFIX).
+_LIBRARY_URL = re.compile(r"library://(\d{1,18})/?", re.IGNORECASE)
+
+
+def _leaves_the_site(href: str) -> bool:
+    """Whether a link leads to another site, to open in a new tab."""
+    return href.lower().startswith(("http://", "https://", "//"))
+
+
+def _library_page(href: str) -> str | None:
+    """The page of the library document a library://<id> link names, which
+    a browser can open; None for any other link."""
+    match = _LIBRARY_URL.fullmatch(href)
+    if match is None:
+        return None
+    try:
+        return reverse("library-document", args=[int(match[1])])
+    except NoReverseMatch:
+        return None
 
 
 def _link_marked(inside: bool):
-    """Renders a link's opening or closing tag as usual, noting for the image
-    rule whether what follows is inside a link."""
+    """Renders a link's opening or closing tag, noting for the image rule
+    whether what follows is inside a link. A library:// link leads to the
+    document's page; a link to another site opens in a new tab (the
+    sanitiser gives every link rel="noopener noreferrer nofollow")."""
 
     def rule(renderer, tokens, idx, options, env) -> str:
         env["in_link"] = inside
+        token = tokens[idx]
+        if inside:
+            href = token.attrGet("href") or ""
+            page = _library_page(href)
+            if page is not None:
+                token.attrSet("href", page)
+            elif _leaves_the_site(href):
+                token.attrSet("target", "_blank")
         return renderer.renderToken(tokens, idx, options, env)
 
     return rule
@@ -165,7 +201,7 @@ _md.add_render_rule("link_close", _link_marked(False))
 _tags = (nh3.ALLOWED_TAGS | {"input"}) - {"img"}
 _attributes = {
     **nh3.ALLOWED_ATTRIBUTES,
-    "a": {"href", "hreflang", "class"},
+    "a": {"href", "hreflang", "class", "target"},
     "pre": {"class"},
     "span": {"class"},
     "ul": {"class"},
@@ -174,6 +210,11 @@ _attributes = {
 }
 # Whatever reaches the page as an input is a box nobody can tick.
 _forced = {"input": {"type": "checkbox", "disabled": "disabled"}}
+_LINK_REL = "noopener noreferrer nofollow"
+
+
+def _clean(html: str, *, tags=_tags, attributes=_attributes) -> str:
+    return nh3.clean(html, tags=tags, attributes=attributes, set_tag_attribute_values=_forced, link_rel=_LINK_REL)
 
 
 def markdown_render(text: str) -> str:
@@ -185,13 +226,7 @@ def markdown_render(text: str) -> str:
         except RenderTimeout:
             pass
         else:
-            return nh3.clean(
-                html,
-                tags=_tags,
-                attributes=_attributes,
-                set_tag_attribute_values=_forced,
-                link_rel="noopener noreferrer nofollow",
-            )
+            return _clean(html)
     return format_html(
         '<p class="meta">Too long to format: shown as plain text.</p><pre class="unformatted">{}</pre>', text
     )
@@ -281,3 +316,66 @@ def live_answer(text: str) -> LiveAnswer:
     splitter = BlockSplitter()
     done = splitter.advance(text)
     return LiveAnswer(html=markdown_render(text[:done]), tail=text[done:], splitter=splitter)
+
+
+# --- marking a passage in rendered HTML -----------------------------------------------
+# A tag, or the text between two: the renderer's and the sanitiser's output
+# quote every attribute and encode the characters of a URL.
+_TAG_OR_TEXT = re.compile(r"(<[^>]*>)")
+# Where a snippet leaves text out.
+_PASSAGE_GAP = re.compile(r"…|\.\.\.")
+# Markdown's syntax in a passage quoted from a document's source, which its
+# rendered text has not: a link's target, emphasis and code marks, heading
+# and quote marks, a link's brackets.
+_MARKDOWN_SYNTAX = re.compile(r"\]\([^)]*\)|[*`~\[\]]+|(?<!\w)_+|_+(?!\w)|(?:^|(?<=\s))[#>]+(?=\s)")
+_PASSAGE_PIECE_MIN_CHARS = 4
+
+
+def _passage_pieces(passage: str) -> list[str]:
+    """What to look for, longest first: each fragment of the passage without
+    its markdown syntax, then the runs of words between that syntax."""
+    fragments = [" ".join(_MARKDOWN_SYNTAX.sub("", fragment).split()) for fragment in _PASSAGE_GAP.split(passage)]
+    runs = [
+        " ".join(run.split()) for fragment in _PASSAGE_GAP.split(passage) for run in _MARKDOWN_SYNTAX.split(fragment)
+    ]
+    pieces = sorted(set(fragments), key=len, reverse=True) + sorted(set(runs) - set(fragments), key=len, reverse=True)
+    return [
+        piece
+        for piece in pieces
+        if len(piece) >= _PASSAGE_PIECE_MIN_CHARS or (len(piece) > 1 and CJK_CHARACTER.search(piece))
+    ]
+
+
+def passage_mark(html: str, passage: str) -> tuple[str, bool]:
+    """Sanitised HTML with the first place its text shows the passage (or
+    the longest piece of it that it shows) marked, the first mark with
+    id="passage" for a link's #passage to scroll to; and whether it was
+    found. The passage may run across inline tags (emphasis, a link): each
+    run of text in it is marked. The result is sanitised again, so the
+    passage can add nothing but the marks."""
+    segments = _TAG_OR_TEXT.split(html)
+    # The text of the HTML, and where each of its runs of text starts in it.
+    texts = {index: unescape(segment) for index, segment in enumerate(segments) if index % 2 == 0}
+    starts, text = {}, ""
+    for index, segment in texts.items():
+        starts[index] = len(text)
+        text += segment
+    for piece in _passage_pieces(passage):
+        pattern = re.compile(r"\s+".join(re.escape(word) for word in piece.split()), re.IGNORECASE)
+        found = pattern.search(text)
+        if found is None:
+            continue
+        first = True
+        for index, segment in texts.items():
+            begin = max(found.start() - starts[index], 0)
+            end = min(found.end() - starts[index], len(segment))
+            if begin >= end or not segment[begin:end].strip():
+                continue
+            mark = '<mark id="passage">{}</mark>' if first else "<mark>{}</mark>"
+            segments[index] = format_html("{}" + mark + "{}", segment[:begin], segment[begin:end], segment[end:])
+            first = False
+        marked = _clean(
+            "".join(segments), tags=_tags | {"mark"}, attributes={**_attributes, "mark": {"id"}, "div": {"class"}}
+        )
+        return marked, True
+    return html, False

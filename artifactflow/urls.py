@@ -8,6 +8,7 @@ from django.views.generic import RedirectView
 # Registers the <id:…> and <artifact:…> converters the apps' URLconfs use.
 import artifactflow.ids  # noqa: F401
 from accounts.views import language_set
+from agents.urls import library_urlpatterns
 
 urlpatterns = [
     # For browsers that ask for /favicon.ico whatever the page links, signed in or not.
@@ -22,5 +23,6 @@ urlpatterns = [
     path("accounts/language/", login_not_required(language_set), name="language-set"),
     path("accounts/password_change/done/", auth_views.PasswordChangeDoneView.as_view(), name="password_change_done"),
     path("runs/", include("agents.urls")),
+    path("library/", include(library_urlpatterns)),
     path("", include("conversations.urls")),
 ]

@@ -91,7 +91,7 @@ def _page(request, *, conversation=None, error="", draft=""):
     read_only = _read_only(request, conversation)
     context = {
         **_list_context(request, conversation=conversation),
-        **_composer_context(conversation),
+        **_composer_context(conversation, request.user),
         "shared_conversations": selectors.conversations_shared_with(user=request.user),
         "read_only": read_only,
         "entries": [],
@@ -132,12 +132,12 @@ def _origin_context(request, *, conversation) -> dict:
     return {"origin_url": url}
 
 
-def _composer_context(conversation) -> dict:
+def _composer_context(conversation, user=None) -> dict:
     """What the composer and a new conversation's examples need."""
     lead_models = agent_selectors.lead_model_options(chosen=conversation.lead_model if conversation else "")
     if conversation is None:
         return {
-            "library_titles": agent_selectors.library_titles(language=translation.get_language()),
+            "library_titles": agent_selectors.library_titles(language=translation.get_language(), user=user),
             "lead_models": lead_models,
         }
     return {

@@ -47,7 +47,7 @@ def web_search(context: ToolContext, *, query: str) -> ToolResult:
     if not query:
         return tool_error(tool=WEB_SEARCH, message="The query is empty; say what to search for.")
     try:
-        hits = _search(provider=provider, query=query, limit=settings.SEARCH_MAX_RESULTS)
+        hits = _search(provider=provider, query=query, limit=settings.SEARCH_MAX_RESULTS, user=context.user)
     except SearchError as error:
         return tool_error(tool=WEB_SEARCH, message=str(error))
     results = "".join(
@@ -70,9 +70,10 @@ def web_search(context: ToolContext, *, query: str) -> ToolResult:
     )
 
 
-def _search(*, provider: str, query: str, limit: int) -> list[SearchHit]:
+def _search(*, provider: str, query: str, limit: int, user) -> list[SearchHit]:
     if provider == "local":
-        return library_search(query=query, limit=limit)
+        # What the conversation's owner may read: an agent finds no more than its user.
+        return library_search(query=query, limit=limit, user=user)
     if provider == "searxng":
         return _searxng(query=query, limit=limit)
     if provider == "tavily":

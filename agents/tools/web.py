@@ -211,7 +211,7 @@ class _PinnedTransport(httpx.BaseTransport):
 
 def web_fetch(context: ToolContext, *, url: str) -> ToolResult:
     if url.strip().lower().startswith(LIBRARY_URL_PREFIX):
-        return library_document_fetch(url=url)
+        return library_document_fetch(url=url, user=context.user)
     try:
         return _fetch(url=url)
     except FetchError as error:

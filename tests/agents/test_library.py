@@ -3,12 +3,17 @@ import time
 
 import docx
 import pytest
+from django.contrib.auth.models import Group
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 from django.urls import reverse
 
 from agents.library import library_document_create, library_document_fetch, library_search
 from agents.models import LibraryDocument
+from agents.selectors import library_titles
+from agents.tools.base import ToolContext
+from agents.tools.search import web_search
+from agents.tools.web import web_fetch
 from artifacts.uploads import UploadError
 from tests.factories import LibraryDocumentFactory, UserFactory, docx_of_xml, pdf_bytes
 
@@ -392,3 +397,67 @@ def test_a_title_word_counts_double(library):
     # "checkpoint" and "pages" are only in its text: two points, not more than half of four words.
     assert library_search(query="checkpoint pages vacuum fsync", limit=5) == []
     assert [hit.title for hit in library_search(query="checkpoint pages vacuum", limit=5)] == ["SQLite WAL mode"]
+
+
+# --- Documents limited to a group ----------------------------------------------------------
+
+
+@pytest.fixture
+def team_library(user, other_user):
+    """A document of the 热泵组 group's, added by `user`, who is in it; `other_user` is not."""
+    group = Group.objects.create(name="热泵组")
+    member = UserFactory()
+    member.groups.add(group)
+    user.groups.add(group)
+    return {
+        "group": group,
+        "member": member,
+        "outsider": other_user,
+        "uploader": user,
+        "limited": library_document_create(user=user, title="热泵内部手册", content=HEAT_PUMPS_ZH, group=group),
+        "public": library_document_create(user=user, title="SQLite WAL mode", content=WAL),
+    }
+
+
+@pytest.mark.parametrize("query", ["热泵的效率", "COP"])
+def test_a_group_document_is_found_by_its_members_and_uploader_alone(team_library, query):
+    def titles(user):
+        return [hit.title for hit in library_search(query=query, limit=5, user=user)]
+
+    assert titles(team_library["member"]) == ["热泵内部手册"]
+    assert titles(team_library["uploader"]) == ["热泵内部手册"]
+    assert titles(team_library["outsider"]) == []
+    # No user at all sees only what no group limits.
+    assert titles(None) == []
+    assert [hit.title for hit in library_search(query="WAL", limit=5, user=team_library["outsider"])] == [
+        "SQLite WAL mode"
+    ]
+
+
+def test_a_group_document_is_no_document_to_an_outsiders_fetch(team_library):
+    url = team_library["limited"].url
+
+    refused = library_document_fetch(url=url, user=team_library["outsider"])
+    fetched = library_document_fetch(url=url, user=team_library["member"])
+
+    assert not refused.success and f"There is no library document {url}" in refused.content
+    assert "热泵内部手册" not in refused.content
+    assert fetched.success and "寒冷气候" in fetched.content
+
+
+def test_the_agents_search_and_fetch_see_what_the_conversations_owner_may(team_library):
+    def context(user):
+        return ToolContext(artifacts=None, user=user)
+
+    url = team_library["limited"].url
+    outsider, member = context(team_library["outsider"]), context(team_library["member"])
+
+    assert web_search(outsider, query="热泵的效率").metadata["results"] == 0
+    assert web_search(member, query="热泵的效率").output["sources"][0]["url"] == url
+    assert not web_fetch(outsider, url=url).success
+    assert web_fetch(member, url=url).output["source"]["title"] == "热泵内部手册"
+
+
+def test_a_new_conversations_examples_name_only_documents_the_user_may_read(team_library):
+    assert library_titles(language="zh-hans", user=team_library["outsider"]) == ["SQLite WAL mode"]
+    assert library_titles(language="zh-hans", user=team_library["member"]) == ["热泵内部手册", "SQLite WAL mode"]

@@ -4,6 +4,7 @@ from xml.sax.saxutils import escape, quoteattr
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
 
 from agents.library import library_document_fetch
 from agents.models import Run, RunEvent
@@ -12,7 +13,7 @@ from agents.services.asking import conversation_start
 from agents.services.execution import run_execute
 from agents.services.permissions import permission_answer
 from agents.state import pending_request
-from agents.tools.base import ToolResult, tool_error
+from agents.tools.base import ToolContext, ToolResult, tool_error
 from agents.tools.search import web_search
 from artifacts.models import Artifact
 from artifacts.services import artifact_version_save
@@ -64,7 +65,7 @@ def _tree(steps):
 
 def _search_result(query="heat pump efficiency"):
     """What web_search tells the model, from the team library."""
-    return web_search(None, query=query).content
+    return web_search(ToolContext(artifacts=None), query=query).content
 
 
 def _research_turn(run, *, decision="approve", tool_start_first=False):
@@ -278,7 +279,12 @@ def test_search_results_fetched_pages_artifacts_and_errors_are_read_from_the_too
         run,
         [
             (0, "tool_start", SEARCH, {"tool": "web_search", "params": {"query": "heat pump"}}),
-            (1, "tool_complete", SEARCH, _completed("web_search", web_search(None, query="heat pump"))),
+            (
+                1,
+                "tool_complete",
+                SEARCH,
+                _completed("web_search", web_search(ToolContext(artifacts=None), query="heat pump")),
+            ),
             (2, "tool_start", CRAWL, {"tool": "web_fetch", "params": {"url": documents[1].url}}),
             (
                 3,
@@ -296,7 +302,12 @@ def test_search_results_fetched_pages_artifacts_and_errors_are_read_from_the_too
                 _completed("update_artifact", tool_error(tool="update_artifact", message="No artifact ghost.")),
             ),
             (8, "tool_start", SEARCH, {"tool": "web_search", "params": {"query": "zeppelins"}}),
-            (9, "tool_complete", SEARCH, _completed("web_search", web_search(None, query="zeppelins"))),
+            (
+                9,
+                "tool_complete",
+                SEARCH,
+                _completed("web_search", web_search(ToolContext(artifacts=None), query="zeppelins")),
+            ),
         ],
     )
 
@@ -304,7 +315,12 @@ def test_search_results_fetched_pages_artifacts_and_errors_are_read_from_the_too
 
     assert sorted((s.title, s.url) for s in search.sources) == sorted((d.title, d.url) for d in documents)
     assert all("**" not in s.excerpt and s.excerpt for s in search.sources) and search.outcome == "2 results"
-    assert (fetch.page.title, fetch.page.url, fetch.page.href) == ("COP explained", documents[1].url, "")
+    # A library source opens the document's page, a hit's at the passage the search found.
+    for source in search.sources:
+        page = reverse("library-document", args=[int(source.url.removeprefix("library://"))])
+        assert source.href.startswith(f"{page}?passage=") and source.href.endswith("#passage")
+    page = reverse("library-document", args=[documents[1].pk])
+    assert (fetch.page.title, fetch.page.url, fetch.page.href) == ("COP explained", documents[1].url, page)
     assert fetch.page.excerpt.startswith("COP Coefficient of performance of a heat pump word")
     assert len(fetch.page.excerpt) <= 300
     assert fetch.subject == f"“COP explained” {documents[1].url}"
@@ -392,7 +408,9 @@ def test_an_event_from_before_tools_returned_data_is_read_from_the_tools_xml(use
     assert sorted((s.title, s.url) for s in search.sources) == sorted((d.title, d.url) for d in documents)
     # The library marks its matches with ** for the model; the page shows plain words.
     assert all("**" not in s.excerpt and s.excerpt for s in search.sources)
-    assert search.sources[0].href == ""
+    assert search.sources[0].href == reverse(
+        "library-document", args=[int(search.sources[0].url.removeprefix("library://"))]
+    )
     assert (fetch.page.title, fetch.page.url, fetch.page.href) == (
         "COP explained",
         "https://example.org/cop",

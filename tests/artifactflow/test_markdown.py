@@ -1,10 +1,12 @@
 import string
 
+import lxml.html
 import pytest
+from django.urls import reverse
 from pygments.lexers import LEXERS
 
 from artifactflow import markdown
-from artifactflow.markdown import code_render, markdown_render, markdown_tokens
+from artifactflow.markdown import code_render, markdown_render, markdown_tokens, passage_mark
 from tests.bounded import finishes_within
 
 
@@ -53,17 +55,18 @@ def test_images_are_links_so_no_page_loads_an_address_a_model_chose():
 
     assert "<img" not in html
     assert (
-        '<a class="image-link" href="https://evil.example/pixel.png?leak=secret" rel="noopener noreferrer nofollow">Image: chart of sales (evil.example)</a>'
+        '<a class="image-link" href="https://evil.example/pixel.png?leak=secret" target="_blank" rel="noopener noreferrer nofollow">Image: chart of sales (evil.example)</a>'
         in html
     )
     assert (
-        '<a class="image-link" href="//evil.example/a.png" rel="noopener noreferrer nofollow">Image (evil.example)</a>'
+        '<a class="image-link" href="//evil.example/a.png" target="_blank" rel="noopener noreferrer nofollow">Image (evil.example)</a>'
         in html
     )
     assert "data:" not in html and "Image: d" in html
     # An image inside a link is that link's text: links do not nest.
     assert (
-        '<a href="https://project.example" rel="noopener noreferrer nofollow">Image: badge (badges.example)</a>' in html
+        '<a href="https://project.example" target="_blank" rel="noopener noreferrer nofollow">Image: badge (badges.example)</a>'
+        in html
     )
 
 
@@ -186,3 +189,61 @@ def test_no_highlighted_lexer_backtracks_on_runs_of_one_character(name):
         for run in RUNS:
             with finishes_within(HANG_BOUND):
                 assert markdown_render(f"```{alias}\n{opener}{run * 60}\n```").startswith("<pre")
+
+
+# --- Links -----------------------------------------------------------------------
+
+
+def test_a_library_link_leads_to_the_document_page_and_a_web_link_opens_in_a_new_tab():
+    html = markdown_render(
+        "见 [热泵手册](library://12) 与 <library://7/>，[web](https://example.org/a) [here](/c/1/) "
+        "[bad](library://x) [js](javascript:alert(1))"
+    )
+
+    page = lxml.html.fragment_fromstring(html, create_parent="div")
+    links = {a.text_content(): (a.get("href"), a.get("target"), a.get("rel")) for a in page.iter("a")}
+    rel = "noopener noreferrer nofollow"
+    assert links == {
+        "热泵手册": (reverse("library-document", args=[12]), None, rel),
+        "library://7/": (reverse("library-document", args=[7]), None, rel),
+        "web": ("https://example.org/a", "_blank", rel),
+        "here": ("/c/1/", None, rel),
+        "bad": (None, None, rel),
+    }
+    # markdown-it refuses the javascript: link: it stays text.
+    assert "[js](javascript:alert(1))" in page.text_content()
+
+
+# --- Marking a passage ---------------------------------------------------------------
+
+
+def test_a_passage_is_marked_across_emphasis_and_links_the_first_mark_to_scroll_to():
+    html = markdown_render("# 热泵\n\n空气源热泵的**效率**用 [COP](https://example.org) 衡量。\n\nOther text.")
+
+    marked, found = passage_mark(html, "热泵的**效率**用 COP 衡量 …")
+
+    page = lxml.html.fragment_fromstring(marked, create_parent="div")
+    marks = page.xpath("//mark")
+    assert found and [mark.get("id") for mark in marks] == ["passage", None, None, None, None]
+    assert "".join(mark.text_content() for mark in marks) == "热泵的效率用 COP 衡量"
+    assert page.xpath("//strong/mark") and page.xpath("//a[@target='_blank']/mark")
+
+
+@pytest.mark.parametrize(
+    "passage", ["<script>alert(1)</script>", '"><img src=x onerror=alert(1)>', "\x00", "", "…", "no such words here"]
+)
+def test_a_passage_adds_nothing_but_a_mark(passage):
+    html = markdown_render("A text about <b>heat</b> & pumps: script alert img.")
+
+    marked, found = passage_mark(html, passage)
+
+    assert "<script" not in marked and "<img" not in marked and "onerror" not in marked
+    assert marked == html and not found
+
+
+def test_the_longest_piece_of_a_passage_the_text_shows_is_marked():
+    html = markdown_render("Heat pumps move heat from outside air.\n\nA different paragraph entirely.")
+
+    marked, found = passage_mark(html, "Heat pumps move heat … words the text lacks … A different paragraph")
+
+    assert found and '<mark id="passage">A different paragraph</mark>' in marked

@@ -39,7 +39,8 @@ from django.urls import URLResolver, get_resolver, resolve, reverse
 from django.urls.exceptions import Resolver404
 from django.views.defaults import server_error
 
-from agents.models import Run, RunEvent
+from agents.library import library_document_create
+from agents.models import LibraryDocument, Run, RunEvent
 from agents.services import asking
 from agents.services.execution import run_execute
 from agents.state import pending_request
@@ -100,6 +101,7 @@ def _owner_rows(owner) -> list:
         Artifact.objects.filter(session__conversation__owner=owner),
         ArtifactVersion.objects.filter(artifact__session__conversation__owner=owner),
         get_user_model().objects.filter(pk=owner.pk),
+        LibraryDocument.objects.filter(uploaded_by=owner),
     ]
     return [list(qs.order_by("pk").values()) for qs in querysets]
 
@@ -151,6 +153,14 @@ def world(user, other_user, scripted_model, settings):
     attacker.groups.remove(left)
 
     own_conversation = asking.conversation_start(user=attacker, content="My own question", enqueue=False)
+    # The owner's team's document, which the attacker (in no team) may not see, and
+    # one the owner added for everyone, which the attacker may read but not remove.
+    team = Group.objects.create(name="Owner's team")
+    owner.groups.add(team)
+    limited = library_document_create(
+        user=owner, title=f"Heat pumps {MARKER}", content=f"How heat pumps work: {MARKER}", group=team
+    )
+    shared = library_document_create(user=owner, title="Heat pumps for everyone", content="Heat pumps move heat.")
     run_ids = [completed.pk, waiting.pk, failed.pk, running.pk]
     missing_run = Run.objects.order_by("-pk").values_list("pk", flat=True).first() + 1000
     assert Conversation.objects.filter(readable_filter(user=attacker), pk=conversation.pk).count() == 0
@@ -170,6 +180,12 @@ def world(user, other_user, scripted_model, settings):
                 Value(str(own_conversation.pk), foreign=False),
             ],
             "run_id": [Value(str(pk)) for pk in run_ids] + [Value(str(missing_run)), Value("9" * 25)],
+            "document_id": [
+                Value(str(limited.pk)),
+                Value(str(shared.pk), foreign=False),
+                Value(str(shared.pk + 1000)),
+                Value("9" * 25),
+            ],
             # Artifact ids are scoped by the conversation in the same URL.
             "artifact_id": [
                 Value(name, foreign=False) for name in ("report", "chart.png", "报告.md", "missing", "nul\x00id")

@@ -86,7 +86,9 @@ def test_a_group_member_watches_a_shared_turn_live_until_the_owner_revokes(porta
     expect(turns).to_have_count(2)
     expect(turns.last).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
     expect(turns.last.locator(".answer")).to_contain_text(LAST_SENTENCE)
-    expect(viewer_page.locator("#composer, .message-tools form:not(.fork), form.permission, form.retry")).to_have_count(0)
+    expect(viewer_page.locator("#composer, .message-tools form:not(.fork), form.permission, form.retry")).to_have_count(
+        0
+    )
     _shots(viewer_page, screenshot, name="viewer")
 
     # The reader continues from the first answer in a conversation of their own, in another tab.

@@ -1,0 +1,108 @@
+"""The team library in the browser: a user who is not staff adds a document,
+finds it (in Chinese and English), reads it, sees an answer's Activity cite
+it and open it at the passage the search found, and removes it."""
+
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.agents.test_engine import call
+from tests.e2e.test_first_turn import TURN_TIMEOUT, ask, sign_in
+from tests.model_server import Text
+
+pytestmark = pytest.mark.e2e
+
+TITLE = "热泵手册"
+DOCUMENT = (
+    "# 热泵手册\n\n"
+    + "".join(
+        f"## 第 {n} 节\n\n空气源热泵把室外空气中的热量搬进室内，第 {n} 节讲安装与维护。\n\n" for n in range(1, 13)
+    )
+    + "## 效率\n\n热泵的效率用COP衡量，寒冷地区的**除霜**会降低效率。The defrost cycle lowers efficiency.\n\n"
+    + "".join(f"## 附录 {n}\n\n附录讲的是风管和噪音。\n\n" for n in range(1, 8))
+)
+
+
+def _library(page):
+    page.locator(".topbar").get_by_role("link", name="Library", exact=True).click()
+    expect(page.locator("main h1")).to_have_text("Library")
+
+
+def _search(page, query):
+    page.get_by_label("Search the library").fill(query)
+    page.get_by_label("Search the library").press("Enter")
+    expect(page.get_by_label("Search the library")).to_have_value(query)
+
+
+def test_a_user_adds_finds_reads_cites_and_removes_a_library_document(portal, model_server, new_page, screenshot):
+    page = new_page(viewport={"width": 1366, "height": 900})
+    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    _library(page)
+
+    page.get_by_label("File").set_input_files(
+        files=[{"name": "heat-pumps.md", "mimeType": "text/markdown", "buffer": DOCUMENT.encode()}]
+    )
+    page.get_by_label("Title").fill(TITLE)
+    page.get_by_role("button", name="Add to the library").click()
+    expect(page.locator("main h1").first).to_have_text(TITLE)
+    expect(page.locator("article h2", has_text="效率")).to_be_visible()
+    document_path = re.search(r"/library/\d+/$", page.url)[0]
+
+    _library(page)
+    _search(page, "热泵的效率")
+    item = page.locator(".library-item")
+    expect(item).to_have_count(1)
+    expect(item.locator(".library-title")).to_have_text(TITLE)
+    expect(item.locator("mark", has_text="效率").first).to_be_visible()
+    _search(page, "defrost cycle")
+    expect(item).to_have_count(1)
+    item.locator(".library-title").click()
+    passage = page.locator("mark#passage")
+    expect(passage).to_be_in_viewport()
+    assert "defrost cycle" in "".join(page.locator("article mark").all_text_contents())
+
+    # An answer whose search agent found the document in the library.
+    model_server.add(
+        Text(call("call_subagent", agent="search_agent", instruction="找热泵效率的资料")),
+        Text(call("web_search", query="热泵的效率")),
+        Text("资料库里有一份热泵手册。"),
+        Text(f"热泵的效率用COP衡量，见[{TITLE}](library://{document_path.split('/')[2]})。"),
+    )
+    page.goto(f"{portal.base_url}/")
+    ask(page, question="热泵的效率如何？")
+    turn = page.locator("article.turn")
+    expect(turn).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
+    expect(turn.locator(".answer a", has_text=TITLE)).to_have_attribute("href", document_path)
+    turn.locator(".activity-log summary").click()
+    source = turn.locator(".step-sources a", has_text=TITLE)
+    expect(source).to_have_attribute("rel", "noopener noreferrer nofollow")
+    with page.expect_popup() as opened:
+        source.click()
+    cited = opened.value
+    expect(cited.locator("main h1").first).to_have_text(TITLE)
+    expect(cited.locator("mark#passage")).to_be_in_viewport()
+    assert "热泵的效率" in "".join(cited.locator("article mark").all_text_contents())
+    cited.close()
+
+    for width, height in ((1366, 900), (390, 844)):
+        for scheme in ("light", "dark"):
+            shot = new_page(viewport={"width": width, "height": height}, color_scheme=scheme)
+            sign_in(shot, base_url=portal.base_url, user=portal.users[0])
+            _library(shot)
+            screenshot(shot, name=f"{width}-{scheme}-list")
+            _search(shot, "热泵的效率")
+            screenshot(shot, name=f"{width}-{scheme}-search")
+            shot.locator(".library-title").click()
+            expect(shot.locator("mark#passage")).to_be_in_viewport()
+            # The window as the reader sees it, scrolled to the passage, not the whole page.
+            shot.screenshot(path=screenshot(shot, name=f"{width}-{scheme}-passage"))
+            shot.goto(f"{portal.base_url}{document_path}")
+            screenshot(shot, name=f"{width}-{scheme}-document")
+
+    page.goto(f"{portal.base_url}{document_path}")
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Remove").click()
+    expect(page).to_have_url(f"{portal.base_url}/library/")
+    expect(page.locator(".library-items")).not_to_contain_text(TITLE)
+    assert page.request.get(f"{portal.base_url}{document_path}").status == 404
