@@ -322,11 +322,16 @@ def test_rename_updates_the_head_and_the_list(signed_in, user):
 
     page = response.content.decode()
     assert response.status_code == 200
-    assert "<h1>New &lt;b&gt;name&lt;/b&gt;</h1>" in page and 'id="conversation-items" hx-swap-oob="true"' in page
+    assert (
+        '<h1 id="conversation-title">New &lt;b&gt;name&lt;/b&gt;</h1>' in page
+        and 'id="conversation-items" hx-swap-oob="true"' in page
+    )
     error = signed_in.post(reverse("conversation-rename", args=[conversation.pk]), {"title": " "}, **HTMX)
     assert error.status_code == 422 and "needs a title" in error.content.decode()
     conversation.refresh_from_db()
     assert conversation.title == "New <b>name</b>"
+    # The model's proposal never replaces it (agents.titling).
+    assert conversation.metadata["title_source"] == "user"
 
 
 def test_another_users_conversation_is_the_404_page_with_the_top_bar_and_a_way_back(signed_in, other_user, settings):
