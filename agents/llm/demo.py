@@ -275,7 +275,7 @@ class DemoChatModel:
     def stream(self, messages: list[dict], *, tools: Iterable[Tool] = ()) -> Iterator[Delta]:
         tools = list(tools)
         names = {tool.name for tool in tools}
-        if messages and messages[0]["content"] == TITLE_PROMPT:
+        if messages and messages[0].get("content") == TITLE_PROMPT:
             reply = demo_title(_request(messages).removeprefix("Question:\n").split("\n\nAnswer:\n")[0])
         elif "call_subagent" in names:
             reply = self._lead(messages, tools)
