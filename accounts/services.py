@@ -1,5 +1,6 @@
-"""A user's language: chosen in the page header, kept on the user, and carried
-in the session so that a page costs no query to find it."""
+"""A user's language and theme: chosen in the page header or on the settings
+page, kept on the user, and carried in the session so that a page costs no
+query to find them."""
 
 from django.conf import settings
 from django.http.cookie import parse_cookie
@@ -10,6 +11,8 @@ from .models import UserPreference
 # The language this session's user chose, copied from their preference at
 # sign-in; "" when they chose none (the browser's Accept-Language decides).
 SESSION_KEY = "artifactflow_language"
+# The theme this session's user chose, copied from their preference at sign-in.
+THEME_SESSION_KEY = "artifactflow_theme"
 
 
 def language_supported(code: str) -> bool:
@@ -31,6 +34,31 @@ def user_language_set(*, user, session, language: str) -> None:
 
 def session_language_load(*, user, session) -> None:
     session[SESSION_KEY] = user_language(user=user)
+    session[THEME_SESSION_KEY] = user_theme(user=user)
+
+
+def user_theme(*, user) -> str:
+    theme = UserPreference.objects.filter(user=user).values_list("theme", flat=True).first()
+    return theme if theme in UserPreference.Theme.values else UserPreference.Theme.SYSTEM
+
+
+def user_theme_set(*, user, session, theme: str) -> None:
+    """Keeps `theme` as the user's choice, for this session and the next ones."""
+    if theme not in UserPreference.Theme.values:
+        raise ValueError(f"Unsupported theme {theme!r}")
+    UserPreference.objects.update_or_create(user=user, defaults={"theme": theme})
+    session[THEME_SESSION_KEY] = theme
+
+
+def session_theme(*, user, session) -> str:
+    """The theme a page is drawn in: the signed-in user's choice, else the system's.
+    A session from before themes were kept learns it once."""
+    if not user.is_authenticated:
+        return UserPreference.Theme.SYSTEM
+    theme = session.get(THEME_SESSION_KEY)
+    if theme not in UserPreference.Theme.values:
+        theme = session[THEME_SESSION_KEY] = user_theme(user=user)
+    return theme
 
 
 def session_language(*, session) -> str:

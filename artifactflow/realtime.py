@@ -30,6 +30,9 @@ RUN_DELTA = "run.delta"
 # The conversation's artifacts or their working copies changed. Handled by
 # ConversationConsumer.artifacts_changed.
 ARTIFACTS_CHANGED = "artifacts.changed"
+# The conversation's title changed (field: title), as its model proposed it
+# (agents.titling). Handled by ConversationConsumer.title_changed.
+TITLE_CHANGED = "title.changed"
 # Sent to a user's group. A session signed out (field: session, its tag):
 # the websockets opened with it close. Handled by ConversationConsumer.session_ended.
 SESSION_ENDED = "session.ended"

@@ -283,6 +283,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "accounts.context_processors.theme",
             ],
         },
     },
@@ -472,6 +473,8 @@ ARTIFACTFLOW_LLM = {
     # "native": the API's function calling, for models that support it well.
     "tool_mode": env.str("ARTIFACTFLOW_TOOL_MODE", default="xml"),
 }
+# After a conversation's first turn the lead's model proposes its title (agents.titling).
+MODEL_TITLES = env.bool("ARTIFACTFLOW_MODEL_TITLES", default=True)
 # Seconds between the demo model's words, so its answer streams like a model's.
 DEMO_WORD_DELAY = env.float("ARTIFACTFLOW_DEMO_WORD_DELAY", default=0.02)
 # Optional TOML file giving agents models of their own (see agents/llm/config.py).

@@ -7,7 +7,7 @@ from django.views.generic import RedirectView
 
 # Registers the <id:…> and <artifact:…> converters the apps' URLconfs use.
 import artifactflow.ids  # noqa: F401
-from accounts.views import language_set
+from accounts.views import language_set, settings_page
 from agents.urls import library_urlpatterns
 
 urlpatterns = [
@@ -18,10 +18,12 @@ urlpatterns = [
     # server, and an administrator resets passwords in the admin.
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
-    path("accounts/password_change/", auth_views.PasswordChangeView.as_view(), name="password_change"),
+    path("accounts/settings/", settings_page, name="settings"),
+    # Django's own names, for whatever links to them: the settings page changes the password.
+    path("accounts/password_change/", RedirectView.as_view(pattern_name="settings"), name="password_change"),
     # The language menu, on the sign-in page too.
     path("accounts/language/", login_not_required(language_set), name="language-set"),
-    path("accounts/password_change/done/", auth_views.PasswordChangeDoneView.as_view(), name="password_change_done"),
+    path("accounts/password_change/done/", RedirectView.as_view(pattern_name="settings"), name="password_change_done"),
     path("runs/", include("agents.urls")),
     path("library/", include(library_urlpatterns)),
     path("", include("conversations.urls")),

@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 
 import docx
+from django.utils import timezone
 from docx.enum.text import WD_ALIGN_PARAGRAPH
 from docx.oxml import OxmlElement
 from docx.oxml.ns import qn
@@ -28,6 +29,7 @@ MONOSPACE_FONT = "Courier New"  # on every Word and LibreOffice install
 # and 'List Continue'…'List Continue 3'; deeper lists reuse the third level.
 _LIST_DEPTH_MAX = 3
 _QUOTE_INDENT = Inches(0.4)
+_PROPERTY_MAX_CHARS = 255
 
 # lxml refuses these in text; markdown-it passes them through.
 _XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
@@ -47,10 +49,12 @@ _ALIGNMENTS = {
 }
 
 
-def docx_from_markdown(*, markdown: str, title: str = "", subtitle: str = "") -> bytes:
-    """The markdown as a .docx file, headed by `title` and `subtitle` when given."""
+def docx_from_markdown(*, markdown: str, title: str = "", subtitle: str = "", author: str = "") -> bytes:
+    """The markdown as a .docx file, headed by `title` and `subtitle` when given;
+    its properties name `title` and `author` (else they would say "python-docx")."""
     writer = _DocxWriter()
     title = _XML_INVALID.sub("", title).strip()
+    writer.properties_set(title=title, author=_XML_INVALID.sub("", author).strip())
     if title:
         writer.title_add(title)
     subtitle = _XML_INVALID.sub("", subtitle).strip()
@@ -106,6 +110,18 @@ class _DocxWriter:
         buffer = io.BytesIO()
         self._document.save(buffer)
         return buffer.getvalue()
+
+    def properties_set(self, *, title: str, author: str) -> None:
+        properties = self._document.core_properties
+        now = timezone.now()
+        # python-docx refuses a property longer than 255 characters; an artifact's title may have 300.
+        properties.title = title[:_PROPERTY_MAX_CHARS]
+        properties.author = author[:_PROPERTY_MAX_CHARS]
+        properties.last_modified_by = author[:_PROPERTY_MAX_CHARS]
+        properties.created = now
+        properties.modified = now
+        properties.revision = 1
+        properties.comments = ""
 
     def title_add(self, title: str) -> None:
         self._paragraph_append(style="Title").add_run(title)

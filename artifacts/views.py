@@ -12,6 +12,7 @@ from artifactflow.ids import id_from_text
 from conversations.selectors import conversation_get, conversation_viewable
 
 from . import pane, selectors, services
+from .conversation_export import user_display_name
 from .export import docx_from_markdown
 from .uploads import UploadError, convert_upload_async
 
@@ -351,7 +352,10 @@ def artifact_export_docx(request, conversation_id, artifact_id):
     version = selected.head if number is None else _version_or_404(selected.saved, number)
     name = selectors.version_names(artifact=selected.saved, branch=branch)[version.version]
     data = docx_from_markdown(
-        markdown=version.content, title=selected.title, subtitle=f"{selected.artifact_id} · {name}"
+        markdown=version.content,
+        title=selected.title,
+        subtitle=f"{selected.artifact_id} · {name}",
+        author=user_display_name(request.user),
     )
     response = HttpResponse(
         data, content_type="application/vnd.openxmlformats-officedocument.wordprocessingml.document"

@@ -38,7 +38,9 @@ def conversation_rename(*, conversation: Conversation, title: str) -> Conversati
     if len(title) > max_length:
         raise ValidationError(gettext("A title may have at most %(max)s characters.") % {"max": max_length})
     conversation.title = title
-    conversation.save(update_fields=["title", "updated_at"])
+    # A title the person chose: the model's proposal never replaces it (agents.titling).
+    conversation.metadata = {**conversation.metadata, "title_source": "user"}
+    conversation.save(update_fields=["title", "metadata", "updated_at"])
     return conversation
 
 

@@ -16,5 +16,8 @@ urlpatterns = [
     path("c/<uuid:conversation_id>/allowed-tools/", views.allowed_tool_revoke, name="allowed-tool-revoke"),
     path("c/<uuid:conversation_id>/shares/", views.share_create, name="share-create"),
     path("c/<uuid:conversation_id>/shares/remove/", views.share_delete, name="share-delete"),
+    path("c/<uuid:conversation_id>/export.md", views.conversation_export_markdown, name="conversation-export-md"),
+    path("c/<uuid:conversation_id>/export.docx", views.conversation_export_docx, name="conversation-export-docx"),
+    path("c/<uuid:conversation_id>/export.zip", views.conversation_export_zip, name="conversation-export-zip"),
     path("c/<uuid:conversation_id>/artifacts/", include("artifacts.urls")),
 ]

@@ -6,6 +6,7 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import translation
+from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect, push_url, reswap, retarget
 
@@ -14,6 +15,7 @@ from agents.services import asking, forking
 from agents.services import permissions as agent_permissions
 from agents.thread import ThreadPage, thread_entries, thread_page, thread_page_before
 from artifactflow.ids import id_from_text
+from artifacts import conversation_export
 from artifacts import pane as artifact_pane
 
 from . import selectors, services
@@ -421,3 +423,28 @@ def conversation_fork(request, conversation_id):
         return _page(request, conversation=conversation, error=exc.messages[0])
     url = fork.get_absolute_url()
     return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+
+
+def _download(export: conversation_export.Export) -> HttpResponse:
+    response = HttpResponse(export.data, content_type=export.content_type)
+    response["Content-Disposition"] = content_disposition_header(True, export.filename)
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
+
+
+@require_GET
+def conversation_export_markdown(request, conversation_id):
+    conversation = _viewable_or_404(request, conversation_id)
+    return _download(conversation_export.conversation_markdown(conversation=conversation))
+
+
+@require_GET
+def conversation_export_docx(request, conversation_id):
+    conversation = _viewable_or_404(request, conversation_id)
+    return _download(conversation_export.conversation_docx(conversation=conversation, user=request.user))
+
+
+@require_GET
+def conversation_export_zip(request, conversation_id):
+    conversation = _viewable_or_404(request, conversation_id)
+    return _download(conversation_export.conversation_zip(conversation=conversation))

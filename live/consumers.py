@@ -270,6 +270,11 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         # The page re-fetches the artifact it shows (it alone knows which one).
         await self.send(text_data=_artifacts_changed_signal())
 
+    async def title_changed(self, event):
+        # The model named the conversation (agents.titling): its head shows the title.
+        html = render_to_string("conversations/chat.html#conversation_title", {"title": event["title"], "oob": True})
+        await self.send(text_data=html)
+
     async def session_ended(self, event):
         if event["session"] == self.session_tag:
             await self._end(code=NORMAL_CLOSURE)

@@ -16,6 +16,9 @@ STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
+# A title proposed after a first turn is one more model call, which the scripted
+# model's replies would have to foresee: the tests that want it turn it on.
+MODEL_TITLES = env.bool("ARTIFACTFLOW_MODEL_TITLES", default=False)  # noqa: F405
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = True
 

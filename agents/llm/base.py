@@ -11,6 +11,15 @@ from ..tools.base import Tool
 NATIVE, XML = "native", "xml"
 TOOL_MODES = (NATIVE, XML)
 
+TITLE_MAX_CHARS = 60
+# The one request a model gets besides the agents' steps (agents.titling): here,
+# so that the demo model knows it.
+TITLE_PROMPT = (
+    "You name conversations. Reply with a title for the conversation below: at most "
+    f"{TITLE_MAX_CHARS} characters, in the language of the question, naming its subject. "
+    "Reply with the title alone: no quotes, no trailing period, no explanation."
+)
+
 
 class ModelError(Exception):
     """The model could not be reached or broke off; the message is shown to the user."""

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from ..state import REFUSED_MESSAGES, PermissionDecision
 from ..toolcalls import toolcalls_parse
 from ..tools.base import Tool
-from .base import XML, Delta
+from .base import TITLE_MAX_CHARS, TITLE_PROMPT, XML, Delta
 
 PLAN_ID = "task_plan"
 REPORT_ID = "research_report"
@@ -68,6 +68,32 @@ _LATIN_WORD = re.compile(r"[A-Za-z]+")
 # A word, or a single Han character, with the spaces before it: the pieces the
 # answer streams in, since Chinese has no spaces between its words.
 _PIECE = re.compile(rf"\s*(?:[{_HAN}]|[^\s{_HAN}]+)|\s+")
+
+
+_TITLE_STOP_WORDS = frozenset(
+    "a an the of to in on for and or but is are was were be been do does did how what why when where which who "
+    "can could should would will shall may might i you we they it its this that these those with about from by as "
+    "at me my our your their please tell explain describe give show summarise summarize there any some say says "
+    "key points".split()
+)
+# Asking words and particles: a title names the subject, not the asking.
+_CHINESE_FILLER = re.compile("请问|请|帮我|能否|可以|如何|怎么样|怎样|怎么|什么|为什么|是否|哪些|哪个|一下|吗|呢|吧")
+_CLAUSE_END = re.compile(r"[。！？!?；;，,\n]")
+
+
+def demo_title(question: str) -> str:
+    """A title from the question's key words, as a model would propose one:
+    its words less the asking ones, or a Chinese question's first clause less
+    its question words."""
+    question = " ".join(question.split())
+    if written_in_chinese(question):
+        clauses = [c.strip(" ：:、") for c in _CLAUSE_END.split(_CHINESE_FILLER.sub("", question))]
+        title = next((c for c in clauses if c), "").rstrip("是的了")[:20]
+    else:
+        words = [w for w in re.findall(r"[\w][\w'-]*", question) if w.lower() not in _TITLE_STOP_WORDS][:6]
+        title = " ".join(words)
+        title = title[:1].upper() + title[1:]
+    return title[:TITLE_MAX_CHARS] or question[:TITLE_MAX_CHARS]
 
 
 def written_in_chinese(text: str) -> bool:
@@ -249,7 +275,9 @@ class DemoChatModel:
     def stream(self, messages: list[dict], *, tools: Iterable[Tool] = ()) -> Iterator[Delta]:
         tools = list(tools)
         names = {tool.name for tool in tools}
-        if "call_subagent" in names:
+        if messages and messages[0].get("content") == TITLE_PROMPT:
+            reply = demo_title(_request(messages).removeprefix("Question:\n").split("\n\nAnswer:\n")[0])
+        elif "call_subagent" in names:
             reply = self._lead(messages, tools)
         elif "web_search" in names:
             reply = self._search(messages, tools)

@@ -28,6 +28,7 @@ from ..llm.config import AgentModels, models_from_settings
 from ..models import Run, RunEvent
 from ..selectors import branch_allowed_tools
 from ..state import OutcomeStatus, TurnState, checkpoint_new, checkpoint_state
+from ..titling import title_propose
 from .admission import runs_admit
 from .ending import CANCELLED, answer_keep, error_emit, flush_data, run_branch, run_end_save
 from .recovery import run_recover_dead
@@ -163,6 +164,9 @@ def run_claimed_execute(*, run: Run, on_event=None) -> Run | None:
             # from its last checkpoint by the sweep once the database is back.
             logger.exception("Run %s lost its database; left to the recovery sweep", run.pk)
             return None
+    if run.status == Run.Status.COMPLETED:
+        # After the turn's end is stored: the title's call can fail, it cannot fail the turn.
+        title_propose(run=run)
     return run
 
 

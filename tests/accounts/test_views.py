@@ -98,3 +98,111 @@ def _sign_in_with_token(client, user):
     [token] = lxml.html.fromstring(page).xpath("//main//input[@name='csrfmiddlewaretoken']/@value")
     data = {"username": user.username, "password": PASSWORD, "csrfmiddlewaretoken": token}
     assert client.post(reverse("login"), data).status_code == 302
+
+
+NEW_PASSWORD = "热泵-correct-horse-42"
+
+
+def test_the_top_bar_links_to_the_settings_page(client, user):
+    client.force_login(user)
+
+    root = lxml.html.fromstring(client.get(reverse("chat")).content)
+
+    assert root.xpath("//header[@class='topbar']//a/@href").count(reverse("settings")) == 1
+
+
+def test_the_settings_page_is_for_signed_in_people(client):
+    response = client.get(reverse("settings"))
+
+    assert response.status_code == 302 and response.url.startswith(reverse("login"))
+
+
+def test_the_old_password_change_urls_lead_to_settings(client, user):
+    client.force_login(user)
+
+    for name in ("password_change", "password_change_done"):
+        response = client.get(reverse(name))
+        assert response.status_code == 302 and response.url == reverse("settings")
+
+
+def test_a_wrong_old_password_keeps_the_page_with_an_error(client, user):
+    _sign_in(client, user)
+
+    response = client.post(
+        reverse("settings"),
+        {"form": "password", "old_password": "wrong", "new_password1": NEW_PASSWORD, "new_password2": NEW_PASSWORD},
+    )
+
+    assert response.status_code == 422
+    root = lxml.html.fromstring(response.content)
+    assert root.xpath("//form[@class='settings-password']//*[@role='alert']")
+    user.refresh_from_db()
+    assert user.check_password(PASSWORD)
+
+
+def test_a_password_change_keeps_this_session_signed_in_and_only_this_user_changes(client, user, other_user):
+    _sign_in(client, user)
+    elsewhere = Client()
+    _sign_in(elsewhere, user)
+
+    response = client.post(
+        reverse("settings"),
+        {"form": "password", "old_password": PASSWORD, "new_password1": NEW_PASSWORD, "new_password2": NEW_PASSWORD},
+        follow=True,
+    )
+
+    assert response.redirect_chain == [(reverse("settings"), 302)]
+    assert "Your password was changed." in response.content.decode()
+    assert client.get(reverse("chat")).status_code == 200
+    # Another session of the user's, signed in with the old password, ends.
+    assert elsewhere.get(reverse("chat")).status_code == 302
+    user.refresh_from_db()
+    other_user.refresh_from_db()
+    assert user.check_password(NEW_PASSWORD)
+    assert other_user.check_password(PASSWORD)
+
+
+@pytest.mark.parametrize("theme", ["dark", "light"])
+def test_a_chosen_theme_is_kept_and_applied_to_every_page(client, user, other_user, theme):
+    _sign_in(client, user)
+
+    response = client.post(reverse("settings"), {"form": "theme", "theme": theme})
+
+    assert response.status_code == 302
+    assert UserPreference.objects.get(user=user).theme == theme
+    root = lxml.html.fromstring(client.get(reverse("chat")).content)
+    assert root.get("data-theme") == theme
+    assert root.xpath("//meta[@name='color-scheme']/@content") == [theme]
+    dark_sheets = root.xpath("//link[contains(@href, 'dark.css')]")
+    assert [link.get("media") for link in dark_sheets] == ([None] if theme == "dark" else [])
+    # Kept on the user: a new sign-in finds it; another user's pages do not change.
+    fresh = Client()
+    _sign_in(fresh, user)
+    assert lxml.html.fromstring(fresh.get(reverse("chat")).content).get("data-theme") == theme
+    other = Client()
+    _sign_in(other, other_user)
+    other_root = lxml.html.fromstring(other.get(reverse("chat")).content)
+    assert other_root.get("data-theme") is None
+    assert [link.get("media") for link in other_root.xpath("//link[contains(@href, 'dark.css')]")] == [
+        "(prefers-color-scheme: dark)"
+    ]
+
+
+def test_an_unknown_theme_or_form_is_refused(client, user):
+    client.force_login(user)
+
+    assert client.post(reverse("settings"), {"form": "theme", "theme": "neon"}).status_code == 400
+    assert client.post(reverse("settings"), {"form": "other"}).status_code == 400
+    assert not UserPreference.objects.filter(user=user, theme="neon").exists()
+
+
+def test_the_language_can_be_chosen_on_the_settings_page(client, user):
+    _sign_in(client, user)
+    page = lxml.html.fromstring(client.get(reverse("settings")).content)
+    [form] = page.xpath("//form[@class='settings-language']")
+    assert form.get("action") == reverse("language-set")
+
+    response = client.post(reverse("language-set"), {"language": "zh-hans", "next": reverse("settings")})
+
+    assert response.status_code == 302 and response.url == reverse("settings")
+    assert lxml.html.fromstring(client.get(reverse("settings")).content).xpath("//h1/text()") == ["设置"]

@@ -353,12 +353,17 @@ def test_a_binary_upload_is_kept_as_a_file(signed_in, conversation):
 
 
 def test_the_docx_export_keeps_headings_lists_and_tables(signed_in, conversation):
-    _flushed(conversation, "report", REPORT)
+    artifact = _flushed(conversation, "report", REPORT)
+    conversation.owner.first_name, conversation.owner.last_name = "王", "小明"
+    conversation.owner.save()
 
     response = signed_in.get(_url("artifact-export-docx", conversation, "report"))
 
     assert response["Content-Disposition"] == 'attachment; filename="report-v1.docx"'
     document = docx.Document(io.BytesIO(response.content))
+    properties = document.core_properties
+    assert (properties.author, properties.last_modified_by) == ("王 小明", "王 小明")
+    assert properties.title == artifact.title != ""
     styled = [(p.style.name, p.text) for p in document.paragraphs]
     assert ("Heading 1", "Findings") in styled
     assert ("Heading 2", "Sources") in styled

@@ -1,10 +1,13 @@
 import gzip
+import io
 import re
 import uuid
+import zipfile
 from datetime import timedelta
 from html import unescape
 from urllib.parse import parse_qs, urlsplit
 
+import docx
 import pytest
 from django.contrib.auth.models import Group
 from django.db import connection
@@ -14,6 +17,7 @@ from django.utils import timezone
 
 from agents.models import Run
 from agents.services import asking
+from artifactflow import markdown as markdown_module
 from artifacts.branches import branch_at
 from artifacts.manager import ArtifactManager
 from artifacts.models import Artifact, ArtifactSession
@@ -319,11 +323,16 @@ def test_rename_updates_the_head_and_the_list(signed_in, user):
 
     page = response.content.decode()
     assert response.status_code == 200
-    assert "<h1>New &lt;b&gt;name&lt;/b&gt;</h1>" in page and 'id="conversation-items" hx-swap-oob="true"' in page
+    assert (
+        '<h1 id="conversation-title">New &lt;b&gt;name&lt;/b&gt;</h1>' in page
+        and 'id="conversation-items" hx-swap-oob="true"' in page
+    )
     error = signed_in.post(reverse("conversation-rename", args=[conversation.pk]), {"title": " "}, **HTMX)
     assert error.status_code == 422 and "needs a title" in error.content.decode()
     conversation.refresh_from_db()
     assert conversation.title == "New <b>name</b>"
+    # The model's proposal never replaces it (agents.titling).
+    assert conversation.metadata["title_source"] == "user"
 
 
 def test_another_users_conversation_is_the_404_page_with_the_top_bar_and_a_way_back(signed_in, other_user, settings):
@@ -1011,3 +1020,58 @@ def test_a_reader_continues_a_shared_thread_in_their_own_conversation(signed_in,
     assert Conversation.objects.filter(owner=user).count() == 1
     mine = signed_in.get(fork.get_absolute_url()).content.decode()
     assert "Continued from “热泵的冬季表现” by" in mine and "Open the original" not in mine
+
+
+EXPORTS = ("conversation-export-md", "conversation-export-docx", "conversation-export-zip")
+
+
+@pytest.mark.parametrize("name", EXPORTS)
+def test_exports_are_the_owners_alone(client, user, other_user, name):
+    conversation = ConversationFactory(owner=user)
+    MessageFactory(conversation=conversation, content="秘密的问题", response="秘密的回答")
+    url = reverse(name, args=[conversation.pk])
+
+    client.force_login(other_user)
+    assert client.get(url).status_code == 404
+    assert client.post(url).status_code in (403, 405)
+    client.force_login(user)
+    response = client.get(url)
+
+    assert response.status_code == 200
+    assert response["Content-Disposition"].startswith("attachment;")
+    assert response["X-Content-Type-Options"] == "nosniff"
+
+
+def test_a_long_thread_exports_in_every_format(signed_in, user, monkeypatch):
+    # 40 turns of answers about 5,000 tokens long. Their structure is what is
+    # checked: a machine busy enough to pass the render deadline would export
+    # them as plain paragraphs (tests/artifacts/test_export.py does the same).
+    monkeypatch.setattr(markdown_module, "RENDER_SECONDS", 60.0)
+    conversation = ConversationFactory(owner=user, title="长对话")
+    answer = "\n\n".join(f"Paragraph {n} of the answer, **with** `code` and words. " * 9 for n in range(40))
+    parent = None
+    for number in range(40):
+        parent = MessageFactory(conversation=conversation, parent=parent, content=f"问题 {number}", response=answer)
+
+    markdown = signed_in.get(reverse("conversation-export-md", args=[conversation.pk]))
+    word = signed_in.get(reverse("conversation-export-docx", args=[conversation.pk]))
+    archive = signed_in.get(reverse("conversation-export-zip", args=[conversation.pk]))
+
+    assert markdown.content.decode().count("\n## ") == 40
+    document = docx.Document(io.BytesIO(word.content))
+    assert [p.text for p in document.paragraphs if p.style.name == "Heading 2"] == [
+        f"Question {n}" for n in range(1, 41)
+    ]
+    assert document.paragraphs[-1].text.startswith("Paragraph 39")
+    assert "filename*=utf-8''%E9%95%BF%E5%AF%B9%E8%AF%9D.docx" in word["Content-Disposition"]
+    with zipfile.ZipFile(io.BytesIO(archive.content)) as files:
+        assert files.read("conversation.md") == markdown.content
+
+
+def test_the_conversation_head_offers_the_exports(signed_in, user):
+    conversation = ConversationFactory(owner=user)
+
+    page = signed_in.get(reverse("conversation-detail", args=[conversation.pk])).content.decode()
+
+    for name in EXPORTS:
+        assert reverse(name, args=[conversation.pk]) in page

@@ -183,7 +183,8 @@ def portal_running(*, data_dir: Path, extra_env: dict | None = None):
         OPENAI_BASE_URL=server.url,
         ARTIFACTFLOW_MODEL=server.model,
         PYTHONUNBUFFERED="1",
-        **(extra_env or {}),
+        # As in tests.settings: a test that wants the model's title turns it on.
+        **{"ARTIFACTFLOW_MODEL_TITLES": "0", **(extra_env or {})},
     )
 
     port = _free_port()

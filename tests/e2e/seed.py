@@ -67,3 +67,18 @@ def saved_over_a_persons_edit(*, conversation_id: str, kind: str) -> None:
         conflict_kind=kind,
         overlapped=3,
     )
+
+
+def copyable_conversation(*, username: str, answer: str, report: str) -> str:
+    """One answered turn (`answer`) and a report artifact (`report`); returns the conversation's id."""
+    conversation_id = long_conversation(username=username, turns=1, answer=answer)
+    conversation = Conversation.objects.get(pk=conversation_id)
+    artifact = Artifact.objects.get(session_id=conversation.pk, artifact_id="research_report")
+    artifact_version_save(
+        artifact=artifact,
+        content=report,
+        version=3,
+        update_type="update",
+        message_id=conversation.active_branch_id,
+    )
+    return conversation_id

@@ -682,8 +682,13 @@ async def test_changing_the_password_closes_the_other_browsers_websockets_at_onc
     (browser, cookie), (_, other_cookie) = await _browser(user), await _browser(user)
     here, elsewhere = await _open(conversation, cookie), await _open(conversation, other_cookie)
     response = await sync_to_async(browser.post)(
-        reverse("password_change"),
-        {"old_password": PASSWORD, "new_password1": "a-new-pw-3141", "new_password2": "a-new-pw-3141"},
+        reverse("settings"),
+        {
+            "form": "password",
+            "old_password": PASSWORD,
+            "new_password1": "a-new-pw-3141",
+            "new_password2": "a-new-pw-3141",
+        },
     )
     assert response.status_code == 302
     # Long before WEBSOCKET_SESSION_CHECK_INTERVAL (a minute).
@@ -994,3 +999,17 @@ async def test_deleting_a_shared_conversation_closes_its_viewers_sockets(user, o
     await sync_to_async(asking.conversation_delete)(conversation=conversation)
 
     assert await _closed(viewer, timeout=5) == consumers.NO_LONGER_SHARED
+
+
+async def test_a_title_the_model_proposed_reaches_the_pages_head(user):
+    conversation = await _conversation(user)
+    communicator = await _open(conversation, await _session_cookie(user))
+
+    await get_channel_layer().group_send(
+        conversation.group_name, {"type": realtime.TITLE_CHANGED, "title": "热泵 <b>在</b> 低温"}
+    )
+
+    [heading] = lxml.html.fragment_fromstring(await communicator.receive_from(timeout=5), create_parent=True)
+    assert (heading.tag, heading.get("id"), heading.get("hx-swap-oob")) == ("h1", "conversation-title", "true")
+    assert heading.text_content() == "热泵 <b>在</b> 低温"
+    await communicator.disconnect()

@@ -1,0 +1,152 @@
+"""A conversation's branch exported: as Markdown, as a Word document, and as a
+.zip of the Markdown with each of the branch's artifacts in a file of its own.
+
+The branch is the one the conversation's page shows, its turns from the root
+down; the artifacts are each one's newest saved version on that branch (a
+running turn's unsaved work is not exported). It lives with the artifacts,
+above the conversations, because it reads both.
+
+The zip's layout:
+
+    conversation.md
+    artifacts/<artifact id>.<extension>   one per artifact, text as it is
+                                          written, an uploaded file as uploaded
+"""
+
+import io
+import mimetypes
+import re
+import unicodedata
+import zipfile
+from dataclasses import dataclass
+
+from django.utils.translation import gettext
+
+from conversations.models import Conversation, Message
+from conversations.tree import message_path
+
+from .branches import branch_heads, branch_shown, version_is_text, version_title
+from .export import docx_from_markdown
+from .models import ArtifactVersion
+
+CONVERSATION_FILE = "conversation.md"
+ARTIFACTS_FOLDER = "artifacts"
+# Bytes, not characters: file systems count bytes (255 on most), and the
+# folder and a "-2" must still fit.
+FILE_NAME_MAX_BYTES = 120
+_EXTENSIONS = {"text/markdown": ".md", "text/plain": ".txt", "text/csv": ".csv", "application/json": ".json"}
+# Path separators, characters Windows refuses, and control characters.
+_UNSAFE = re.compile(r'[\x00-\x1f\x7f/\\:*?"<>|]+')
+_WINDOWS_RESERVED = {"CON", "PRN", "AUX", "NUL", *(f"COM{n}" for n in range(10)), *(f"LPT{n}" for n in range(10))}
+_TEXT_TYPE = "text/markdown; charset=utf-8"
+
+
+@dataclass(frozen=True)
+class Export:
+    filename: str
+    content_type: str
+    data: bytes
+
+
+def user_display_name(user) -> str:
+    return user.get_full_name().strip() or user.get_username()
+
+
+def _turns(conversation: Conversation) -> list[Message]:
+    if conversation.active_branch_id is None:
+        return []
+    return message_path(message_id=conversation.active_branch_id)
+
+
+def _title(conversation: Conversation) -> str:
+    return conversation.title or gettext("Untitled")
+
+
+def _turns_markdown(conversation: Conversation) -> str:
+    """The branch's questions and answers, each under a heading of its own."""
+    parts = []
+    answer_heading = gettext("Answer")
+    no_answer = gettext("No answer.")
+    for number, message in enumerate(_turns(conversation), start=1):
+        question_heading = gettext("Question %(number)s") % {"number": number}
+        parts.append(f"## {question_heading}\n\n{message.content.strip()}\n")
+        parts.append(f"### {answer_heading}\n\n{message.response.strip() or f'*{no_answer}*'}\n")
+    return "\n".join(parts)
+
+
+def conversation_markdown(*, conversation: Conversation) -> Export:
+    text = f"# {_title(conversation)}\n\n{_turns_markdown(conversation)}"
+    return Export(
+        filename=safe_file_name(_title(conversation), extension=".md", fallback="conversation"),
+        content_type=_TEXT_TYPE,
+        data=text.encode(),
+    )
+
+
+def conversation_docx(*, conversation: Conversation, user) -> Export:
+    data = docx_from_markdown(
+        markdown=_turns_markdown(conversation), title=_title(conversation), author=user_display_name(user)
+    )
+    return Export(
+        filename=safe_file_name(_title(conversation), extension=".docx", fallback="conversation"),
+        content_type="application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+        data=data,
+    )
+
+
+def conversation_zip(*, conversation: Conversation) -> Export:
+    buffer = io.BytesIO()
+    taken: set[str] = set()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr(CONVERSATION_FILE, conversation_markdown(conversation=conversation).data)
+        for head in branch_heads(branch=branch_shown(conversation=conversation)):
+            name, data = _artifact_file(head)
+            archive.writestr(f"{ARTIFACTS_FOLDER}/{_unique(name, taken)}", data)
+    return Export(
+        filename=safe_file_name(_title(conversation), extension=".zip", fallback="conversation"),
+        content_type="application/zip",
+        data=buffer.getvalue(),
+    )
+
+
+def _artifact_file(head: ArtifactVersion) -> tuple[str, bytes]:
+    """A file name and the bytes: the text of the branch's version, or the uploaded file."""
+    artifact = head.artifact
+    if version_is_text(head):
+        extension = _EXTENSIONS.get(artifact.content_type) or mimetypes.guess_extension(artifact.content_type) or ".txt"
+        name = safe_file_name(artifact.artifact_id, extension=extension, fallback=version_title(head) or "artifact")
+        return name, head.content.encode()
+    original = artifact.metadata.get("original_name") or artifact.artifact_id
+    stem, dot, extension = original.rpartition(".")
+    name = safe_file_name(artifact.artifact_id, extension=f".{extension}" if dot and stem else "", fallback="file")
+    with artifact.file.open("rb") as file:
+        return name, file.read()
+
+
+def safe_file_name(name: str, *, extension: str, fallback: str) -> str:
+    """`name` as one file name on any system: no folder, no control or
+    reserved character, no leading dot, not too long, ending in `extension`."""
+    extension = _UNSAFE.sub("", extension)
+    stem = _UNSAFE.sub("_", unicodedata.normalize("NFC", name)).strip(" ._")
+    if extension and stem.lower().endswith(extension.lower()):
+        stem = stem[: -len(extension)].rstrip(" .")
+    budget = FILE_NAME_MAX_BYTES - len(extension.encode())
+    stem = stem.encode()[:budget].decode(errors="ignore").rstrip(" .")
+    if not stem:
+        stem = _UNSAFE.sub("_", fallback).strip(" ._")[:40] or "file"
+    if stem.split(".")[0].upper() in _WINDOWS_RESERVED:
+        stem = f"_{stem}"
+    return stem + extension
+
+
+def _unique(name: str, taken: set[str]) -> str:
+    """`name`, or with "-2", "-3"… before its extension when the zip has it already (in any case)."""
+    stem, dot, extension = name.rpartition(".")
+    if not dot:
+        stem, extension = name, ""
+    candidate, number = name, 1
+    while candidate.lower() in taken:
+        number += 1
+        candidate = f"{stem}-{number}" + (f".{extension}" if dot else "")
+    taken.add(candidate.lower())
+    return candidate

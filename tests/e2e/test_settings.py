@@ -1,0 +1,41 @@
+"""The settings page in the browser: a chosen theme beats the system's."""
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.e2e.test_first_turn import sign_in
+
+pytestmark = pytest.mark.e2e
+
+BACKGROUND_JS = "getComputedStyle(document.body).backgroundColor"
+LIGHT, DARK = "rgb(255, 255, 255)", "rgb(22, 24, 28)"
+
+
+@pytest.fixture
+def user(portal):
+    user = portal.users[1]
+    yield user
+    # The portal is shared by the session's tests: the user's theme goes back to the system's.
+    portal.shell(
+        "from accounts.models import UserPreference; "
+        f"UserPreference.objects.filter(user__username={user.username!r}).update(theme='system')"
+    )
+
+
+@pytest.mark.parametrize(("system", "chosen", "expected"), [("light", "Dark", DARK), ("dark", "Light", LIGHT)])
+def test_a_chosen_theme_beats_the_systems_after_a_reload(portal, new_page, user, system, chosen, expected):
+    page = new_page(color_scheme=system)
+    sign_in(page, base_url=portal.base_url, user=user)
+    assert page.evaluate(BACKGROUND_JS) == (LIGHT if system == "light" else DARK)
+
+    page.get_by_role("link", name="Settings").click()
+    expect(page.get_by_role("heading", name="Settings", level=1)).to_be_visible()
+    page.get_by_label(chosen).check()
+    page.get_by_role("button", name="Save theme").click()
+    expect(page.get_by_role("status")).to_have_text("Your theme is saved.")
+    page.reload()
+
+    assert page.evaluate(BACKGROUND_JS) == expected
+    expect(page.get_by_label(chosen)).to_be_checked()
+    page.goto(f"{portal.base_url}/")
+    assert page.evaluate(BACKGROUND_JS) == expected
