@@ -36,6 +36,11 @@ SESSION_ENDED = "session.ended"
 # The user's password or account changed: each websocket checks its session
 # again. Handled by ConversationConsumer.session_changed.
 SESSION_CHANGED = "session.changed"
+# Sent to a user's group. A run of the user's conversation (field:
+# conversation_id) started, paused for their approval, resumed or ended, or
+# they looked at the conversation: each of their pages reads its marks again.
+# Handled by live.consumers.RunStateMixin.run_state.
+RUN_STATE = "run.state"
 
 # Sends still on their way; beyond this a stalled layer drops new wake-ups
 # rather than queueing without bound.

@@ -303,7 +303,7 @@ def test_search_renders_the_matching_list_and_marks_the_open_conversation(signed
     response = signed_in.get(reverse("conversation-search"), {"q": "heat", "current": str(mine.pk)}, **HTMX)
 
     page = response.content.decode()
-    assert page.count("<li>") == 1 and "Heat pumps" in page and 'aria-current="page"' in page
+    assert page.count('<li class="conversation-item"') == 1 and "Heat pumps" in page and 'aria-current="page"' in page
     empty = signed_in.get(reverse("conversation-search"), {"q": "nothing like it"}, **HTMX).content.decode()
     assert "No conversation matches “nothing like it”" in empty
     assert "Batteries" not in signed_in.get(reverse("chat"), {"q": "heat"}).content.decode()
@@ -424,7 +424,7 @@ def _conversations(user, count: int, *, step: timedelta = timedelta(seconds=1)) 
     return conversations
 
 
-_ITEM = re.compile(r'<li><a href="/c/([0-9a-f-]+)/"')
+_ITEM = re.compile(r'<li class="conversation-item" data-conversation="[0-9a-f-]+"><a href="/c/([0-9a-f-]+)/"')
 _MORE = re.compile(r'<li class="more"><a href="([^"]+)" hx-get="([^"]+)" hx-target="closest li">Load more</a></li>')
 
 
@@ -441,7 +441,7 @@ def _more(html: str) -> tuple[str, str] | None:
 _SECTION = re.compile(
     r'<h2 id="conversation-group-(?P<heading>[\w-]+)-heading">(?P<label>[^<]*)</h2>'
     r'|<ul hx-swap-oob="beforeend:#conversation-group-(?P<appended>[\w-]+)">'
-    r'|<li><a href="/c/(?P<item>[0-9a-f-]+)/"'
+    r'|<li class="conversation-item" data-conversation="[0-9a-f-]+"><a href="/c/(?P<item>[0-9a-f-]+)/"'
 )
 
 
@@ -467,13 +467,14 @@ def test_the_chat_page_and_a_list_page_take_the_same_few_queries_however_many_co
     conversations = _conversations(user, count)
     conversation = ConversationFactory(owner=user)
     before = selectors.conversation_list(user=user, limit=5).next_cursor
-    # the session, the user, the list's page (and for a new conversation's examples, the library's titles)
-    with django_assert_max_num_queries(3 + 1):
+    # the session, the user, the list's page, its marks (and on the first page
+    # the pinned ones; for a new conversation's examples, the library's titles)
+    with django_assert_max_num_queries(4 + 2):
         chat = signed_in.get(reverse("chat")).content.decode()
-    with django_assert_max_num_queries(3):
+    with django_assert_max_num_queries(4):
         more = signed_in.get(reverse("conversation-search"), {"before": before}, **HTMX).content.decode()
     # and the conversation, its thread, its artifact pane and its turn still running (Stop or Send)
-    with django_assert_max_num_queries(3 + 5 + 1):
+    with django_assert_max_num_queries(5 + 5 + 1):
         signed_in.get(conversation.get_absolute_url())
     assert len(_items(chat)) == min(count + 1, 50) and str(conversations[0].pk) in chat
     assert len(_items(more)) == min(count + 1 - 5, 50)
@@ -507,8 +508,8 @@ def test_a_thousand_conversations_load_under_date_headings_none_shown_twice_in_t
             pages.append(signed_in.get(more[1], **HTMX).content.decode())
         queries.append(len(captured))
 
-    # the session, the user, the list's page: however deep the page
-    assert len(pages) == 20 and queries == [3] * 19
+    # the session, the user, the list's page, its marks: however deep the page
+    assert len(pages) == 20 and queries == [4] * 19
     headings, order = {}, []
     for number, page in enumerate(pages):
         for position, (key, heading, ids) in enumerate(_groups(page)):
@@ -730,8 +731,8 @@ def test_the_first_page_of_200_turns_is_the_size_of_the_first_page_of_40(
     pages = {}
     for turns in (40, 200):
         conversation, _ = _long_thread(user, turns)
-        # The session, the user, the conversation, the list, the thread (6), the pane's and the composer's.
-        with django_assert_max_num_queries(16):
+        # The session, the user, the conversation, the list (its pinned and its marks too), the thread (6), the pane's and the composer's.
+        with django_assert_max_num_queries(18):
             pages[turns] = signed_in.get(conversation.get_absolute_url()).content.decode()
         assert _questions(pages[turns]) == list(range(turns - 19, turns + 1))
         assert pages[turns].count('class="turn"') == 20
