@@ -189,6 +189,13 @@ document.addEventListener("htmx:beforeRequest", (event) => {
   const item = elt.closest?.("li.conversation-item");
   focusAfter = item && elt.closest(".item-menu-list, .item-rename") ? item.dataset.conversation : null;
 });
+document.addEventListener("htmx:beforeSwap", (event) => {
+  // A deleted item leaves nothing to settle, and the event of the item gone would reach no one.
+  if (focusAfter && event.detail.serverResponse === "") {
+    focusAfter = null;
+    setTimeout(() => document.getElementById("conversation-search")?.focus());
+  }
+});
 document.addEventListener("htmx:afterSettle", () => {
   if (!focusAfter) return;
   const id = focusAfter;
