@@ -42,7 +42,7 @@ def _conversation_id(page) -> str:
 
 def _one_socket(page, sockets, *, path):
     """The page holds exactly one websocket, to `path`, and opened no other."""
-    page.wait_for_function(f"{OPEN_SOCKETS}.length === 1 && window.sockets.length === 1")
+    page.wait_for_function(f"() => {OPEN_SOCKETS}.length === 1 && window.sockets.length === 1")
     assert page.evaluate(OPEN_SOCKETS)[0].endswith(path)
     assert sockets[-1].url.endswith(path)
 
@@ -203,3 +203,57 @@ def test_the_lists_menu_renames_pins_and_deletes_by_keyboard(portal, new_page, s
     button.click()
     expect(item(newest).get_by_role("menu")).to_be_visible()
     _looks(page, screenshot, name="menu", then=button.click)
+
+
+# The browser's notifications, stood in for: the page's permission is kept in
+# localStorage, each notification shown is recorded, and the tab is hidden on demand.
+NOTIFICATIONS_JS = """
+window.notified = [];
+window.asked = 0;
+class FakeNotification {
+  static get permission() { return localStorage.getItem("test.permission") || "default"; }
+  static requestPermission() {
+    window.asked += 1;
+    localStorage.setItem("test.permission", "granted");
+    return Promise.resolve("granted");
+  }
+  constructor(title) { window.notified.push(title); }
+}
+window.Notification = FakeNotification;
+Object.defineProperty(document, "hidden", { get: () => Boolean(window.tabHidden) });
+"""
+
+
+def test_a_hidden_tab_notifies_once_the_user_asked_for_it_when_a_turn_waits(portal, model_server, new_page):
+    model_server.add(
+        Text("第一次回答。"),
+        Text(call("call_subagent", agent="crawl_agent", instruction="Read library://999")),
+        Text(call("web_fetch", url="library://999")),
+        Text("读不到。"),
+        Text("完成了。"),
+    )
+    user = _fresh_user(portal)
+    asking = new_page()
+    sign_in(asking, base_url=portal.base_url, user=user)
+    ask(asking, question="先问一个简单的问题")
+    expect(asking.locator("article.turn").first).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
+
+    other = new_page()
+    other.add_init_script(NOTIFICATIONS_JS)
+    sign_in(other, base_url=portal.base_url, user=user)
+    toggle = other.get_by_role("button", name="Notify me")
+    expect(toggle).to_have_attribute("aria-pressed", "false")
+    assert other.evaluate("window.asked") == 0
+    toggle.click()
+    expect(other.get_by_role("button", name="Notifications on")).to_have_attribute("aria-pressed", "true")
+    other.reload()
+    # Remembered, and never asked again on its own.
+    expect(other.get_by_role("button", name="Notifications on")).to_be_visible()
+    assert other.evaluate("window.asked") == 0
+    other.evaluate("window.tabHidden = true")
+
+    asking.locator("#composer-input").fill("再读一下那份文件")
+    asking.get_by_role("button", name="Send").click()
+
+    other.wait_for_function("() => window.notified.length > 0", timeout=TURN_TIMEOUT)
+    assert other.evaluate("window.notified") == ["“先问一个简单的问题” is waiting for your approval"]
