@@ -82,7 +82,8 @@ class RunStateMixin:
         user = self.scope["user"]
         state = agent_selectors.conversation_marks(user=user)
         shown = self.conversation is not None and self.conversation.owner_id == user.pk
-        if shown and state.get(self.conversation.pk) == agent_selectors.MARK_FINISHED:
+        ended_here = shown and state.get(self.conversation.pk) == agent_selectors.MARK_FINISHED
+        if ended_here:
             # Every other page of the user then hears of it and clears the mark.
             conversation_services.conversation_seen(conversation=self.conversation)
             state.marks.pop(self.conversation.pk)
@@ -92,7 +93,14 @@ class RunStateMixin:
             parts = [
                 render_to_string(
                     "live/run_state.html#run_mark",
-                    {"mark_id": pk, "mark": state.get(pk), "mark_title": state.titles.get(pk, ""), "oob": True},
+                    {
+                        "mark_id": pk,
+                        "mark": state.get(pk),
+                        "mark_title": state.titles.get(pk, ""),
+                        # A hidden tab showing it still notifies that it ended.
+                        "ended_here": ended_here and pk == self.conversation.pk,
+                        "oob": True,
+                    },
                 )
                 for pk in named
             ]

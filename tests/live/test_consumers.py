@@ -965,8 +965,10 @@ async def test_a_turn_that_ends_on_the_page_showing_it_is_seen_there_and_no_mark
 
     await _run_ends(run)
 
-    # The page showing it: no mark; the other tab hears that it was seen.
-    assert 'data-count="0"' in await _mark_pushed(page, conversation.pk, "")
+    # The page showing it: no mark, but what a hidden tab would notify; the
+    # other tab hears that it was seen.
+    html = await _mark_pushed(page, conversation.pk, "")
+    assert 'data-count="0"' in html and "“Question?” has finished" in html
     await _mark_pushed(other_tab, conversation.pk, "")
     state = await sync_to_async(agent_selectors.conversation_marks)(user=user)
     assert state.marks == {}
