@@ -49,12 +49,17 @@ def _one_socket(page, sockets, *, path):
 
 def _looks(page, screenshot, *, name, then=None):
     """Screenshots at laptop and phone width, light and dark; on a phone the
-    list is a drawer, opened first, and `then` does again what is to be seen."""
+    list is a drawer, opened first (without its slide, caught halfway else),
+    and `then` does again what is to be seen."""
+    page.emulate_media(reduced_motion="reduce")
     for width, height in ((1366, 900), (390, 844)):
         page.set_viewport_size({"width": width, "height": height})
         if width < 1100:
             page.locator(".drawer-toggle").click()
             expect(page.locator("#conversation-list")).to_be_visible()
+            page.wait_for_function(
+                "() => document.getElementById('conversation-list').getBoundingClientRect().left === 0"
+            )
             if then:
                 then()
         for scheme in ("light", "dark"):
