@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from django.db.models import OuterRef, Subquery
+from django.db.models import F, OuterRef, Q, Subquery
 from django.utils.translation import gettext, gettext_noop, ngettext
 
 from artifactflow.textsearch import CJK_CHARACTER
@@ -550,3 +550,53 @@ def tools_allowed(*, messages) -> list[str]:
 def branch_allowed_tools(*, message) -> list[str]:
     """Tools the user chose to always allow on this branch (root to `message`)."""
     return tools_allowed(messages=message_path(message_id=message.pk))
+
+
+# A conversation's mark in its owner's list (conversation_marks), from what
+# waits for them most to least.
+MARK_WAITING = "waiting"
+MARK_RUNNING = "running"
+MARK_FINISHED = "finished"
+_MARK_RANK = {MARK_WAITING: 0, MARK_RUNNING: 1, MARK_FINISHED: 2}
+
+
+@dataclass(frozen=True)
+class ConversationMarks:
+    """What the user's list marks: conversation id -> its mark, and the
+    titles of the marked conversations (a browser notification names one)."""
+
+    marks: dict
+    titles: dict
+
+    @property
+    def waiting_count(self) -> int:
+        """What waits for the user, the tab title's count: the conversations
+        waiting for their approval and those whose turn ended since they looked."""
+        return sum(1 for mark in self.marks.values() if mark in (MARK_WAITING, MARK_FINISHED))
+
+    def get(self, conversation_id) -> str:
+        return self.marks.get(conversation_id, "")
+
+
+def conversation_marks(*, user) -> ConversationMarks:
+    """The marks of all the user's own conversations, in one query: a turn
+    waiting for their approval, a turn running (queued or waiting for a slot
+    too), or a turn that ended after they last looked (Conversation.seen_at).
+    Only conversations with a mark are read, never the whole list."""
+    runs = Run.objects.filter(message__conversation__owner=user).filter(
+        Q(status__in=Run.ACTIVE_STATUSES) | Q(finished_at__gt=F("message__conversation__seen_at"))
+    )
+    marks, titles = {}, {}
+    for conversation_id, title, status in runs.values_list(
+        "message__conversation_id", "message__conversation__title", "status"
+    ):
+        if status == Run.Status.WAITING_PERMISSION:
+            mark = MARK_WAITING
+        elif status in Run.ACTIVE_STATUSES:
+            mark = MARK_RUNNING
+        else:
+            mark = MARK_FINISHED
+        if _MARK_RANK[mark] < _MARK_RANK.get(marks.get(conversation_id), len(_MARK_RANK)):
+            marks[conversation_id] = mark
+        titles[conversation_id] = title
+    return ConversationMarks(marks=marks, titles=titles)

@@ -45,6 +45,12 @@ SESSION_CHANGED = "session.changed"
 # ConversationConsumer.shares_changed.
 SHARES_CHANGED = "shares.changed"
 
+# Sent to a user's group. A run of the user's conversation (field:
+# conversation_id) started, paused for their approval, resumed or ended, or
+# they looked at the conversation: each of their pages reads its marks again.
+# Handled by live.consumers.RunStateMixin.run_state.
+RUN_STATE = "run.state"
+
 # Sends still on their way; beyond this a stalled layer drops new wake-ups
 # rather than queueing without bound.
 MAX_PENDING = 1000

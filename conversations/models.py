@@ -3,6 +3,7 @@ import uuid
 from django.conf import settings
 from django.db import models
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from artifactflow.realtime import conversation_group
@@ -28,6 +29,14 @@ class Conversation(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+    # Pinned conversations head the owner's list, apart from its date groups
+    # and its paging; null: not pinned.
+    pinned_at = models.DateTimeField(null=True, blank=True)
+    # When the owner last looked at the conversation after one of its turns
+    # ended: a turn that ended later is news the list marks. Only the owner's:
+    # marks say what waits for the person whose turns they are. Null for the
+    # conversations from before marks: none of their turns is news.
+    seen_at = models.DateTimeField(null=True, blank=True, default=timezone.now)
 
     class Meta:
         ordering = ["-updated_at"]

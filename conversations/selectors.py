@@ -58,7 +58,9 @@ def conversation_list(*, user, query: str = "", before: str = "", limit: int = P
     if query:
         items = search.conversation_search(user=user, query=query, before=position, limit=limit + 1)
     else:
-        items = list(search.conversations_before(user=user, before=position)[: limit + 1])
+        # Pinned conversations are listed apart (conversation_pinned), above every page.
+        conversations = search.conversations_before(user=user, before=position).filter(pinned_at__isnull=True)
+        items = list(conversations[: limit + 1])
     next_cursor = ""
     if len(items) > limit:
         items = items[:limit]
@@ -67,6 +69,12 @@ def conversation_list(*, user, query: str = "", before: str = "", limit: int = P
     # which group that page ended in.
     groups = date_groups(items=items, after=position[0] if position else None, today=timezone.localdate())
     return ConversationPage(items=items, groups=groups, next_cursor=next_cursor)
+
+
+def conversation_pinned(*, user) -> list[Conversation]:
+    """The user's pinned conversations, the last pinned first (a few: services.MAX_PINNED)."""
+    conversations = Conversation.objects.filter(owner=user, pinned_at__isnull=False)
+    return list(conversations.only("id", "title", "updated_at", "pinned_at").order_by("-pinned_at", "-id"))
 
 
 def date_groups(*, items: list[Conversation], after: datetime | None, today: date) -> list[ConversationGroup]:

@@ -5,7 +5,10 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError
 from django.core.validators import ProhibitNullCharactersValidator
+from django.utils import timezone
 from django.utils.translation import gettext
+
+from artifactflow import realtime
 
 from .models import Conversation, ConversationShare, Message
 
@@ -88,3 +91,37 @@ def share_remove(*, conversation: Conversation, share_id: int) -> bool:
     # Deleted as an instance, not by a queryset: post_delete announces it.
     share.delete()
     return True
+
+
+# The pinned group heads every page of the list: a handful, not a second list.
+MAX_PINNED = 20
+
+
+def conversation_pin(*, conversation: Conversation, pinned: bool) -> Conversation:
+    """Pin the conversation to the top of its owner's list, or unpin it back
+    into its date group. Pinning is not news: the list's order by last update
+    stays (queryset update, no `updated_at`)."""
+    if pinned and conversation.pinned_at is None:
+        count = Conversation.objects.filter(owner_id=conversation.owner_id, pinned_at__isnull=False).count()
+        if count >= MAX_PINNED:
+            raise ValidationError(
+                gettext("At most %(max)s conversations can be pinned: unpin one first.") % {"max": MAX_PINNED}
+            )
+        conversation.pinned_at = timezone.now()
+    elif not pinned:
+        conversation.pinned_at = None
+    Conversation.objects.filter(pk=conversation.pk).update(pinned_at=conversation.pinned_at)
+    return conversation
+
+
+def conversation_seen(*, conversation: Conversation) -> None:
+    """The owner has looked at the conversation: its turns that ended before
+    now are no longer news. Every page of the owner hears of it (their marks
+    and the tab title change)."""
+    conversation.seen_at = timezone.now()
+    Conversation.objects.filter(pk=conversation.pk).update(seen_at=conversation.seen_at)
+    realtime.group_send_on_commit(
+        group=realtime.user_group(conversation.owner_id),
+        type=realtime.RUN_STATE,
+        conversation_id=str(conversation.pk),
+    )

@@ -12,6 +12,7 @@ urlpatterns = [
     path("c/<uuid:conversation_id>/rename/", views.conversation_rename, name="conversation-rename"),
     path("c/<uuid:conversation_id>/delete/", views.conversation_delete, name="conversation-delete"),
     path("c/<uuid:conversation_id>/fork/", views.conversation_fork, name="conversation-fork"),
+    path("c/<uuid:conversation_id>/pin/", views.conversation_pin, name="conversation-pin"),
     path("c/<uuid:conversation_id>/branch/", views.branch_switch, name="branch-switch"),
     path("c/<uuid:conversation_id>/allowed-tools/", views.allowed_tool_revoke, name="allowed-tool-revoke"),
     path("c/<uuid:conversation_id>/shares/", views.share_create, name="share-create"),

@@ -60,7 +60,7 @@ def _share_context(request, *, conversation, error: str = "") -> dict:
     }
 
 
-def _list_context(request, *, conversation) -> dict:
+def _list_context(request, *, conversation, state=None) -> dict:
     """The sidebar's list as the request asks for it: a search (`q`), a page
     (`before`), and where its "Load more" leads with and without HTMX."""
     query = request.GET.get("q", "")
@@ -69,10 +69,19 @@ def _list_context(request, *, conversation) -> dict:
     # One reverse for the whole list: a reverse for each row cost as much as the rest of the row.
     placeholder = uuid.UUID(int=0)
     url = reverse("conversation-detail", args=[placeholder])
-    for item in page:
+    # The pinned ones head the first page of the list; a search finds them among the rest.
+    pinned = selectors.conversation_pinned(user=request.user) if not query and not before else []
+    # One query marks every conversation shown, however long the list.
+    if state is None:
+        state = agent_selectors.conversation_marks(user=request.user)
+    for item in (*pinned, *page):
         item.url = url.replace(str(placeholder), str(item.pk))
+        item.mark = state.get(item.pk)
     context = {
         "conversations": page,
+        "placeholder_id": placeholder,
+        "pinned": pinned,
+        "attention": state.waiting_count,
         "query": query,
         "conversation": conversation,
         "current_id": conversation.pk if conversation else None,
@@ -89,10 +98,10 @@ def _list_context(request, *, conversation) -> dict:
     return context
 
 
-def _page(request, *, conversation=None, error="", draft=""):
+def _page(request, *, conversation=None, error="", draft="", state=None):
     read_only = _read_only(request, conversation)
     context = {
-        **_list_context(request, conversation=conversation),
+        **_list_context(request, conversation=conversation, state=state),
         **_composer_context(conversation, request.user),
         "shared_conversations": selectors.conversations_shared_with(user=request.user),
         "read_only": read_only,
@@ -217,7 +226,14 @@ def chat(request):
 
 @require_GET
 def conversation_detail(request, conversation_id):
-    return _page(request, conversation=_viewable_or_404(request, conversation_id))
+    conversation = _viewable_or_404(request, conversation_id)
+    # The marks are of the user's own conversations: a shared one has none.
+    state = agent_selectors.conversation_marks(user=request.user)
+    if state.get(conversation.pk) == agent_selectors.MARK_FINISHED:
+        # Looking at it: its ended turn is news no more, here and on the user's other pages.
+        services.conversation_seen(conversation=conversation)
+        state.marks.pop(conversation.pk)
+    return _page(request, conversation=conversation, state=state)
 
 
 @require_POST
@@ -311,6 +327,8 @@ def conversation_rename(request, conversation_id):
             if error
             else redirect(conversation.get_absolute_url())
         )
+    if _from_sidebar(request):
+        return _sidebar_item(request, conversation=conversation, error=error)
     context = {
         **_share_context(request, conversation=conversation),
         "head_error": error,
@@ -328,6 +346,8 @@ def conversation_delete(request, conversation_id):
     try:
         asking.conversation_delete(conversation=conversation)
     except ValidationError as exc:
+        if request.htmx and _from_sidebar(request):
+            return _sidebar_item(request, conversation=conversation, error=exc.messages[0])
         if not request.htmx:
             return _page(request, conversation=conversation, error=exc.messages[0])
         context = {
@@ -337,7 +357,44 @@ def conversation_delete(request, conversation_id):
             "deleting": True,
         }
         return render(request, "conversations/chat.html#conversation_head", context, status=422)
+    if request.htmx and _from_sidebar(request) and request.POST.get("current") != str(conversation_id):
+        # Deleted from the list of a page showing another: its item goes, the page stays.
+        return HttpResponse("")
     return HttpResponseClientRedirect(reverse("chat")) if request.htmx else redirect("chat")
+
+
+def _from_sidebar(request) -> bool:
+    """Whether the list's menu (rather than the conversation's own header) asked."""
+    return request.POST.get("source") == "sidebar"
+
+
+def _sidebar_item(request, *, conversation, error: str = ""):
+    """The conversation's item in the list, after its menu renamed it (or failed to)."""
+    conversation.url = conversation.get_absolute_url()
+    conversation.mark = agent_selectors.conversation_marks(user=request.user).get(conversation.pk)
+    try:
+        current_id = uuid.UUID(request.POST.get("current", ""))
+    except ValueError:
+        current_id = None
+    context = {"item": conversation, "item_error": error, "current_id": current_id}
+    return render(request, "conversations/chat.html#conversation_item", context, status=422 if error else 200)
+
+
+@require_POST
+def conversation_pin(request, conversation_id):
+    """Pin the conversation to the top of the list, or unpin it (`pinned`:
+    "1" or "0"); the answer is the list's first page."""
+    conversation = _conversation_or_404(request, conversation_id)
+    error = ""
+    try:
+        services.conversation_pin(conversation=conversation, pinned=request.POST.get("pinned") == "1")
+    except ValidationError as exc:
+        error = exc.messages[0]
+    current = selectors.conversation_get(user=request.user, conversation_id=request.POST.get("current"))
+    if not request.htmx:
+        return redirect(current.get_absolute_url() if current else "chat")
+    context = {**_list_context(request, conversation=current), "list_error": error}
+    return render(request, "conversations/chat.html#conversation_items", context, status=422 if error else 200)
 
 
 @require_POST

@@ -2,6 +2,7 @@ import asyncio
 import functools
 import logging
 import time
+import uuid
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 
@@ -13,10 +14,12 @@ from django.template.loader import render_to_string
 from django.utils import translation
 
 from accounts.services import scope_language
+from agents import selectors as agent_selectors
 from agents.models import Run
 from agents.selectors import conversation_active_run
 from artifactflow import descriptors, realtime
 from conversations import selectors
+from conversations import services as conversation_services
 
 from . import sockets
 from .streaming import stream_advance, stream_open
@@ -61,7 +64,56 @@ def _push_interval() -> float:
     return settings.WEBSOCKET_PUSH_INTERVAL * max(1.0, len(_following) / PUSHES_AT_FULL_RATE)
 
 
-class ConversationConsumer(AsyncWebsocketConsumer):
+class RunStateMixin:
+    """The marks of the user's conversation list and the tab title's count,
+    pushed to each of their pages over the one websocket the page holds
+    (realtime.RUN_STATE on the user's group): a conversation's mark partial
+    and the count, the same partials the list renders (live/run_state.html).
+    A page open on a conversation whose turn ends sees it end: that is
+    looking, and the conversation is marked seen. Needs `self.language` and
+    `self.scope`."""
+
+    # The conversation this page shows, if any: its ended turn is seen here.
+    conversation = None
+
+    async def run_state(self, event):
+        html = await _in_thread(self._run_state_rendered)(event.get("conversation_id"))
+        if html:
+            await self.send(text_data=html)
+
+    def _run_state_rendered(self, conversation_id) -> str:
+        user = self.scope["user"]
+        state = agent_selectors.conversation_marks(user=user)
+        shown = self.conversation is not None and self.conversation.owner_id == user.pk
+        ended_here = shown and state.get(self.conversation.pk) == agent_selectors.MARK_FINISHED
+        if ended_here:
+            # Every other page of the user then hears of it and clears the mark.
+            conversation_services.conversation_seen(conversation=self.conversation)
+            state.marks.pop(self.conversation.pk)
+        # One conversation's mark on a wake-up, every marked one on connect.
+        named = [uuid.UUID(conversation_id)] if conversation_id else list(state.marks)
+        with translation.override(self.language):
+            parts = [
+                render_to_string(
+                    "live/run_state.html#run_mark",
+                    {
+                        "mark_id": pk,
+                        "mark": state.get(pk),
+                        "mark_title": state.titles.get(pk, ""),
+                        # A hidden tab showing it still notifies that it ended.
+                        "ended_here": ended_here and pk == self.conversation.pk,
+                        "oob": True,
+                    },
+                )
+                for pk in named
+            ]
+            parts.append(
+                render_to_string("live/run_state.html#attention", {"attention": state.waiting_count, "oob": True})
+            )
+        return "".join(parts)
+
+
+class ConversationConsumer(RunStateMixin, AsyncWebsocketConsumer):
     """Pushes a conversation's live runs to its open page as HTML fragments that
     HTMX swaps in by id: a snapshot of each running message on connect, then
     only what is new (streaming), at most one push per
@@ -375,6 +427,62 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             active_run = conversation_active_run(conversation_id=self.conversation.pk)
             parts.append(render_to_string("live/page.html#composer_actions", {"active_run": active_run, "oob": True}))
         return "".join(parts)
+
+
+class UserConsumer(RunStateMixin, AsyncWebsocketConsumer):
+    """The websocket of a page that shows no conversation (a new one's): it
+    carries what the user's group says, the list's marks and the end of the
+    session, and nothing of any conversation's stream. A page holds one
+    websocket, this or its conversation's, never both.
+
+    Unlike ConversationConsumer it has no turn to keep streaming through a
+    layer outage: channels listens to the layer, and a layer failure closes
+    the socket, which the page reopens."""
+
+    async def connect(self):
+        descriptors.descriptors_check()
+        user = self.scope["user"]
+        if not user.is_authenticated:
+            await self.close()
+            return
+        self.checker = None
+        self.language = await _in_thread(scope_language)(scope=self.scope)
+        self.session_key = self.scope["session"].session_key
+        self.session_tag = sockets.session_tag(self.session_key)
+        self.group = realtime.user_group(user.pk)
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.accept()
+        await self.run_state({})
+        self.checker = asyncio.create_task(self._check_session())
+
+    async def disconnect(self, code):
+        if getattr(self, "checker", None) is not None:
+            self.checker.cancel()
+        if getattr(self, "group", None):
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    async def dispatch(self, message):
+        # A page says nothing this socket listens to (app.js names its running
+        # turns to any socket it opens): its frames are dropped unread, before
+        # channels would spend the shared database thread on each.
+        if message["type"] != "websocket.receive":
+            await super().dispatch(message)
+
+    async def _check_session(self):
+        while True:
+            await asyncio.sleep(settings.WEBSOCKET_SESSION_CHECK_INTERVAL)
+            await self.session_changed({})
+
+    async def session_ended(self, event):
+        if event["session"] == self.session_tag:
+            await self.close(code=NORMAL_CLOSURE)
+
+    async def session_changed(self, event):
+        signed_in = await _in_thread(sockets.session_signs_in)(
+            session_key=self.session_key, user_id=self.scope["user"].pk
+        )
+        if not signed_in:
+            await self.close(code=TRY_AGAIN_LATER)
 
 
 class NotFoundConsumer(WebsocketConsumer):

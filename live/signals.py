@@ -1,14 +1,17 @@
 """A user's websockets end with their session (consumers):
 signing out closes the sockets that session opened, and a changed password or
 account makes every socket of the user check its session at once, not at its
-next periodic check."""
+next periodic check. And a user's pages hear when a run of theirs changes
+state (the list's marks, live.consumers.RunStateMixin)."""
 
 from django.conf import settings
 from django.contrib.auth.signals import user_logged_out
 from django.db.models.signals import post_save
 from django.dispatch import receiver
 
+from agents.models import Run
 from artifactflow import realtime
+from conversations.models import Conversation, Message
 
 from . import sockets
 
@@ -38,3 +41,24 @@ def sockets_check_on_account_change(*, instance, created, update_fields, **kwarg
     if created or (update_fields is not None and not SESSION_FIELDS & set(update_fields)):
         return
     realtime.group_send_on_commit(group=realtime.user_group(instance.pk), type=realtime.SESSION_CHANGED)
+
+
+@receiver(post_save, sender=Run, dispatch_uid="live.run_state_announce")
+def run_state_announce(*, instance, created, update_fields, **kwargs):
+    # A run's status changes by save() wherever it matters to the marks:
+    # created, paused for approval, answered, ended. The claim that turns
+    # queued into running is an update(): the mark ("running") stays.
+    if not created and update_fields is not None and "status" not in update_fields:
+        return
+    message = instance.message
+    conversation_id = message.conversation_id
+    owner_id = (
+        message.conversation.owner_id
+        if Message.conversation.is_cached(message)
+        else Conversation.objects.filter(pk=conversation_id).values_list("owner_id", flat=True).first()
+    )
+    if owner_id is None:
+        return
+    realtime.group_send_on_commit(
+        group=realtime.user_group(owner_id), type=realtime.RUN_STATE, conversation_id=str(conversation_id)
+    )

@@ -5,7 +5,9 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
+from django.utils import timezone
 
+from agents import selectors
 from agents.library import library_document_fetch
 from agents.models import Run, RunEvent
 from agents.selectors import RunView, lead_model_options, model_use, run_activity, run_view_apply
@@ -17,7 +19,7 @@ from agents.tools.base import ToolContext, ToolResult, tool_error
 from agents.tools.search import web_search
 from artifacts.models import Artifact
 from artifacts.services import artifact_version_save
-from tests.factories import LibraryDocumentFactory, MessageFactory, RunFactory
+from tests.factories import ConversationFactory, LibraryDocumentFactory, MessageFactory, RunFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -948,3 +950,37 @@ def test_one_lead_model_or_none_is_no_choice_to_offer(lead_models, settings):
     assert lead_model_options(chosen="deep") == []
     settings.MODELS_FILE = ""
     assert lead_model_options(chosen="fast") == []
+
+
+def _run(user, status, *, title="报告", finished_ago=None):
+    conversation = ConversationFactory(owner=user, title=title)
+    finished_at = timezone.now() - finished_ago if finished_ago is not None else None
+    run = RunFactory(message=MessageFactory(conversation=conversation), status=status, finished_at=finished_at)
+    return conversation, run
+
+
+def test_marks_say_what_waits_for_the_user_and_ignore_what_they_saw_and_others_runs(user, other_user):
+    waiting, _ = _run(user, Run.Status.WAITING_PERMISSION, title="等待批准")
+    running, _ = _run(user, Run.Status.QUEUED)
+    finished, _ = _run(user, Run.Status.FAILED, finished_ago=timedelta(seconds=0))
+    seen, _ = _run(user, Run.Status.COMPLETED, finished_ago=timedelta(seconds=0))
+    seen.seen_at = timezone.now()
+    seen.save(update_fields=["seen_at"])
+    # Before marks (seen_at null): never news.
+    old, _ = _run(user, Run.Status.COMPLETED, finished_ago=timedelta(days=1))
+    old.__class__.objects.filter(pk=old.pk).update(seen_at=None)
+    _run(other_user, Run.Status.WAITING_PERMISSION)
+
+    with CaptureQueriesContext(connection) as queries:
+        state = selectors.conversation_marks(user=user)
+
+    assert len(queries) == 1
+    assert state.marks == {waiting.pk: "waiting", running.pk: "running", finished.pk: "finished"}
+    assert state.titles[waiting.pk] == "等待批准" and state.waiting_count == 2
+
+
+def test_a_conversation_waiting_for_approval_is_marked_so_whatever_ended_before(user):
+    conversation, _ = _run(user, Run.Status.COMPLETED, finished_ago=timedelta(seconds=0))
+    RunFactory(message=MessageFactory(conversation=conversation), status=Run.Status.WAITING_PERMISSION)
+
+    assert selectors.conversation_marks(user=user).marks == {conversation.pk: "waiting"}

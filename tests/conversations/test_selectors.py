@@ -264,3 +264,34 @@ def test_a_conversations_shares_list_everyone_first(user, other_user):
     ConversationShareFactory(everyone=True)
 
     assert selectors.conversation_shares(conversation=conversation) == [everyone, by_name, by_group]
+
+
+def _pinned(conversation):
+    Conversation.objects.filter(pk=conversation.pk).update(pinned_at=timezone.now())
+    return conversation
+
+
+def test_pinned_conversations_are_listed_apart_and_pages_of_the_rest_stay_whole(user, other_user):
+    now = timezone.now()
+    conversations = [ConversationFactory(owner=user, title=f"第{i}个") for i in range(7)]
+    for i, conversation in enumerate(conversations):
+        Conversation.objects.filter(pk=conversation.pk).update(updated_at=now - timedelta(minutes=i))
+    pinned = [_pinned(conversations[1]), _pinned(conversations[4])]
+    _pinned(ConversationFactory(owner=other_user))
+
+    first = selectors.conversation_list(user=user, limit=3)
+    second = selectors.conversation_list(user=user, limit=3, before=first.next_cursor)
+
+    rest = [c.pk for c in conversations if c not in pinned]
+    assert [c.pk for c in first] + [c.pk for c in second] == rest and not second.next_cursor
+    # The last pinned first; another user's never.
+    assert [c.pk for c in selectors.conversation_pinned(user=user)] == [pinned[1].pk, pinned[0].pk]
+
+
+def test_a_search_finds_pinned_conversations_among_the_rest(user):
+    _pinned(ConversationFactory(owner=user, title="热泵 pinned"))
+    ConversationFactory(owner=user, title="热泵 not pinned")
+
+    found = selectors.conversation_list(user=user, query="热泵")
+
+    assert sorted(c.title for c in found) == ["热泵 not pinned", "热泵 pinned"]

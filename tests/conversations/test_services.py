@@ -161,3 +161,49 @@ def test_revoking_or_leaving_a_group_tells_the_pages_to_check_after_commit(
         sent
         == [(conversation.group_name, realtime.SHARES_CHANGED)] + [(by_group.group_name, realtime.SHARES_CHANGED)] * 3
     )
+
+
+def test_pinning_keeps_the_lists_order_and_unpinning_undoes_it(user):
+    conversation = ConversationFactory(owner=user, title="热泵的效率")
+    updated_at = Conversation.objects.get(pk=conversation.pk).updated_at
+
+    services.conversation_pin(conversation=conversation, pinned=True)
+    stored = Conversation.objects.get(pk=conversation.pk)
+    assert stored.pinned_at is not None and stored.updated_at == updated_at
+
+    services.conversation_pin(conversation=conversation, pinned=False)
+    assert Conversation.objects.get(pk=conversation.pk).pinned_at is None
+
+
+def test_pinning_again_keeps_when_it_was_pinned(user):
+    conversation = ConversationFactory(owner=user)
+    pinned_at = services.conversation_pin(conversation=conversation, pinned=True).pinned_at
+
+    services.conversation_pin(conversation=Conversation.objects.get(pk=conversation.pk), pinned=True)
+
+    assert Conversation.objects.get(pk=conversation.pk).pinned_at == pinned_at
+
+
+def test_a_user_pins_at_most_max_pinned_and_another_users_pins_do_not_count(user, other_user):
+    for _ in range(services.MAX_PINNED):
+        services.conversation_pin(conversation=ConversationFactory(owner=other_user), pinned=True)
+    for _ in range(services.MAX_PINNED):
+        services.conversation_pin(conversation=ConversationFactory(owner=user), pinned=True)
+
+    with pytest.raises(ValidationError):
+        services.conversation_pin(conversation=ConversationFactory(owner=user), pinned=True)
+
+
+def test_looking_at_a_conversation_marks_it_seen_and_tells_the_owners_pages(user, monkeypatch):
+    sent = []
+    monkeypatch.setattr(services.realtime, "group_send_on_commit", lambda **message: sent.append(message))
+    conversation = ConversationFactory(owner=user)
+    before = Conversation.objects.get(pk=conversation.pk)
+
+    services.conversation_seen(conversation=conversation)
+
+    after = Conversation.objects.get(pk=conversation.pk)
+    assert after.seen_at > before.seen_at and after.updated_at == before.updated_at
+    assert sent == [
+        {"group": f"user-{user.pk}", "type": services.realtime.RUN_STATE, "conversation_id": str(conversation.pk)}
+    ]

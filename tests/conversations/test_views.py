@@ -22,7 +22,7 @@ from artifacts.branches import branch_at
 from artifacts.manager import ArtifactManager
 from artifacts.models import Artifact, ArtifactSession
 from conversations import selectors, services
-from conversations.models import Conversation, ConversationShare
+from conversations.models import Conversation, ConversationShare, Message
 from tests.conversations.test_selectors import expected_label
 from tests.factories import PASSWORD, ConversationFactory, ConversationShareFactory, MessageFactory, RunFactory
 
@@ -308,7 +308,7 @@ def test_search_renders_the_matching_list_and_marks_the_open_conversation(signed
     response = signed_in.get(reverse("conversation-search"), {"q": "heat", "current": str(mine.pk)}, **HTMX)
 
     page = response.content.decode()
-    assert page.count("<li>") == 1 and "Heat pumps" in page and 'aria-current="page"' in page
+    assert page.count('<li class="conversation-item"') == 1 and "Heat pumps" in page and 'aria-current="page"' in page
     empty = signed_in.get(reverse("conversation-search"), {"q": "nothing like it"}, **HTMX).content.decode()
     assert "No conversation matches “nothing like it”" in empty
     assert "Batteries" not in signed_in.get(reverse("chat"), {"q": "heat"}).content.decode()
@@ -434,7 +434,7 @@ def _conversations(user, count: int, *, step: timedelta = timedelta(seconds=1)) 
     return conversations
 
 
-_ITEM = re.compile(r'<li><a href="/c/([0-9a-f-]+)/"')
+_ITEM = re.compile(r'<li class="conversation-item" data-conversation="[0-9a-f-]+"><a href="/c/([0-9a-f-]+)/"')
 _MORE = re.compile(r'<li class="more"><a href="([^"]+)" hx-get="([^"]+)" hx-target="closest li">Load more</a></li>')
 
 
@@ -451,7 +451,7 @@ def _more(html: str) -> tuple[str, str] | None:
 _SECTION = re.compile(
     r'<h2 id="conversation-group-(?P<heading>[\w-]+)-heading">(?P<label>[^<]*)</h2>'
     r'|<ul hx-swap-oob="beforeend:#conversation-group-(?P<appended>[\w-]+)">'
-    r'|<li><a href="/c/(?P<item>[0-9a-f-]+)/"'
+    r'|<li class="conversation-item" data-conversation="[0-9a-f-]+"><a href="/c/(?P<item>[0-9a-f-]+)/"'
 )
 
 
@@ -477,15 +477,16 @@ def test_the_chat_page_and_a_list_page_take_the_same_few_queries_however_many_co
     conversations = _conversations(user, count)
     conversation = ConversationFactory(owner=user)
     before = selectors.conversation_list(user=user, limit=5).next_cursor
-    # the session, the user, the list's page, what others shared with the user
-    # (and for a new conversation's examples, the library's titles)
-    with django_assert_max_num_queries(4 + 1):
+    # the session, the user, the list's page, its marks, what others shared with
+    # the user (and on the first page the pinned ones; for a new conversation's
+    # examples, the library's titles)
+    with django_assert_max_num_queries(4 + 3):
         chat = signed_in.get(reverse("chat")).content.decode()
-    with django_assert_max_num_queries(3):
+    with django_assert_max_num_queries(4):
         more = signed_in.get(reverse("conversation-search"), {"before": before}, **HTMX).content.decode()
     # and the conversation, its thread, its artifact pane, its turn still running
     # (Stop or Send), and the share panel's shares and groups
-    with django_assert_max_num_queries(4 + 5 + 1 + 2):
+    with django_assert_max_num_queries(5 + 5 + 1 + 2):
         signed_in.get(conversation.get_absolute_url())
     assert len(_items(chat)) == min(count + 1, 50) and str(conversations[0].pk) in chat
     assert len(_items(more)) == min(count + 1 - 5, 50)
@@ -519,8 +520,8 @@ def test_a_thousand_conversations_load_under_date_headings_none_shown_twice_in_t
             pages.append(signed_in.get(more[1], **HTMX).content.decode())
         queries.append(len(captured))
 
-    # the session, the user, the list's page: however deep the page
-    assert len(pages) == 20 and queries == [3] * 19
+    # the session, the user, the list's page, its marks: however deep the page
+    assert len(pages) == 20 and queries == [4] * 19
     headings, order = {}, []
     for number, page in enumerate(pages):
         for position, (key, heading, ids) in enumerate(_groups(page)):
@@ -742,9 +743,9 @@ def test_the_first_page_of_200_turns_is_the_size_of_the_first_page_of_40(
     pages = {}
     for turns in (40, 200):
         conversation, _ = _long_thread(user, turns)
-        # The session, the user, the conversation, the list, the thread (6), the pane's and the composer's,
-        # what others shared with the user, and the share panel's shares and groups.
-        with django_assert_max_num_queries(16 + 3):
+        # The session, the user, the conversation, the list (its pinned and its marks too), the thread (6),
+        # the pane's and the composer's, what others shared with the user, and the share panel's shares and groups.
+        with django_assert_max_num_queries(18 + 3):
             pages[turns] = signed_in.get(conversation.get_absolute_url()).content.decode()
         assert _questions(pages[turns]) == list(range(turns - 19, turns + 1))
         assert pages[turns].count('class="turn"') == 20
@@ -1075,3 +1076,118 @@ def test_the_conversation_head_offers_the_exports(signed_in, user):
 
     for name in EXPORTS:
         assert reverse(name, args=[conversation.pk]) in page
+
+
+def _pin_url(conversation):
+    return reverse("conversation-pin", args=[conversation.pk])
+
+
+def test_pinning_from_the_list_puts_the_conversation_in_a_pinned_group_on_top(signed_in, user):
+    older = ConversationFactory(owner=user, title="旧的对话")
+    newer = ConversationFactory(owner=user, title="新的对话")
+    current = ConversationFactory(owner=user, title="Open here")
+
+    response = signed_in.post(_pin_url(older), {"pinned": "1", "current": str(current.pk)}, **HTMX)
+
+    page = response.content.decode()
+    assert response.status_code == 200 and page.strip().startswith('<ul id="conversation-items"')
+    pinned_group = page.index('id="conversation-group-pinned"')
+    assert pinned_group < page.index("旧的对话") < page.index('id="conversation-group-today"') < page.index("新的对话")
+    assert page.count(">旧的对话</span>") == 1 and 'data-pinned><a href="/c/' in page
+    assert f'<a href="/c/{current.pk}/" aria-current="page">' in page
+
+    signed_in.post(_pin_url(older), {"pinned": "0"}, **HTMX)
+    assert "conversation-group-pinned" not in signed_in.get(reverse("chat")).content.decode()
+    assert Conversation.objects.get(pk=newer.pk).pinned_at is None
+
+
+def test_pinning_another_users_conversation_is_a_404(signed_in, other_user):
+    theirs = ConversationFactory(owner=other_user)
+
+    assert signed_in.post(_pin_url(theirs), {"pinned": "1"}, **HTMX).status_code == 404
+    assert Conversation.objects.get(pk=theirs.pk).pinned_at is None
+
+
+def test_renaming_from_the_list_answers_with_the_item_alone(signed_in, user):
+    conversation = ConversationFactory(owner=user, title="Old")
+    url = reverse("conversation-rename", args=[conversation.pk])
+
+    page = signed_in.post(url, {"title": "新的标题", "source": "sidebar"}, **HTMX).content.decode()
+
+    assert page.startswith('<li class="conversation-item"') and "新的标题" in page and "conversation-head" not in page
+    refused = signed_in.post(url, {"title": "  ", "source": "sidebar"}, **HTMX)
+    assert refused.status_code == 422 and 'role="alert"' in refused.content.decode()
+
+
+def test_deleting_another_conversation_from_the_list_removes_its_item_and_the_page_stays(signed_in, user):
+    shown = ConversationFactory(owner=user)
+    gone = ConversationFactory(owner=user)
+    url = reverse("conversation-delete", args=[gone.pk])
+
+    response = signed_in.post(url, {"source": "sidebar", "current": str(shown.pk)}, **HTMX)
+
+    assert response.status_code == 200 and response.content == b"" and "HX-Redirect" not in response
+    assert not Conversation.objects.filter(pk=gone.pk).exists()
+    # The one the page shows: the page goes to a new conversation.
+    response = signed_in.post(
+        reverse("conversation-delete", args=[shown.pk]), {"source": "sidebar", "current": str(shown.pk)}, **HTMX
+    )
+    assert response["HX-Redirect"] == reverse("chat")
+
+
+def _ended(user, *, title):
+    conversation = ConversationFactory(owner=user, title=title)
+    RunFactory(
+        message=MessageFactory(conversation=conversation), status=Run.Status.COMPLETED, finished_at=timezone.now()
+    )
+    return conversation
+
+
+def test_the_list_marks_runs_and_the_count_says_what_waits(signed_in, user, other_user):
+    waiting = ConversationFactory(owner=user, title="等待")
+    RunFactory(message=MessageFactory(conversation=waiting), status=Run.Status.WAITING_PERMISSION)
+    running = ConversationFactory(owner=user, title="运行")
+    RunFactory(message=MessageFactory(conversation=running), status=Run.Status.RUNNING)
+    ended = _ended(user, title="完成")
+    theirs = ConversationFactory(owner=other_user)
+    RunFactory(message=MessageFactory(conversation=theirs), status=Run.Status.WAITING_PERMISSION)
+
+    page = signed_in.get(reverse("chat")).content.decode()
+
+    assert f'id="run-mark-{waiting.pk}" class="run-mark" data-mark="waiting"' in page
+    assert f'id="run-mark-{running.pk}" class="run-mark" data-mark="running"' in page
+    assert f'id="run-mark-{ended.pk}" class="run-mark" data-mark="finished"' in page
+    # Words for a screen reader beside each icon.
+    assert "Waiting for your approval</span>" in page and "Finished since you last looked</span>" in page
+    assert '<span id="attention-count" data-count="2" hidden>' in page
+    assert str(theirs.pk) not in page
+
+
+def test_looking_at_a_conversation_whose_turn_ended_clears_its_mark(signed_in, user):
+    ended = _ended(user, title="完成")
+
+    signed_in.get(ended.get_absolute_url())
+
+    page = signed_in.get(reverse("chat")).content.decode()
+    assert f'id="run-mark-{ended.pk}" class="run-mark">' in page
+    assert '<span id="attention-count" data-count="0" hidden>' in page
+
+
+@pytest.mark.parametrize("count", [10, 1000])
+def test_marks_and_pins_take_the_same_queries_however_many_conversations_and_runs(
+    signed_in, user, count, django_assert_max_num_queries
+):
+    conversations = _conversations(user, count)
+    Run.objects.bulk_create(
+        Run(message=message, status=Run.Status.COMPLETED, finished_at=timezone.now() - timedelta(days=1))
+        for message in Message.objects.bulk_create(Message(conversation=c, content="问") for c in conversations)
+    )
+    for conversation in conversations[:3]:
+        Conversation.objects.filter(pk=conversation.pk).update(pinned_at=timezone.now())
+    RunFactory(message=MessageFactory(conversation=conversations[5]), status=Run.Status.WAITING_PERMISSION)
+
+    # the session, the user, the pinned, the page, the marks, the library's titles
+    with django_assert_max_num_queries(6):
+        page = signed_in.get(reverse("chat")).content.decode()
+
+    assert page.count('data-mark="waiting"') == 1 and page.count("data-pinned>") == 3

@@ -4,6 +4,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.e2e.test_first_turn import sign_in
+from tests.e2e.test_run_state import NOTIFICATIONS_JS
 
 pytestmark = pytest.mark.e2e
 
@@ -39,3 +40,22 @@ def test_a_chosen_theme_beats_the_systems_after_a_reload(portal, new_page, user,
     expect(page.get_by_label(chosen)).to_be_checked()
     page.goto(f"{portal.base_url}/")
     assert page.evaluate(BACKGROUND_JS) == expected
+
+
+def test_notifications_turned_on_in_settings_are_on_in_the_conversation_list(portal, new_page, user):
+    page = new_page()
+    page.add_init_script(NOTIFICATIONS_JS)
+    sign_in(page, base_url=portal.base_url, user=user)
+    page.goto(f"{portal.base_url}/accounts/settings/")
+    section = page.locator("section", has=page.get_by_role("heading", name="Notifications"))
+    toggle = section.get_by_role("button", name="Notify me")
+    expect(toggle).to_have_attribute("aria-pressed", "false")
+    assert page.evaluate("window.asked") == 0
+
+    toggle.click()
+
+    expect(section.get_by_role("button", name="Notifications on")).to_have_attribute("aria-pressed", "true")
+    assert page.evaluate("window.asked") == 1
+    page.goto(f"{portal.base_url}/")
+    expect(page.locator("#conversation-list").get_by_role("button", name="Notifications on")).to_be_visible()
+    assert page.evaluate("window.asked") == 0

@@ -17,8 +17,10 @@ from django.contrib.auth.models import Group
 from django.db import connections
 from django.test import Client
 from django.urls import path, reverse
+from django.utils import timezone
 
 from accounts.models import UserPreference
+from agents import selectors as agent_selectors
 from agents.models import Run, RunEvent
 from agents.services import asking
 from agents.services.execution import run_execute
@@ -1013,3 +1015,105 @@ async def test_a_title_the_model_proposed_reaches_the_pages_head(user):
     assert (heading.tag, heading.get("id"), heading.get("hx-swap-oob")) == ("h1", "conversation-title", "true")
     assert heading.text_content() == "热泵 <b>在</b> 低温"
     await communicator.disconnect()
+
+
+# The list's marks and the tab title's count, over the one websocket a page holds.
+
+
+def _user_socket(cookie=b""):
+    headers = [(b"host", b"localhost"), (b"origin", b"http://localhost")]
+    if cookie:
+        headers.append((b"cookie", cookie))
+    return WebsocketCommunicator(application, "/ws/user/", headers=headers)
+
+
+async def _user_opened(user):
+    communicator = _user_socket(await _session_cookie(user))
+    connected, _ = await communicator.connect()
+    assert connected
+    # On connect: the count, with the marks there are.
+    await _received(communicator, until=lambda html: "attention-count" in html)
+    return communicator
+
+
+async def _mark_pushed(communicator, conversation_id, mark, *, timeout=10.0) -> str:
+    """The next push that marks the conversation so (`mark` "" for no mark)."""
+    wanted = f'id="run-mark-{conversation_id}" class="run-mark"' + (f' data-mark="{mark}"' if mark else " ")
+    async with asyncio.timeout(timeout):
+        while True:
+            html = await communicator.receive_from(timeout=timeout)
+            if wanted in html:
+                return html
+
+
+@sync_to_async
+def _run_waits(run):
+    run.status = Run.Status.WAITING_PERMISSION
+    run.save(update_fields=["status"])
+
+
+@sync_to_async
+def _run_ends(run):
+    run.status, run.finished_at = Run.Status.COMPLETED, timezone.now()
+    run.save(update_fields=["status", "finished_at"])
+
+
+async def test_a_user_websocket_needs_a_signed_in_user(user):
+    assert not await _connects(_user_socket())
+
+
+async def test_a_run_waiting_for_approval_is_pushed_to_the_owners_one_socket_and_not_to_another_users(user, other_user):
+    conversation = await _conversation(user, content="要批准吗？")
+    run = await sync_to_async(Run.objects.get)(message__conversation=conversation)
+    mine, theirs = await _user_opened(user), await _user_opened(other_user)
+
+    await _run_waits(run)
+
+    html = await _mark_pushed(mine, conversation.pk, "waiting")
+    assert 'hx-swap-oob="true"' in html and "Waiting for your approval" in html
+    assert '<span id="attention-count" data-count="1" hidden hx-swap-oob="true">' in html
+    assert await theirs.receive_nothing(timeout=1)
+    await mine.disconnect()
+    await theirs.disconnect()
+
+
+async def test_a_conversations_socket_carries_the_marks_of_the_users_other_conversations(user):
+    shown = await _conversation(user)
+    elsewhere = await _conversation(user, content="另一个")
+    run = await sync_to_async(Run.objects.get)(message__conversation=elsewhere)
+    communicator = await _connected(shown, user)
+
+    await _run_ends(run)
+
+    html = await _mark_pushed(communicator, elsewhere.pk, "finished")
+    assert "has finished" in html and 'data-count="1"' in html
+    await communicator.disconnect()
+
+
+async def test_a_turn_that_ends_on_the_page_showing_it_is_seen_there_and_no_mark_is_left(user):
+    conversation = await _conversation(user)
+    run = await sync_to_async(Run.objects.get)(message__conversation=conversation)
+    page, other_tab = await _connected(conversation, user), await _user_opened(user)
+
+    await _run_ends(run)
+
+    # The page showing it: no mark, but what a hidden tab would notify; the
+    # other tab hears that it was seen.
+    html = await _mark_pushed(page, conversation.pk, "")
+    assert 'data-count="0"' in html and "“Question?” has finished" in html
+    await _mark_pushed(other_tab, conversation.pk, "")
+    state = await sync_to_async(agent_selectors.conversation_marks)(user=user)
+    assert state.marks == {}
+    await page.disconnect()
+    await other_tab.disconnect()
+
+
+async def test_a_user_websocket_closes_when_its_session_signs_out(user):
+    browser, cookie = await _browser(user)
+    communicator = _user_socket(cookie)
+    connected, _ = await communicator.connect()
+    assert connected
+
+    await sync_to_async(browser.post)(reverse("logout"))
+
+    assert await _closed(communicator) == 1000
