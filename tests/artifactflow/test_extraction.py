@@ -103,8 +103,9 @@ async def test_the_child_is_limited_has_no_secrets_and_stops_when_its_reading_is
 
     reading = asyncio.create_task(document_read_async(read=pdf_text, data=SLOW_PDF))
     deadline = time.monotonic() + BOUND
-    # The child limits itself first thing: wait for that, as the document is only read after it.
-    while not (limits := _limits()):
+    # The child limits itself first thing, one limit after another, the core
+    # file's last: wait for that, as the document is only read after it.
+    while not (limits := _limits()) or limits["Max core file size"] != ["0", "0"]:
         assert time.monotonic() < deadline, "the child never limited itself"
         await asyncio.sleep(0.01)
     (pid,) = _readers()

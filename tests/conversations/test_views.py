@@ -959,7 +959,7 @@ def test_a_viewer_reads_the_conversation_its_artifacts_and_activity_without_any_
         'class="edit"',
         "Ask again",
         'id="share-panel"',
-        "Rename",
+        '<details class="rename"',
         'class="artifact-upload"',
     ):
         assert control not in page, control
@@ -1186,8 +1186,8 @@ def test_marks_and_pins_take_the_same_queries_however_many_conversations_and_run
         Conversation.objects.filter(pk=conversation.pk).update(pinned_at=timezone.now())
     RunFactory(message=MessageFactory(conversation=conversations[5]), status=Run.Status.WAITING_PERMISSION)
 
-    # the session, the user, the pinned, the page, the marks, the library's titles
-    with django_assert_max_num_queries(6):
+    # the session, the user, the pinned, the page, the marks, what others shared with the user, the library's titles
+    with django_assert_max_num_queries(7):
         page = signed_in.get(reverse("chat")).content.decode()
 
     assert page.count('data-mark="waiting"') == 1 and page.count("data-pinned>") == 3

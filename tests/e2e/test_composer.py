@@ -153,6 +153,7 @@ def test_a_send_after_the_session_ended_keeps_the_draft_through_signing_in(porta
 def test_signing_out_leaves_no_draft_for_the_next_person(portal, page):
     sign_in(page, base_url=portal.base_url, user=portal.users[0])
     page.locator("#composer-input").fill("Private: 薪资调整方案")
+    page.locator(".user-menu > summary").click()
     page.get_by_role("button", name="Sign out").click()
 
     sign_in(page, base_url=portal.base_url, user=portal.users[1])

@@ -29,6 +29,7 @@ def test_a_chosen_theme_beats_the_systems_after_a_reload(portal, new_page, user,
     sign_in(page, base_url=portal.base_url, user=user)
     assert page.evaluate(BACKGROUND_JS) == (LIGHT if system == "light" else DARK)
 
+    page.locator(".user-menu > summary").click()
     page.get_by_role("link", name="Settings").click()
     expect(page.get_by_role("heading", name="Settings", level=1)).to_be_visible()
     page.get_by_label(chosen).check()
