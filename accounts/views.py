@@ -46,6 +46,8 @@ def settings_page(request):
             update_session_auth_hash(request, user)
             messages.success(request, gettext("Your password was changed."))
             return redirect("settings")
+    # Django's form focuses its first field: the page would open scrolled down to the password.
+    password_form.fields["old_password"].widget.attrs.pop("autofocus", None)
     return render(
         request,
         "accounts/settings.html",

@@ -206,3 +206,11 @@ def test_the_language_can_be_chosen_on_the_settings_page(client, user):
 
     assert response.status_code == 302 and response.url == reverse("settings")
     assert lxml.html.fromstring(client.get(reverse("settings")).content).xpath("//h1/text()") == ["设置"]
+
+
+def test_the_settings_page_opens_at_its_top_not_at_the_password(client, user):
+    client.force_login(user)
+
+    page = client.get(reverse("settings")).content.decode()
+
+    assert 'name="old_password"' in page and "autofocus" not in page
