@@ -1,8 +1,8 @@
-"""A team's shared work (issue 32): continuing someone's thread in a
-conversation of one's own (`conversation_fork`) at 40 and 200 turns of about
-5,000-character answers, each with a plan and a two-version report, against a
-10-turn thread (the baseline). Median of REPEATS forks each, with the queries
-each fork costs.
+"""A team's shared work (issue 32), on threads of 10 (the baseline), 40 and
+200 turns of about 5,000-character answers with a plan and a two-version
+report: continuing someone's thread in a conversation of one's own
+(`conversation_fork`), and exporting it as Markdown, Word and a .zip. Median
+of REPEATS each, with the queries a fork costs and each export's size.
 
 Runs on its own (`python benchmarks/team.py`) or from benchmarks/run.py.
 """
@@ -20,6 +20,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from agents.services.forking import conversation_fork
+from artifacts import conversation_export
 from conversations.models import Conversation
 from tests.e2e.seed import long_conversation
 
@@ -38,22 +39,49 @@ def _fork_timed(conversation, *, user) -> tuple[float, int]:
     return statistics.median(times), len(queries)
 
 
+def _exports_timed(conversation, *, user) -> dict[str, tuple[float, int]]:
+    makers = {
+        "md": lambda: conversation_export.conversation_markdown(conversation=conversation),
+        "docx": lambda: conversation_export.conversation_docx(conversation=conversation, user=user),
+        "zip": lambda: conversation_export.conversation_zip(conversation=conversation),
+    }
+    timed = {}
+    for name, make in makers.items():
+        times = []
+        for _ in range(REPEATS):
+            started = time.perf_counter()
+            export = make()
+            times.append(time.perf_counter() - started)
+        timed[name] = (statistics.median(times), len(export.data))
+    return timed
+
+
 def main():
     User = get_user_model()
     owner, _ = User.objects.get_or_create(username="bench-team-owner")
     viewer, _ = User.objects.get_or_create(username="bench-team-viewer")
     print("Forking a thread into one's own conversation (median of", REPEATS, "forks)")
+    threads = {
+        turns: Conversation.objects.get(pk=long_conversation(username=owner.username, turns=turns, answer=ANSWER))
+        for turns in (10, 40, 200)
+    }
     baseline = None
-    for turns in (10, 40, 200):
-        conversation = Conversation.objects.get(
-            pk=long_conversation(username=owner.username, turns=turns, answer=ANSWER)
-        )
+    for turns, conversation in threads.items():
         seconds, queries = _fork_timed(conversation, user=viewer)
         baseline = baseline or seconds
         print(
             f"  {turns:>3} turns: {seconds * 1000:7.1f} ms, {queries:>4} queries,"
             f" {seconds / baseline:5.1f}× the 10-turn fork"
         )
+    print("Exporting a thread (median of", REPEATS, "exports)")
+    baselines = {}
+    for turns, conversation in threads.items():
+        for name, (seconds, size) in _exports_timed(conversation, user=owner).items():
+            baselines.setdefault(name, seconds)
+            print(
+                f"  {turns:>3} turns, .{name:<4}: {seconds * 1000:7.1f} ms, {size / 1024:7.0f} KB,"
+                f" {seconds / baselines[name]:5.1f}× the 10-turn export"
+            )
 
 
 if __name__ == "__main__":
