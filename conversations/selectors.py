@@ -148,9 +148,14 @@ def readable_filter(*, user, via: str = "") -> Q:
         # Login only: nothing is ever shared with someone signed out.
         return Q(pk__in=[])
     shared = ConversationShare.objects.filter(conversation=OuterRef(f"{via}pk" if via else "pk")).filter(
-        Q(everyone=True) | Q(user=user) | Q(group__user=user)
+        _share_audience(user=user)
     )
     return Q(**{f"{via}owner": user}) | Q(Exists(shared))
+
+
+def _share_audience(*, user) -> Q:
+    """The shares that let a signed-in user in: theirs by name, a group's they are in, everyone's."""
+    return Q(everyone=True) | Q(user=user) | Q(group__user=user)
 
 
 def conversation_viewable(*, user, conversation_id) -> Conversation | None:
@@ -167,7 +172,9 @@ def conversations_shared_with(*, user, limit: int = PAGE_SIZE) -> list[Conversat
     """Other people's conversations the user may read, newest first."""
     if not user.is_authenticated:
         return []
-    found = Conversation.objects.exclude(owner=user).filter(readable_filter(user=user)).select_related("owner")
+    # From the shares, few, rather than every conversation of the portal tested against them.
+    shares = ConversationShare.objects.filter(_share_audience(user=user)).values("conversation_id")
+    found = Conversation.objects.exclude(owner=user).filter(pk__in=shares).select_related("owner")
     return list(found.order_by("-updated_at", "-pk")[:limit])
 
 
