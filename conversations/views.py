@@ -377,7 +377,12 @@ def _sidebar_item(request, *, conversation, error: str = ""):
     except ValueError:
         current_id = None
     context = {"item": conversation, "item_error": error, "current_id": current_id}
-    return render(request, "conversations/chat.html#conversation_item", context, status=422 if error else 200)
+    response = render(request, "conversations/chat.html#conversation_item", context, status=422 if error else 200)
+    if current_id == conversation.pk and not error:
+        # Renamed from the list while its page is open: the page's heading too.
+        title = {"title": conversation.title, "oob": True}
+        response.content += render(request, "conversations/chat.html#conversation_title", title).content
+    return response
 
 
 @require_POST

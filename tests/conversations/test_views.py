@@ -1115,8 +1115,14 @@ def test_renaming_from_the_list_answers_with_the_item_alone(signed_in, user):
     page = signed_in.post(url, {"title": "新的标题", "source": "sidebar"}, **HTMX).content.decode()
 
     assert page.startswith('<li class="conversation-item"') and "新的标题" in page and "conversation-head" not in page
+    assert 'id="conversation-title"' not in page
     refused = signed_in.post(url, {"title": "  ", "source": "sidebar"}, **HTMX)
     assert refused.status_code == 422 and 'role="alert"' in refused.content.decode()
+    # Renamed from the list of its own open page: the page's heading follows.
+    page = signed_in.post(
+        url, {"title": "又改了", "source": "sidebar", "current": str(conversation.pk)}, **HTMX
+    ).content.decode()
+    assert '<h1 id="conversation-title" hx-swap-oob="true">又改了</h1>' in page
 
 
 def test_deleting_another_conversation_from_the_list_removes_its_item_and_the_page_stays(signed_in, user):
