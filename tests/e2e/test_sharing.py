@@ -31,6 +31,23 @@ PARTIAL_JS = """([selector, last]) => {
 }"""
 
 
+# POSTs a reader's page could forge: a question, a rename, a share, an artifact upload.
+REFUSED_WRITES_JS = """async (url) => {
+  const token = JSON.parse(document.body.getAttribute("hx-headers"))["x-csrftoken"];
+  const post = (path, fields) => {
+    const body = new FormData();
+    for (const [name, value] of Object.entries(fields)) body.append(name, value);
+    return fetch(url + path, { method: "POST", headers: { "X-CSRFToken": token }, body }).then((r) => r.status);
+  };
+  return Promise.all([
+    post("messages/", { content: "读者的问题" }),
+    post("rename/", { title: "读者改的标题" }),
+    post("shares/", { audience: "everyone", on: "1" }),
+    post("artifacts/", { file: new File(["x"], "x.md") }),
+  ]);
+}"""
+
+
 def _shots(page, screenshot, *, name):
     """The page at both sizes, light and dark; back to the desktop's light afterwards."""
     for size, width, height in SIZES:
@@ -90,6 +107,11 @@ def test_a_group_member_watches_a_shared_turn_live_until_the_owner_revokes(porta
         0
     )
     _shots(viewer_page, screenshot, name="viewer")
+
+    # Writes the page does not offer are refused all the same, with the reader's own CSRF token.
+    statuses = viewer_page.evaluate(REFUSED_WRITES_JS, url)
+    assert statuses == [404, 404, 404, 404], statuses
+    expect(turns).to_have_count(2)
 
     # The reader continues from the first answer in a conversation of their own, in another tab.
     fork_page = new_page(viewport={"width": 1366, "height": 900})
