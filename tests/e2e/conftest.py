@@ -72,6 +72,16 @@ class Portal:
             raise RuntimeError(f"manage.py shell failed:\n{result.stderr[-3000:]}")
         return result.stdout
 
+    def user_create(self, *, prefix: str) -> User:
+        """A user of the test's own: the portal is shared by the session's tests, and
+        this user's list and shares show nothing another test left."""
+        user = User(f"{prefix}-{secrets.token_hex(4)}", secrets.token_urlsafe(12))
+        self.shell(
+            "from django.contrib.auth import get_user_model; "
+            f"get_user_model().objects.create_user(username={user.username!r}, password={user.password!r})"
+        )
+        return user
+
     def log_tails(self, *, lines: int = 40) -> str:
         return "\n".join(
             f"--- {name} ({path}) ---\n{_tail(path=path, lines=lines)}" for name, path in self.logs.items()

@@ -3,14 +3,11 @@ sign in, ask, approve, the pane, a diff and the version history, at desktop,
 laptop (dark) and phone widths, with no English of the interface's own on screen and
 nothing wider than the window."""
 
-import secrets
-
 import pytest
 from playwright.sync_api import expect
 
 from tests.agents.test_engine import call
 from tests.artifactflow.test_i18n import ENGLISH_RE
-from tests.e2e.conftest import User
 from tests.e2e.test_first_turn import TURN_TIMEOUT
 from tests.model_server import Text
 
@@ -43,16 +40,6 @@ def _english_on_screen(page) -> list[str]:
     return sorted({match.group(0) for match in ENGLISH_RE.finditer(shown)})
 
 
-def _new_user(portal) -> User:
-    """A user of their own: other tests' English conversations are not in their list."""
-    user = User(f"e2e-zh-{secrets.token_hex(4)}", secrets.token_urlsafe(12))
-    portal.shell(
-        "from django.contrib.auth import get_user_model; "
-        f"get_user_model().objects.create_user(username={user.username!r}, password={user.password!r})"
-    )
-    return user
-
-
 def _check(page, screenshot, *, name: str):
     """No English word of the interface on screen, nothing wider than the window; a screenshot."""
     screenshot(page, name=name)
@@ -68,7 +55,7 @@ def _send(page, question: str, *, number: int):
 
 @pytest.mark.parametrize(("width", "scheme"), [(1366, "light"), (1024, "dark"), (390, "light")])
 def test_the_whole_flow_in_chinese(portal, model_server, new_page, screenshot, width, scheme):
-    user = _new_user(portal)
+    user = portal.user_create(prefix="e2e-zh")
     handbook = portal.shell(HANDBOOK_CODE.format(username=user.username)).strip()
     model_server.add(
         Text(call("create_artifact", id="task_plan", title="研究计划", content=PLAN)),

@@ -3,13 +3,11 @@ list's marks and the tab title's count over the page's one websocket, and
 each conversation's menu in the list, by keyboard."""
 
 import re
-import secrets
 
 import pytest
 from playwright.sync_api import expect
 
 from tests.agents.test_engine import call
-from tests.e2e.conftest import User
 from tests.e2e.test_first_turn import TURN_TIMEOUT, ask, sign_in
 from tests.model_server import Text
 
@@ -24,16 +22,6 @@ window.WebSocket = class extends Native {
 };
 """
 OPEN_SOCKETS = "window.sockets.filter((socket) => socket.readyState <= 1).map((socket) => socket.url)"
-
-
-def _fresh_user(portal) -> User:
-    """A user of the test's own: the list shows nothing another test left."""
-    user = User(f"e2e-marks-{secrets.token_hex(4)}", secrets.token_urlsafe(12))
-    portal.shell(
-        "from django.contrib.auth import get_user_model; "
-        f"get_user_model().objects.create_user(username={user.username!r}, password={user.password!r})"
-    )
-    return user
 
 
 def _conversation_id(page) -> str:
@@ -84,7 +72,7 @@ def test_a_turn_waiting_for_approval_is_marked_in_the_list_and_counted_in_the_ti
     sockets = []
     page.on("websocket", lambda socket: sockets.append(socket))
     page.add_init_script(SOCKETS_JS)
-    sign_in(page, base_url=portal.base_url, user=_fresh_user(portal))
+    sign_in(page, base_url=portal.base_url, user=portal.user_create(prefix="e2e-marks"))
     ask(page, question="读一下那份文件")
     waiting = _conversation_id(page)
     _one_socket(page, sockets, path=f"/ws/conversations/{waiting}/")
@@ -136,7 +124,7 @@ def _runs(portal, statuses):
 
 
 def test_the_lists_menu_renames_pins_and_deletes_by_keyboard(portal, new_page, screenshot):
-    user = _fresh_user(portal)
+    user = portal.user_create(prefix="e2e-marks")
     newest, running, finished, middle, oldest = _conversations(
         portal, user, ["等待批准", "正在运行", "已经完成", "中间的", "最旧的"]
     )
@@ -237,7 +225,7 @@ def test_a_hidden_tab_notifies_once_the_user_asked_for_it_when_a_turn_waits(port
         Text("读不到。"),
         Text("完成了。"),
     )
-    user = _fresh_user(portal)
+    user = portal.user_create(prefix="e2e-marks")
     asking = new_page()
     sign_in(asking, base_url=portal.base_url, user=user)
     ask(asking, question="先问一个简单的问题")

@@ -60,7 +60,8 @@ def _shots(page, screenshot, *, name):
 
 
 def test_a_group_member_watches_a_shared_turn_live_until_the_owner_revokes(portal, model_server, new_page, screenshot):
-    owner, viewer = portal.users
+    # Users of the test's own: the viewer's fork would join another test's user's list.
+    owner, viewer = portal.user_create(prefix="e2e-owner"), portal.user_create(prefix="e2e-viewer")
     portal.shell(
         "from django.contrib.auth.models import Group; from django.contrib.auth import get_user_model; "
         f"team, _ = Group.objects.get_or_create(name={TEAM!r}); "

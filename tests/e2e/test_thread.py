@@ -377,3 +377,33 @@ def test_a_link_to_an_old_message_opens_on_it_even_in_the_form_without_its_query
     expect(linked).to_contain_text("Question 5:")
     expect(linked.locator(".bubble.user")).to_be_in_viewport()
     expect(page.locator("article.turn")).to_have_count(56)
+
+
+# Scrolls the thread to its top and, before the browser reports that scroll,
+# signals a swap of `selector` as the page's socket does; returns where the
+# thread is then.
+_SWAP_RIGHT_AFTER_SCROLL_JS = """(selector) => {
+  const thread = document.getElementById("thread");
+  thread.scrollTop = 0;
+  const target = document.querySelector(selector);
+  target.dispatchEvent(new CustomEvent("htmx:oobAfterSwap", { bubbles: true, detail: { target } }));
+  return thread.scrollTop;
+}"""
+
+
+def test_a_push_beside_the_thread_does_not_undo_a_scroll_up(portal, new_page):
+    code = f"from tests.e2e.seed import long_conversation; print(long_conversation(username={portal.users[0].username!r}, turns=30))"
+    url = f"{portal.base_url}/c/{portal.shell(code).strip()}/"
+    page = new_page()
+    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    page.goto(url)
+    page.wait_for_function(
+        "() => { const t = document.getElementById('thread'); return t.scrollHeight - t.scrollTop - t.clientHeight < 2; }"
+    )
+
+    # The list's mark of the conversation, swapped just after the reader scrolled up: the reader stays.
+    assert page.evaluate(_SWAP_RIGHT_AFTER_SCROLL_JS, "#conversation-list .run-mark") == 0
+    # A turn's push follows the newest text while the reader has not scrolled away (as far as the page knows).
+    page.evaluate("() => { const t = document.getElementById('thread'); t.scrollTop = t.scrollHeight; }")
+    page.wait_for_function("() => document.getElementById('thread').scrollTop > 0")
+    assert page.evaluate(_SWAP_RIGHT_AFTER_SCROLL_JS, "article.turn:last-of-type") > 0
