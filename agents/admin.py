@@ -25,6 +25,8 @@ from .trace import run_trace
 
 # A JSON value longer than this is shown folded.
 JSON_FOLD_CHARS = 2000
+# The run list's question is cut to this many characters; the run's page shows it whole.
+QUESTION_LIST_CHARS = 80
 
 
 def json_block(value) -> str:
@@ -54,6 +56,7 @@ class RunAdmin(ReadOnlyAdmin):
     list_display = (
         "id",
         "user",
+        "question_short",
         "conversation_link",
         "status",
         "place",
@@ -114,17 +117,24 @@ class RunAdmin(ReadOnlyAdmin):
 
     @admin.display(description=_("conversation"))
     def conversation_link(self, run):
+        # Not the conversation's own page: staff cannot read others' conversations
+        # there (a 404 by design); the run's trace is what they may see of it.
         conversation = run.message.conversation
         return format_html(
-            '<a href="{}">{}</a> (<a href="{}">open</a>)',
+            '<a href="{}">{}</a> (<a href="{}#trace">{}</a>)',
             reverse("admin:conversations_conversation_change", args=[conversation.pk]),
             conversation.title or conversation.pk,
-            conversation.get_absolute_url(),
+            reverse("admin:agents_run_change", args=[run.pk]),
+            gettext("trace"),
         )
 
     @admin.display(description=_("question"))
     def question(self, run):
         return run.message.content
+
+    @admin.display(description=_("question"), ordering="message__content")
+    def question_short(self, run):
+        return Truncator(run.message.content).chars(QUESTION_LIST_CHARS)
 
     @admin.display(description=_("duration"))
     def duration(self, run):

@@ -3,9 +3,12 @@ from datetime import timedelta
 import lxml.html
 import pytest
 from django.contrib.auth.models import Permission
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
+from agents.admin import QUESTION_LIST_CHARS
 from agents.models import Run, RunEvent
 from agents.services import asking
 from agents.services.execution import run_execute
@@ -194,6 +197,56 @@ def test_the_run_list_shows_who_what_and_how_long(staff_client, user, scripted_m
     assert row.xpath("td[@class='field-user']/text()") == ["bo"] and row.xpath(
         "td[@class='field-short_error']/text()"
     ) == ["Boom"]
+
+
+def _list_rows(response):
+    return lxml.html.fromstring(response.content.decode()).xpath("//table[@id='result_list']/tbody/tr")
+
+
+def test_the_run_list_shows_the_question_and_finds_a_run_by_it(staff_client):
+    long_question = "热泵在零下二十度还能用吗？" + "Tell me about defrost cycles and ground loops. " * 5
+    wanted = RunFactory(message=MessageFactory(content=long_question))
+    RunFactory(message=MessageFactory(content="Solid-state batteries?"))
+
+    response = staff_client.get(reverse("admin:agents_run_changelist"), {"q": "零下二十度"})
+
+    [row] = _list_rows(response)
+    shown = row.xpath("string(td[@class='field-question_short'])")
+    assert shown.startswith("热泵在零下二十度还能用吗？Tell me about") and shown.endswith("…")
+    assert len(shown) == QUESTION_LIST_CHARS
+    assert row.xpath("string(.//*[contains(@class, 'field-id')])") == str(wanted.pk)
+
+
+def test_the_run_list_links_each_run_to_its_trace_not_to_the_conversation_page(staff_client):
+    run = RunFactory(message=MessageFactory(conversation=ConversationFactory(title="Heat pumps")))
+
+    [row] = _list_rows(staff_client.get(reverse("admin:agents_run_changelist")))
+    links = {a.text_content(): a.get("href") for a in row.xpath("td[@class='field-conversation_link']//a")}
+
+    conversation = run.message.conversation
+    assert links == {
+        "Heat pumps": reverse("admin:conversations_conversation_change", args=[conversation.pk]),
+        "trace": reverse("admin:agents_run_change", args=[run.pk]) + "#trace",
+    }
+    # Where the link lands: the trace, read by staff who cannot open the conversation itself.
+    page = lxml.html.fromstring(staff_client.get(links["trace"]).content)
+    assert page.xpath("//section[@id='trace']/h2/text()") == ["Trace"]
+    assert conversation.get_absolute_url() not in staff_client.get(reverse("admin:agents_run_changelist")).text
+
+
+def test_the_run_list_takes_as_many_queries_for_many_runs_as_for_one(staff_client, django_assert_num_queries):
+    RunFactory(status=Run.Status.COMPLETED)
+    url = reverse("admin:agents_run_changelist")
+    staff_client.get(url)  # the session and the user, read once
+    with CaptureQueriesContext(connection) as one:
+        staff_client.get(url)
+    for _ in range(5):
+        RunFactory(status=Run.Status.FAILED, error="Boom")
+
+    with django_assert_num_queries(len(one)):
+        response = staff_client.get(url)
+
+    assert len(_list_rows(response)) == 6
 
 
 def test_cancel_selected_runs_cancels_active_ones_and_leaves_ended_ones(staff_client, user):
