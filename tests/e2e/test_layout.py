@@ -19,16 +19,14 @@ def long_thread(portal):
     return f"{portal.base_url}/c/{portal.shell(code).strip()}/"
 
 
-def _inside_viewport(page, locator) -> bool:
-    box = locator.bounding_box()
-    viewport = page.viewport_size
-    return (
-        box is not None
-        and box["y"] >= 0
-        and box["y"] + box["height"] <= viewport["height"] + 0.5
-        and box["x"] >= 0
-        and box["x"] + box["width"] <= viewport["width"] + 0.5
-    )
+# True once the pane stands right of the thread, at least 280 px wide.
+PANE_BESIDE_JS = """() => {
+  const chat = document.getElementById("thread").getBoundingClientRect();
+  const pane = document.getElementById("pane-frame").getBoundingClientRect();
+  return pane.left >= chat.right - 1 && pane.width >= 280;
+}"""
+# True once the drawer has slid all the way in.
+DRAWER_IN_JS = "() => document.getElementById('conversation-list').getBoundingClientRect().left === 0"
 
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
@@ -66,7 +64,7 @@ def test_a_long_thread_opens_at_its_newest_turn_with_the_composer_and_pane_at_ha
         toggle = page.get_by_role("button", name="Artifacts")
         toggle.click()
         expect(pane).to_be_visible()
-        assert _inside_viewport(page, page.locator("#pane-frame"))
+        expect(page.locator("#pane-frame")).to_be_in_viewport(ratio=1)
         expect(pane.locator(".artifact-list")).to_contain_text("Report")
         screenshot(page, name=f"{size}-{scheme}-pane")
         page.keyboard.press("Escape")
@@ -75,9 +73,8 @@ def test_a_long_thread_opens_at_its_newest_turn_with_the_composer_and_pane_at_ha
     else:
         # Chat and pane side by side, each whole on screen.
         expect(pane).to_be_visible()
-        chat, beside = page.locator("#thread").bounding_box(), page.locator("#pane-frame").bounding_box()
-        assert beside["x"] >= chat["x"] + chat["width"] - 1 and beside["width"] >= 280
-        assert _inside_viewport(page, page.locator("#pane-frame"))
+        page.wait_for_function(PANE_BESIDE_JS)
+        expect(page.locator("#pane-frame")).to_be_in_viewport(ratio=1)
 
     list_ = page.locator("#conversation-list")
     if size == "laptop":
@@ -89,7 +86,7 @@ def test_a_long_thread_opens_at_its_newest_turn_with_the_composer_and_pane_at_ha
         drawer = page.locator(".drawer-toggle")
         drawer.click()
         expect(list_).to_be_in_viewport()
-        page.wait_for_timeout(300)  # the slide, for the picture
+        page.wait_for_function(DRAWER_IN_JS)  # the slide's end, for the picture
         expect(list_.get_by_role("link", name="+ New conversation")).to_be_focused()
         screenshot(page, name=f"{size}-{scheme}-drawer")
         page.keyboard.press("Escape")

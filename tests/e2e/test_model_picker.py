@@ -6,6 +6,7 @@ draft kept."""
 import re
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 from playwright.sync_api import expect
 
 from tests.conftest import LEAD_MODELS
@@ -14,6 +15,16 @@ from tests.e2e.test_first_turn import TURN_TIMEOUT, sign_in
 from tests.model_server import Text
 
 CONVERSATION_URL = re.compile(r"/c/[0-9a-f-]{36}/$")
+COMPOSER_PARTS = ["#composer-model-select", "#composer-input", "#composer-actions button"]
+# The parts not (or not yet) inside the composer's width: the socket's first
+# push swaps the composer's actions in again as it connects.
+PARTS_OUTSIDE_JS = """(parts) => {
+  const composer = document.getElementById("composer").getBoundingClientRect();
+  return parts.filter((part) => {
+    const box = document.querySelector(part)?.getBoundingClientRect();
+    return !box || box.left < composer.left || box.right > composer.right;
+  });
+}"""
 
 
 @pytest.fixture(scope="module")
@@ -99,8 +110,8 @@ def _fits_and_shot(page, screenshot, *, name: str) -> None:
     """The picker, the box and the button inside the composer, in light and dark, each shot."""
     for scheme in ("light", "dark"):
         page.emulate_media(color_scheme=scheme)
-        composer = page.locator("#composer").bounding_box()
-        for part in ("#composer-model-select", "#composer-input", "#composer-actions button"):
-            box = page.locator(part).bounding_box()
-            assert composer["x"] <= box["x"] and box["x"] + box["width"] <= composer["x"] + composer["width"], part
+        try:
+            page.wait_for_function(f"(parts) => ({PARTS_OUTSIDE_JS})(parts).length === 0", arg=COMPOSER_PARTS)
+        except PlaywrightTimeoutError:
+            raise AssertionError(f"outside the composer: {page.evaluate(PARTS_OUTSIDE_JS, COMPOSER_PARTS)}") from None
         screenshot(page, name=f"{name}-{scheme}")
