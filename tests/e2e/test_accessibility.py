@@ -34,10 +34,30 @@ AXE_RUN_JS = """async (blocking) => {
 }"""
 
 
+STREAMING_CODE = """
+from django.contrib.auth import get_user_model
+from django.utils import timezone
+from agents.models import Run, RunEvent
+from artifacts.models import ArtifactSession
+from conversations.models import Conversation, Message
+owner = get_user_model().objects.get(username={username!r})
+conversation = Conversation.objects.create(owner=owner, title="A turn still streaming")
+ArtifactSession.objects.create(conversation=conversation)
+message = Message.objects.create(conversation=conversation, content="How do heat pumps work in the cold?")
+conversation.active_branch = message
+conversation.save(update_fields=["active_branch"])
+now = timezone.now()
+run = Run.objects.create(message=message, status=Run.Status.RUNNING, model="scripted", started_at=now, heartbeat_at=now)
+RunEvent.objects.create(run=run, seq=1, type=RunEvent.Type.LLM_CHUNK, agent="lead_agent", data={{"content": "Heat pumps move heat"}})
+print(conversation.pk, run.pk)
+"""
+
+
 @pytest.fixture(scope="module")
 def states(portal, browser):
     """A user of the module's own with a conversation of answered turns and a
-    two-version report, one whose turn waits for approval, and a library document."""
+    two-version report, one whose turn waits for approval, one whose turn is
+    streaming, and a library document."""
     user = portal.user_create(prefix="e2e-axe")
     seeded = portal.shell(
         "from django.contrib.auth import get_user_model; from agents.library import library_document_create; "
@@ -61,12 +81,23 @@ def states(portal, browser):
     expect(page.locator("form.permission")).to_be_visible(timeout=TURN_TIMEOUT)
     waiting = page.url
     context.close()
-    return {
+    # A turn as a worker streaming it leaves it (no worker has it: it is ended below, long before
+    # its heartbeat would be stale and the run recovered).
+    streaming, run = portal.shell(STREAMING_CODE.format(username=user.username)).split()
+    yield {
         "user": user,
         "answered": f"{portal.base_url}/c/{answered}/",
         "waiting": waiting,
+        "streaming": f"{portal.base_url}/c/{streaming}/",
         "document": f"{portal.base_url}/library/{document}/",
     }
+    # Neither turn may go on to ask the model server another test has scripted.
+    portal.shell(
+        "from agents.models import Run; from agents.services.runs import runs_cancel_by_staff; "
+        f"Run.objects.filter(pk={run}).update(status=Run.Status.CANCELLED); "
+        f"runs_cancel_by_staff(run_ids=list(Run.objects.filter(message__conversation__owner__username={user.username!r}, "
+        "status=Run.Status.WAITING_PERMISSION).values_list('pk', flat=True)))"
+    )
 
 
 def _violations(page, *, state: str) -> list[str]:
@@ -129,6 +160,11 @@ def test_every_main_state_has_no_serious_or_critical_violation(portal, states, n
         page.get_by_role("button", name="Artifacts").click()
     expect(pane.locator(".diff-line.diff-add").first).to_be_visible()
     found += _violations(page, state="version compare")
+
+    page.goto(states["streaming"])
+    expect(page.locator("article.turn")).to_have_attribute("data-status", "running")
+    expect(page.locator("article.turn .answer")).to_contain_text("Heat pumps move heat")
+    found += _violations(page, state="streaming turn")
 
     page.goto(states["waiting"])
     expect(page.locator("form.permission")).to_be_visible()
