@@ -214,3 +214,14 @@ def test_the_settings_page_opens_at_its_top_not_at_the_password(client, user):
     page = client.get(reverse("settings")).content.decode()
 
     assert 'name="old_password"' in page and "autofocus" not in page
+
+
+def test_the_password_fields_are_described_by_their_help_shown_on_the_page(client, user):
+    client.force_login(user)
+    page = lxml.html.fromstring(client.get(reverse("settings"), HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode())
+
+    described = {field.get("name"): field.get("aria-describedby") for field in page.xpath("//input[@aria-describedby]")}
+    assert set(described) == {"new_password1", "new_password2"}
+    helps = {name: page.get_element_by_id(id_).text_content() for name, id_ in described.items()}
+    assert helps["new_password2"] == "为了校验，请输入与上面相同的密码。"
+    assert helps["new_password1"]
