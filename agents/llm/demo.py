@@ -389,10 +389,12 @@ def _call(tool: str, **params) -> str:
 
 
 def _exchanges(messages: list[dict], tools: list) -> list[_Exchange]:
-    """This activation's tool calls with their results, oldest first."""
+    """This activation's tool calls with their results, oldest first: those
+    after its request, since a subagent called again sees its earlier activations."""
     schemas = {tool.name: tool.parameters for tool in tools}
     found, params = [], {}
-    for message in messages:
+    start = next((i for i in range(len(messages) - 1, -1, -1) if _is_request(messages[i])), 0)
+    for message in messages[start:]:
         content = message["content"] or ""
         if message["role"] == "assistant":
             calls = toolcalls_parse(content, schemas=schemas)
@@ -411,11 +413,13 @@ def _exchanges(messages: list[dict], tools: list) -> list[_Exchange]:
 def _request(messages: list[dict]) -> str:
     """The newest message that is the user's (or the lead's) words, not a tool result."""
     for message in reversed(messages):
-        if message["role"] == "user" and not (message["content"] or "").startswith(
-            ("<tool_result", "<context_summary")
-        ):
+        if _is_request(message):
             return message["content"]
     return ""
+
+
+def _is_request(message: dict) -> bool:
+    return message["role"] == "user" and not (message["content"] or "").startswith(("<tool_result", "<context_summary"))
 
 
 def _text(content: str) -> str:
