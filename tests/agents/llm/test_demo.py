@@ -555,10 +555,13 @@ UPLOADED_NOTES = (
 )
 
 
-def _conversation_with_upload(user, question, *, filename="energy_audit.md", data=UPLOADED_NOTES.encode()):
+def _conversation_with_upload(user, question, *, filename="energy_audit.md", text=UPLOADED_NOTES):
     conversation = asking.conversation_start(user=user, content=question, enqueue=False)
     upload = artifact_services.artifact_upload(
-        branch=branch_shown(conversation=conversation), filename=filename, data=data, content_type="text/markdown"
+        branch=branch_shown(conversation=conversation),
+        filename=filename,
+        data=text.encode(),
+        content_type="text/markdown",
     )
     return conversation, upload
 
@@ -588,9 +591,7 @@ def test_summarise_the_file_i_uploaded_reads_the_upload_and_summarises_it(user, 
 
 def test_a_chinese_question_about_the_upload_gets_a_chinese_summary(user, demo_model):
     notes = "# 实验室能耗\n\n去年实验室用电 18 万度。冰箱耗电最多。\n\n## 供暖\n\n东楼的燃气锅炉 2027 年到期。\n"
-    conversation, upload = _conversation_with_upload(
-        user, "请总结一下我上传的文件", filename="能耗.md", data=notes.encode()
-    )
+    conversation, upload = _conversation_with_upload(user, "请总结一下我上传的文件", filename="能耗.md", text=notes)
 
     run = _execute(conversation.active_branch.runs.get())
 
