@@ -40,6 +40,13 @@ SEARCH_STEP, READ_STEP, REPORT_STEP = "Search the team library", "Read the best 
 UPLOAD_STEP = "Read the uploaded files"
 PLAN_STEPS, UPLOAD_STEPS = (SEARCH_STEP, READ_STEP, REPORT_STEP), (UPLOAD_STEP, REPORT_STEP)
 MAX_SOURCES = 2
+# The answer's first line: what the demo is, and so what its answer is not.
+LIBRARY_HEAD = (
+    "This is the offline demo model: it quotes the team library rather than researching. What happened in this turn:"
+)
+UPLOADS_HEAD = (
+    "This is the offline demo model: it quotes your files rather than analysing them. What happened in this turn:"
+)
 EXCERPT_CHARS = 1200
 # A follow-up appends to the report after its last lines, read from its end.
 ANCHOR_LINES, TAIL_CHARS = 3, 2000
@@ -267,9 +274,7 @@ _CHINESE = {
     "The report is empty; writing it for this question.": "报告是空的，我按这个问题重新撰写。",
     "Adding a section to the report.": "正在给报告添加一节。",
     # The lead's answer.
-    "This is the offline demo model: it quotes the team library rather than researching. What happened in this turn:": (
-        "这是离线演示模型：它只摘录团队资料库的原文，并不真正做研究。本轮做了这些事："
-    ),
+    LIBRARY_HEAD: "这是离线演示模型：它只摘录团队资料库的原文，并不真正做研究。本轮做了这些事：",
     "Set `OPENAI_API_KEY` (and `OPENAI_BASE_URL` for a self-hosted server) to have a real model answer.": (
         "设置 `OPENAI_API_KEY`（自建的模型服务还需设置 `OPENAI_BASE_URL`），即可由真正的模型回答。"
     ),
@@ -321,6 +326,7 @@ _CHINESE = {
     "`{id}` sets what the sources say side by side in a table.": "`{id}` 用表格并列了各份资料的内容。",
     # A question about the conversation's uploads.
     UPLOAD_STEP: "阅读上传的文件",
+    UPLOADS_HEAD: "这是离线演示模型：它只摘录你上传的文件，并不真正分析。本轮做了这些事：",
     "Reading the upload `{id}` ({title}).": "正在读取上传的文件 `{id}`（{title}）。",
     "The uploaded files": "上传的文件",
     "*Written by the offline demo model from the files uploaded to this conversation; it quotes them rather "
@@ -762,8 +768,9 @@ def _lead_uploads(question: str, *, done: list[_Exchange], uploads: list, existi
         )
     if len(done) >= len(steps):
         reads = done[1 : len(steps)]
-        steps.append(lambda: _tick(UPLOAD_STEP, say=say))
+        # A file that could not be read leaves its step open; the answer says why.
         if any(read.ok for read in reads):
+            steps.append(lambda: _tick(UPLOAD_STEP, say=say))
             parts = lambda: [(say("The uploaded files"), _uploads_summary(reads, say=say))]  # noqa: E731
             note = (
                 "*Written by the offline demo model from the files uploaded to this conversation; it quotes them rather "
@@ -912,14 +919,8 @@ def _source_lines(exchange: _Exchange) -> list[tuple[str, str]]:
     return _SOURCE_LINE.findall(_subagent_text(exchange)) if exchange.ok else []
 
 
-def _answer_head(say: _Say) -> str:
-    return (
-        say(
-            "This is the offline demo model: it quotes the team library rather than researching. "
-            "What happened in this turn:"
-        )
-        + "\n\n"
-    )
+def _answer_head(say: _Say, *, head: str = LIBRARY_HEAD) -> str:
+    return say(head) + "\n\n"
 
 
 def _answer_foot(say: _Say) -> str:
@@ -930,11 +931,11 @@ def _answer_foot(say: _Say) -> str:
 
 def _answer(done: list[_Exchange], *, existing: dict, say: _Say, topics: list[str] = ()) -> str:
     if any(e.tool == "call_subagent" for e in done):
-        lines = _research_lines(done, existing=existing, topics=topics, say=say)
+        head, lines = LIBRARY_HEAD, _research_lines(done, existing=existing, topics=topics, say=say)
     else:
-        lines = _upload_lines(done, say=say)
+        head, lines = UPLOADS_HEAD, _upload_lines(done, say=say)
     lines += _artifact_lines(done, existing=existing, say=say)
-    return _answer_head(say) + "\n".join(lines) + _answer_foot(say)
+    return _answer_head(say, head=head) + "\n".join(lines) + _answer_foot(say)
 
 
 def _upload_lines(done: list[_Exchange], *, say: _Say) -> list[str]:

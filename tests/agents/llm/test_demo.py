@@ -585,7 +585,7 @@ def test_summarise_the_file_i_uploaded_reads_the_upload_and_summarises_it(user, 
     plan = Artifact.objects.get(artifact_id="task_plan").content
     assert plan.endswith("- [x] Read the uploaded files\n- [x] Write the report")
     answer = run.message.response
-    assert answer.startswith("This is the offline demo model")
+    assert answer.startswith("This is the offline demo model: it quotes your files rather than analysing them.")
     assert f"- Read the upload `{upload.artifact_id}` ({upload.title}) and summarised it in the report." in answer
 
 
@@ -599,11 +599,41 @@ def test_a_chinese_question_about_the_upload_gets_a_chinese_summary(user, demo_m
     assert [call["params"]["id"] for call in _tool_calls(run, "read_artifact")] == [upload.artifact_id]
     report = Artifact.objects.get(artifact_id=REPORT_ID).content
     assert "**提纲：** 实验室能耗 · 供暖" in report and "- 去年实验室用电 18 万度。" in report
-    assert f"已读取上传的文件 `{upload.artifact_id}`" in run.message.response
+    answer = run.message.response
+    assert (
+        answer.startswith("这是离线演示模型：它只摘录你上传的文件")
+        and f"已读取上传的文件 `{upload.artifact_id}`" in answer
+    )
 
 
-def test_a_question_about_uploads_with_none_says_so(user, demo_model):
-    run = _turn(user, "Summarise the file I uploaded")
+def test_a_question_about_an_uploaded_image_says_there_is_no_text_to_read(user, demo_model):
+    conversation, _ = _conversation_with_upload(user, "What does the file I dropped say?")
+    artifact_services.artifact_upload(
+        branch=branch_shown(conversation=conversation),
+        filename="plan.png",
+        data=b"\x89PNG\r\n\x1a\n",
+        content_type="image/png",
+    )
+
+    run = _execute(conversation.active_branch.runs.get())
+
+    # The newest upload that is text is the one read: the image has none.
+    assert run.status == Run.Status.COMPLETED and _failed_tools(run) == []
+    assert [call["params"]["id"] for call in _tool_calls(run, "read_artifact")] == ["energy_audit.md"]
+
+
+@pytest.mark.parametrize("image", [False, True])
+def test_a_question_about_uploads_with_none_says_so(user, demo_model, image):
+    conversation = asking.conversation_start(user=user, content="Summarise the file I uploaded", enqueue=False)
+    if image:
+        artifact_services.artifact_upload(
+            branch=branch_shown(conversation=conversation),
+            filename="plan.png",
+            data=b"\x89PNG\r\n\x1a\n",
+            content_type="image/png",
+        )
+
+    run = _execute(conversation.active_branch.runs.get())
 
     assert run.status == Run.Status.COMPLETED
     assert not run.events.filter(type=RunEvent.Type.TOOL_START).exists()
