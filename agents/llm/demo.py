@@ -11,6 +11,14 @@ XML tool calls of seed 003:
     search: web_search(the question) → the hits as a list, or that there are none
     crawl:  web_fetch(each hit, through the permission prompt) → what each page says, or why it was not read
 
+A question that compares or lists things ("compare A and B", "A vs B", "A, B
+and C", "比较A和B") has each searched on its own (search_agent once per
+topic, with the topic alone, as a search box wants it), the best source of
+each read, and the report sets them side by side in a table whose cells quote
+the sources. A question about the conversation's uploads ("summarise the file
+I dropped", "上传的文件") has them read with read_artifact instead, and the
+report gives each one's outline and the sentences its parts begin with.
+
 A follow-up in the same conversation rewrites the plan it finds and adds a
 section to the end of the report, so the report keeps every earlier question's
 section and whatever a person wrote in it. A search that finds nothing ends the

@@ -639,3 +639,12 @@ def test_a_question_about_uploads_with_none_says_so(user, demo_model, image):
     assert not run.events.filter(type=RunEvent.Type.TOOL_START).exists()
     assert "- This conversation has no uploaded text file to read" in run.message.response
     assert "offline demo model" in run.message.response
+
+
+def test_the_issues_comparison_asked_in_chinese_reads_the_chinese_documents_on_each(user, demo_model):
+    run, asked = _answer_until_done(_turn(user, "比较热泵和固态电池在我们实验室能源规划中的作用"), user, "approve")
+
+    assert run.status == Run.Status.COMPLETED and _failed_tools(run) == [] and len(asked) == 2
+    rows = {row[0]: row[1:] for row in _table(Artifact.objects.get(artifact_id=REPORT_ID).content)[1:]}
+    assert rows["来源"] == [f"[{HEAT_TITLE_ZH}]({asked[0]})", f"[固态电池：原理、优势与量产难点]({asked[1]})"]
+    assert "400–500 Wh/kg" in rows["文中的一个数字"][1]
