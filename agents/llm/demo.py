@@ -225,7 +225,8 @@ def _topics_kept(topics: list[str]) -> list[str]:
 
 
 _UPLOAD_REFERENCE = re.compile(
-    r"\b(?:uploaded|uploads|(?:the|my) upload|attached|attachments?|dropped|(?:this|that|these|those|my|the) (?:files?|pdfs?)|"
+    r"\b(?:uploaded|uploads|(?:the|my) upload|attached|attachments?|I (?:just )?dropped|"
+    r"(?:this|that|these|those|my|the) (?:files?|pdfs?)|"
     r"(?:this|that|these|those|my) (?:documents?|docs?|notes|papers?|spreadsheets?)|files? I\b)"
     r"|上传|附件|拖进|这个文件|这份文件|这些文件|这个文档|这份文档|这篇文档|这些文档|我发的|文件里|文件中",
     re.I,

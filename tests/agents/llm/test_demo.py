@@ -455,6 +455,8 @@ def test_a_question_is_split_into_the_topics_it_compares(question, topics):
         ("请总结一下我上传的文件", 1),
         ("这些附件都讲了什么？", MAX_UPLOADS),
         ("How do I upload a document to the library?", 0),
+        ("Why has the heat pump's COP dropped?", 0),
+        ("What's in what I just dropped here?", 1),
         (WAL_QUESTION, 0),
     ],
 )
