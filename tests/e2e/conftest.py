@@ -194,8 +194,10 @@ def portal_running(*, data_dir: Path, extra_env: dict | None = None):
         ARTIFACTFLOW_MODEL=server.model,
         PYTHONUNBUFFERED="1",
         # As in tests.settings: a test that wants the model's title turns it on.
-        **{"ARTIFACTFLOW_MODEL_TITLES": "0", **(extra_env or {})},
+        ARTIFACTFLOW_MODEL_TITLES="0",
     )
+    # Last, so a test may change any of them (an empty OPENAI_API_KEY: the demo model answers).
+    env.update(extra_env or {})
 
     port = _free_port()
     users = [User(f"e2e-user-{i}", secrets.token_urlsafe(12)) for i in (1, 2)]

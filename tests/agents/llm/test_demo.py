@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from agents.llm.demo import REPORT_ID, DemoChatModel, written_in_chinese
+from agents.llm.demo import MAX_UPLOADS, REPORT_ID, DemoChatModel, question_topics, upload_reference, written_in_chinese
 from agents.models import Run, RunEvent
 from agents.services import asking
 from agents.services.execution import run_execute
@@ -394,3 +394,259 @@ def test_a_chinese_question_finds_a_chinese_sample_document(user, demo_model, qu
     report = Artifact.objects.get(artifact_id=REPORT_ID).content
     assert _headings(report)[:3] == [question, "资料中的相关内容", title]
     assert _han_share(report) > 0.9
+
+
+# --- A question that compares topics --------------------------------------------------
+
+COMPARE_QUESTION = (
+    "Compare heat pumps and solid-state batteries for our lab's energy plan: which should we fund first, "
+    "and what are the risks of each?"
+)
+
+
+def _tool_calls(run, tool):
+    return [event.data for event in run.events.filter(type=RunEvent.Type.TOOL_START, data__tool=tool)]
+
+
+def _table(markdown):
+    """The rows of the first Markdown table, each a list of its cells."""
+    rows = [line for line in markdown.splitlines() if line.startswith("|")]
+    return [[cell.strip() for cell in re.split(r"(?<!\\)\|", row)[1:-1]] for row in rows if "---" not in row]
+
+
+@pytest.mark.parametrize(
+    ("question", "topics"),
+    [
+        (COMPARE_QUESTION, ["heat pumps", "solid-state batteries"]),
+        ("Heat pumps vs. solid-state batteries?", ["Heat pumps", "solid-state batteries"]),
+        (
+            "What is the difference between heat pumps and solid-state batteries?",
+            ["heat pumps", "solid-state batteries"],
+        ),
+        ("Compare heat pumps with solid-state batteries", ["heat pumps", "solid-state batteries"]),
+        (
+            "Tell me about heat pumps, solid-state batteries and SQLite WAL mode.",
+            ["heat pumps", "solid-state batteries", "SQLite WAL mode"],
+        ),
+        ("比较空气源热泵和家用储能电池在我们实验室能源规划中的作用", ["空气源热泵", "家用储能电池"]),
+        ("空气源热泵与家用储能电池有什么区别？", ["空气源热泵", "家用储能电池"]),
+        ("热泵还是储能电池更适合我们实验室？", ["热泵", "储能电池"]),
+        ("热泵、储能电池和分布式光伏各有什么特点？", ["热泵", "储能电池", "分布式光伏"]),
+        ("比较 heat pumps 和 solid-state batteries", ["heat pumps", "solid-state batteries"]),
+        # One subject, though its words have an "and" or a comma.
+        (WAL_QUESTION, []),
+        ("In WAL mode, how do readers and a writer work at once?", []),
+        ("Why are solid-state batteries hard to make?", []),
+        ("家用储能电池的容量和寿命怎么选？", []),
+        (HEAT_QUESTION_ZH, []),
+    ],
+)
+def test_a_question_is_split_into_the_topics_it_compares(question, topics):
+    assert question_topics(question) == topics
+
+
+@pytest.mark.parametrize(
+    ("question", "count"),
+    [
+        ("Summarise the file I dropped", 1),
+        ("Summarise the file I uploaded.", 1),
+        ("What does this document say?", 1),
+        ("Summarise the files I uploaded", MAX_UPLOADS),
+        ("请总结一下我上传的文件", 1),
+        ("这些附件都讲了什么？", MAX_UPLOADS),
+        ("How do I upload a document to the library?", 0),
+        ("Why has the heat pump's COP dropped?", 0),
+        ("What's in what I just dropped here?", 1),
+        (WAL_QUESTION, 0),
+    ],
+)
+def test_a_question_about_uploads_is_told_by_its_words(question, count):
+    assert upload_reference(question) == count
+
+
+def test_a_two_topic_question_searches_and_reads_each_and_compares_them_in_a_table(user, demo_model):
+    run, asked = _answer_until_done(_turn(user, COMPARE_QUESTION), user, "approve")
+
+    assert run.status == Run.Status.COMPLETED and _failed_tools(run) == []
+    searches = [call["params"]["query"] for call in _tool_calls(run, "web_search")]
+    assert searches == ["heat pumps", "solid-state batteries"]
+    assert len(asked) == 2 and len(_tool_calls(run, "web_fetch")) == 2
+    heat, battery = asked
+    report = Artifact.objects.get(artifact_id=REPORT_ID).content
+    assert "offline demo model" in report
+    table = _table(report)
+    assert table[0] == ["Aspect", "heat pumps", "solid-state batteries"]
+    rows = {row[0]: row[1:] for row in table[1:]}
+    assert rows["Source"] == [f"[Heat pumps]({heat})", f"[Solid-state batteries]({battery})"]
+    assert rows["What it says first"][0] == "A heat pump moves heat instead of producing it."
+    assert rows["What it says first"][1].startswith("A solid-state battery replaces the liquid")
+    assert "3 kWh of heat" in rows["A figure it gives"][0] and "400–500 Wh/kg" in rows["A figure it gives"][1]
+    assert rows["What else it covers"][0] == "Efficiency · Types · Refrigerants"
+    # What each source says stays below the table, each with its link.
+    assert f"Source: {heat}" in report and f"Source: {battery}" in report
+    plan = Artifact.objects.get(artifact_id="task_plan").content
+    assert "Topics: heat pumps, solid-state batteries" in plan and plan.count("- [x]") == 3
+    answer = run.message.response
+    assert answer.startswith("This is the offline demo model")
+    assert (
+        "- The question names 2 topics; each was searched for on its own: “heat pumps”, “solid-state batteries”."
+        in answer
+    )
+    assert f"- Read: [Heat pumps]({heat}), [Solid-state batteries]({battery}).\n" in answer
+    assert "- `research_report` sets what the sources say side by side in a table." in answer
+
+
+def test_a_chinese_two_topic_question_compares_them_in_a_chinese_table(user, demo_model):
+    question = "请比较一下空气源热泵与家用储能电池，哪个更适合我们实验室的能源规划？"
+
+    run, asked = _answer_until_done(_turn(user, question), user, "approve")
+
+    assert run.status == Run.Status.COMPLETED and _failed_tools(run) == []
+    assert [call["params"]["query"] for call in _tool_calls(run, "web_search")] == ["空气源热泵", "家用储能电池"]
+    assert len(asked) == 2
+    report = Artifact.objects.get(artifact_id=REPORT_ID).content
+    assert _headings(report)[:3] == [question, "对比", "资料中的相关内容"]
+    table = _table(report)
+    assert table[0] == ["方面", "空气源热泵", "家用储能电池"]
+    rows = {row[0]: row[1:] for row in table[1:]}
+    assert rows["来源"] == [f"[{HEAT_TITLE_ZH}]({asked[0]})", f"[{BATTERY_TITLE_ZH}]({asked[1]})"]
+    assert "3 kWh" in rows["文中的一个数字"][0] and "30%" in rows["文中的一个数字"][1]
+    assert "除霜" in rows["还涉及哪些内容"][0] and "LFP" in rows["还涉及哪些内容"][1]
+    assert _han_share(report) > 0.9
+    answer = run.message.response
+    assert answer.startswith("这是离线演示模型：")
+    assert "- 问题涉及 2 个主题，逐个分别检索：“空气源热泵”、“家用储能电池”。" in answer
+    assert f"- 已阅读：[{HEAT_TITLE_ZH}]({asked[0]})、[{BATTERY_TITLE_ZH}]({asked[1]})。" in answer
+    assert _han_share(answer) > 0.9
+
+
+def test_a_topic_the_library_does_not_cover_has_its_column_say_so(user, demo_model):
+    run, asked = _answer_until_done(_turn(user, "Compare heat pumps and photosynthesis"), user, "approve")
+
+    assert run.status == Run.Status.COMPLETED and _failed_tools(run) == [] and len(asked) == 1
+    rows = {row[0]: row[1:] for row in _table(Artifact.objects.get(artifact_id=REPORT_ID).content)[1:]}
+    assert rows["Source"] == [f"[Heat pumps]({asked[0]})", "—"]
+    assert rows["What it says first"][1] == "The team library has nothing on it."
+    answer = run.message.response
+    assert "- The team library has nothing on “photosynthesis”: no document in it matches." in answer
+    assert f"- Read: [Heat pumps]({asked[0]}).\n" in answer
+
+
+def test_a_two_topic_follow_up_adds_its_table_to_the_report(user, demo_model):
+    first, _ = _answer_until_done(_turn(user, WAL_QUESTION), user, "approve")
+    first_report = Artifact.objects.get(artifact_id=REPORT_ID).content
+
+    run, asked = _answer_until_done(
+        _follow_up(first.message.conversation, "Heat pumps vs solid-state batteries"), user, "approve"
+    )
+
+    assert run.status == Run.Status.COMPLETED and _failed_tools(run) == [] and len(asked) == 2
+    report = Artifact.objects.get(artifact_id=REPORT_ID)
+    assert report.current_version == 2 and report.content.startswith(first_report.rstrip())
+    section = report.content[len(first_report.rstrip()) :]
+    assert _table(section)[0] == ["Aspect", "Heat pumps", "solid-state batteries"]
+
+
+# --- A question about the conversation's uploads --------------------------------------------
+
+UPLOADED_NOTES = (
+    "# Lab energy audit 2026\n\n"
+    "The lab used 182 MWh of electricity last year, most of it for the freezers and the fume hoods.\n\n"
+    "## Heating\n\nThe old gas boiler heats the east wing. It is due for replacement in 2027.\n\n"
+    "## Storage\n\nThe roof solar array often exports power at noon. A battery could keep it for the evening.\n"
+)
+
+
+def _conversation_with_upload(user, question, *, filename="energy_audit.md", text=UPLOADED_NOTES):
+    conversation = asking.conversation_start(user=user, content=question, enqueue=False)
+    upload = artifact_services.artifact_upload(
+        branch=branch_shown(conversation=conversation),
+        filename=filename,
+        data=text.encode(),
+        content_type="text/markdown",
+    )
+    return conversation, upload
+
+
+@pytest.mark.parametrize("question", ["Summarise the file I uploaded", "Summarise the file I dropped"])
+def test_summarise_the_file_i_uploaded_reads_the_upload_and_summarises_it(user, demo_model, question):
+    conversation, upload = _conversation_with_upload(user, question)
+
+    run = _execute(conversation.active_branch.runs.get())
+
+    assert run.status == Run.Status.COMPLETED and _failed_tools(run) == []
+    reads = [call["params"]["id"] for call in _tool_calls(run, "read_artifact")]
+    assert reads == [upload.artifact_id]
+    # Nothing searched or fetched: the question is about the upload.
+    assert not _tool_calls(run, "web_search") and not _tool_calls(run, "call_subagent")
+    report = Artifact.objects.get(artifact_id=REPORT_ID).content
+    assert "offline demo model" in report and f"(`{upload.artifact_id}`)" in report
+    assert "**Outline:** Lab energy audit 2026 · Heating · Storage" in report
+    assert "- The lab used 182 MWh of electricity last year" in report
+    assert "- The old gas boiler heats the east wing." in report
+    plan = Artifact.objects.get(artifact_id="task_plan").content
+    assert plan.endswith("- [x] Read the uploaded files\n- [x] Write the report")
+    answer = run.message.response
+    assert answer.startswith("This is the offline demo model: it quotes your files rather than analysing them.")
+    assert f"- Read the upload `{upload.artifact_id}` ({upload.title}) and summarised it in the report." in answer
+
+
+def test_a_chinese_question_about_the_upload_gets_a_chinese_summary(user, demo_model):
+    notes = "# 实验室能耗\n\n去年实验室用电 18 万度。冰箱耗电最多。\n\n## 供暖\n\n东楼的燃气锅炉 2027 年到期。\n"
+    conversation, upload = _conversation_with_upload(user, "请总结一下我上传的文件", filename="能耗.md", text=notes)
+
+    run = _execute(conversation.active_branch.runs.get())
+
+    assert run.status == Run.Status.COMPLETED and _failed_tools(run) == []
+    assert [call["params"]["id"] for call in _tool_calls(run, "read_artifact")] == [upload.artifact_id]
+    report = Artifact.objects.get(artifact_id=REPORT_ID).content
+    assert "**提纲：** 实验室能耗 · 供暖" in report and "- 去年实验室用电 18 万度。" in report
+    answer = run.message.response
+    assert (
+        answer.startswith("这是离线演示模型：它只摘录你上传的文件")
+        and f"已读取上传的文件 `{upload.artifact_id}`" in answer
+    )
+
+
+def test_a_question_about_an_uploaded_image_says_there_is_no_text_to_read(user, demo_model):
+    conversation, _ = _conversation_with_upload(user, "What does the file I dropped say?")
+    artifact_services.artifact_upload(
+        branch=branch_shown(conversation=conversation),
+        filename="plan.png",
+        data=b"\x89PNG\r\n\x1a\n",
+        content_type="image/png",
+    )
+
+    run = _execute(conversation.active_branch.runs.get())
+
+    # The newest upload that is text is the one read: the image has none.
+    assert run.status == Run.Status.COMPLETED and _failed_tools(run) == []
+    assert [call["params"]["id"] for call in _tool_calls(run, "read_artifact")] == ["energy_audit.md"]
+
+
+@pytest.mark.parametrize("image", [False, True])
+def test_a_question_about_uploads_with_none_says_so(user, demo_model, image):
+    conversation = asking.conversation_start(user=user, content="Summarise the file I uploaded", enqueue=False)
+    if image:
+        artifact_services.artifact_upload(
+            branch=branch_shown(conversation=conversation),
+            filename="plan.png",
+            data=b"\x89PNG\r\n\x1a\n",
+            content_type="image/png",
+        )
+
+    run = _execute(conversation.active_branch.runs.get())
+
+    assert run.status == Run.Status.COMPLETED
+    assert not run.events.filter(type=RunEvent.Type.TOOL_START).exists()
+    assert "- This conversation has no uploaded text file to read" in run.message.response
+    assert "offline demo model" in run.message.response
+
+
+def test_the_issues_comparison_asked_in_chinese_reads_the_chinese_documents_on_each(user, demo_model):
+    run, asked = _answer_until_done(_turn(user, "比较热泵和固态电池在我们实验室能源规划中的作用"), user, "approve")
+
+    assert run.status == Run.Status.COMPLETED and _failed_tools(run) == [] and len(asked) == 2
+    rows = {row[0]: row[1:] for row in _table(Artifact.objects.get(artifact_id=REPORT_ID).content)[1:]}
+    assert rows["来源"] == [f"[{HEAT_TITLE_ZH}]({asked[0]})", f"[固态电池：原理、优势与量产难点]({asked[1]})"]
+    assert "400–500 Wh/kg" in rows["文中的一个数字"][1]
