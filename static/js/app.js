@@ -343,7 +343,9 @@ document.addEventListener("change", (event) => {
 
 // A file over the upload limit is refused before it is sent; one the server
 // refuses anyway (413 from its request-body cap) shows the server's words.
-// One on its way names itself in the form's "Converting …" line.
+// One on its way names itself in the form's "Converting …" line, and its
+// bar fills as its bytes are sent. An earlier refusal goes as soon as
+// another file is chosen or sent.
 const uploadError = (text) => {
   const error = document.getElementById("upload-error");
   if (!error) return;
@@ -363,6 +365,26 @@ document.addEventListener("htmx:beforeRequest", (event) => {
   uploadError("");
   const name = event.detail.elt.querySelector("[data-upload-name]");
   if (file && name) name.textContent = file.name;
+  const bar = event.detail.elt.querySelector("progress.upload-bytes");
+  if (bar) {
+    bar.removeAttribute("value");
+    bar.hidden = false;
+  }
+});
+document.addEventListener("htmx:xhr:progress", (event) => {
+  const bar = isUpload(event.target) && event.target.querySelector("progress.upload-bytes");
+  if (!bar || !event.detail.lengthComputable) return;
+  // htmx reports the answer's download too: the bar only ever fills.
+  if (bar.hasAttribute("value") && bar.value / bar.max > event.detail.loaded / event.detail.total) return;
+  bar.max = event.detail.total;
+  bar.value = event.detail.loaded;
+});
+document.addEventListener("htmx:afterRequest", (event) => {
+  const bar = isUpload(event.detail.elt) && event.detail.elt.querySelector("progress.upload-bytes");
+  if (bar) bar.hidden = true;
+});
+document.addEventListener("change", (event) => {
+  if (event.target.id === "artifact-file") uploadError("");
 });
 document.addEventListener("htmx:responseError", (event) => {
   if (event.detail.xhr.status === 413 && isUpload(event.detail.elt)) uploadError(event.detail.xhr.responseText);
