@@ -169,6 +169,14 @@ document.addEventListener("keydown", (event) => {
   fold.querySelector("summary").focus();
 });
 
+// The pane's artifact switcher and its menu fold on Escape, back to their summary.
+document.addEventListener("keydown", (event) => {
+  const fold = event.key === "Escape" && event.target.closest && event.target.closest(".artifact-switcher[open], .pane-menu[open]");
+  if (!fold) return;
+  fold.open = false;
+  fold.querySelector("summary").focus();
+});
+
 // A file dropped anywhere on the pane is uploaded through the pane's form.
 document.addEventListener("dragover", (event) => {
   const pane = event.target.closest && event.target.closest("#artifact-pane");
@@ -209,6 +217,8 @@ Object.assign(Idiomorph.defaults.callbacks, {
     // A refresh leaves the reader's choices in the pane's forms (the versions to compare) as they are.
     if (paneRefreshing && (name === "selected" || name === "checked")) return false;
     if (name !== "open" || element.tagName !== "DETAILS") return true;
+    // The pane's switcher and menu fold once what the reader chose is shown; a refresh leaves them be.
+    if (element.matches(".artifact-switcher, .pane-menu")) return !paneRefreshing;
     return element.matches(".thinking") && !element.dataset.chosen;
   },
   beforeNodeMorphed: (old) => !(old instanceof HTMLTextAreaElement && old.closest("details[open]")),
