@@ -69,10 +69,10 @@ def six_artifacts(*, username: str) -> str:
     return str(conversation.pk)
 
 
-def big_text(*, username: str, megabytes: int = 20) -> str:
-    """A conversation with one text artifact of `megabytes` MB; returns the id."""
+def big_text(*, username: str, size: int = 20 * 1024 * 1024) -> str:
+    """A conversation with one text artifact of about `size` bytes; returns the id."""
     conversation, message = _conversation(username, "A big text")
-    lines = megabytes * 1024 * 1024 // len(BIG_LINE.format(n=0))
+    lines = size // len(BIG_LINE.format(n=0))
     text = "".join(BIG_LINE.format(n=n) for n in range(lines))
     _saved(conversation, message, artifact_id="big.txt", title="big.txt", contents=[text], content_type="text/plain")
     return str(conversation.pk)
