@@ -1,7 +1,9 @@
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
 
 from artifacts.paging import PAGE_CHARS, page_of, text_first_page, version_page
 from tests.artifacts.test_views import HTMX, _flushed, _url
+from tests.factories import pdf_bytes
 
 pytestmark = pytest.mark.django_db
 
@@ -95,3 +97,13 @@ def test_a_page_that_is_not_there_is_a_404(signed_in, conversation):
 
     for query in ("?version=1&start=99", "?version=2&start=0", "?start=0", "?version=1&start=-1"):
         assert signed_in.get(_url("artifact-page", conversation, "notes.md") + query).status_code == 404
+
+
+def test_a_pdfs_text_reads_as_wrapped_paragraphs_not_monospace(signed_in, conversation):
+    url = _url("artifact-pane", conversation)
+    pdf = signed_in.post(url, {"file": SimpleUploadedFile("paper.pdf", pdf_bytes(["Page one", "Page two"]))}, **HTMX)
+    notes = signed_in.post(url, {"file": SimpleUploadedFile("notes.txt", b"Page one\n\nPage two")}, **HTMX)
+
+    pdf_html, notes_html = pdf.content.decode(), notes.content.decode()
+    assert '<div class="prose-text"><p>Page one</p><p>Page two</p></div>' in pdf_html
+    assert "prose-text" not in notes_html and "<pre" in notes_html
