@@ -177,6 +177,20 @@ document.addEventListener("keydown", (event) => {
   fold.querySelector("summary").focus();
 });
 
+// A long text's pages the reader brought in with "Show more" stay through a
+// refresh of the pane that shows the same text (its data-pages): the refresh
+// brings only the first page.
+document.addEventListener("htmx:beforeSwap", (event) => {
+  if (event.detail.requestConfig?.elt?.id !== "artifact-pane") return;
+  const shown = document.querySelector("#artifact-pane .artifact-content[data-pages]");
+  if (!shown || !shown.querySelector(".artifact-page:not([data-start='0'])")) return;
+  const fresh = new DOMParser().parseFromString(event.detail.serverResponse, "text/html");
+  const content = fresh.querySelector(".artifact-content[data-pages]");
+  if (!content || content.dataset.pages !== shown.dataset.pages) return;
+  content.innerHTML = shown.innerHTML;
+  event.detail.serverResponse = fresh.body.innerHTML;
+});
+
 // A file dropped anywhere on the pane is uploaded through the pane's form.
 document.addEventListener("dragover", (event) => {
   const pane = event.target.closest && event.target.closest("#artifact-pane");

@@ -76,3 +76,18 @@ def big_text(*, username: str, size: int = 20 * 1024 * 1024) -> str:
     text = "".join(BIG_LINE.format(n=n) for n in range(lines))
     _saved(conversation, message, artifact_id="big.txt", title="big.txt", contents=[text], content_type="text/plain")
     return str(conversation.pk)
+
+
+def long_words(*, username: str) -> str:
+    """A conversation whose title, question and answer hold 300-character
+    words and a base64 line; returns its id."""
+    from artifactflow.markdown import markdown_render
+
+    word = "w" * 300
+    blob = base64.b64encode(bytes(range(256)) * 4).decode()
+    conversation, message = _conversation(username, "title_" + word)
+    message.content = f"What does {word} mean?"
+    message.response = f"It means {word}.\n\n{blob}\n\n```\n{blob}\n```"
+    message.response_html = markdown_render(message.response)
+    message.save(update_fields=["content", "response", "response_html"])
+    return str(conversation.pk)

@@ -7,6 +7,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
+from tests.e2e.test_artifacts import PANE_SWAPPED_JS, SIGNAL_ARTIFACTS_CHANGED_JS
 from tests.e2e.test_first_turn import sign_in
 
 pytestmark = pytest.mark.e2e
@@ -131,5 +132,32 @@ def test_a_20_mb_text_opens_on_its_first_page_and_pages_on(portal, owner, big, n
     # The next page came in place of the button, with a button for the one after it.
     expect(pane.locator(".show-more")).to_have_count(1)
     expect(content.locator("pre")).to_have_count(2)
+    # A refresh of the pane (a change signal) keeps the pages shown.
+    page.evaluate(PANE_SWAPPED_JS)
+    page.evaluate(SIGNAL_ARTIFACTS_CHANGED_JS)
+    page.evaluate("window.paneSwapped")
+    expect(content.locator("pre")).to_have_count(2)
+    expect(content).to_contain_text(following)
     page.wait_for_function(FITS_JS)
     page.screenshot(path=SCREENSHOTS.format(f"big-{size}-{scheme}"))
+
+
+@pytest.mark.parametrize("size", list(SIZES))
+def test_no_word_of_any_length_widens_the_thread_or_the_list(portal, owner, new_page, size):
+    code = f"from tests.e2e.seed_pane import long_words; print(long_words(username={owner.username!r}))"
+    url = f"{portal.base_url}/c/{portal.shell(code).strip()}/"
+    page = new_page()
+    width, height = SIZES[size]
+    page.set_viewport_size({"width": width, "height": height})
+    sign_in(page, base_url=portal.base_url, user=owner)
+    page.goto(url)
+
+    expect(page.locator("article.turn .answer")).to_contain_text("It means www")
+    if size != "laptop":
+        page.locator(".drawer-toggle").click()
+    expect(page.locator("#conversation-list")).to_contain_text("title_www")
+    page.wait_for_function(
+        """() => [document.getElementById("thread"), document.getElementById("conversation-list")].every(
+             (box) => box.scrollWidth <= box.clientWidth) && document.documentElement.scrollWidth <= window.innerWidth"""
+    )
+    page.screenshot(path=SCREENSHOTS.format(f"words-{size}"))
