@@ -75,8 +75,11 @@ def test_an_opened_artifacts_text_starts_in_view(portal, owner, six, new_page, s
     switcher.get_by_role("link", name=re.compile("^Report 1")).click()
     expect(pane.locator(".switcher-title")).to_have_text("Report 1")
     pane.locator(".pane-menu summary").click()
+    expect(pane.get_by_role("link", name="Export .docx")).to_be_in_viewport()
+    page.screenshot(path=SCREENSHOTS.format(f"menu-{size}-{scheme}"))
     pane.get_by_role("button", name="Compare", exact=True).click()
     expect(pane.locator(".diff .diff-add").first).to_be_in_viewport()
+    page.screenshot(path=SCREENSHOTS.format(f"diff-{size}-{scheme}"))
 
     # So does the editor's preview.
     pane.get_by_role("link", name="Edit").click()
