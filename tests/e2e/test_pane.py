@@ -165,3 +165,39 @@ def test_no_word_of_any_length_widens_the_thread_or_the_list(portal, owner, new_
              (box) => box.scrollWidth <= box.clientWidth) && document.documentElement.scrollWidth <= window.innerWidth"""
     )
     page.screenshot(path=SCREENSHOTS.format(f"words-{size}"))
+
+
+def test_an_upload_shows_its_progress_and_clears_an_earlier_refusal(portal, owner, page):
+    # A conversation of its own: the upload adds to its list.
+    code = f"from tests.e2e.seed_pane import big_text; print(big_text(username={owner.username!r}, size=1000))"
+    sign_in(page, base_url=portal.base_url, user=owner)
+    page.goto(f"{portal.base_url}/c/{portal.shell(code).strip()}/")
+    pane = page.locator("#artifact-pane")
+    error, bar = pane.locator("#upload-error"), pane.locator("progress.upload-bytes")
+    notes = {"name": "progress.md", "mimeType": "text/markdown", "buffer": "# 进度\n\n上传的笔记。".encode()}
+
+    # Refused in the browser (as a file over the limit would be).
+    page.evaluate("() => { document.getElementById('artifact-file').dataset.maxBytes = '4'; }")
+    page.set_input_files("#artifact-file", files=[notes])
+    pane.get_by_role("button", name="Upload", exact=True).click()
+    expect(error).to_be_visible()
+    expect(bar).to_be_hidden()
+
+    # Another file chosen: the refusal goes; sent, the bar shows until the pane answers.
+    page.evaluate("() => { document.getElementById('artifact-file').dataset.maxBytes = '1000000'; }")
+    page.set_input_files("#artifact-file", files=[notes])
+    expect(error).to_be_hidden()
+    held = []
+    page.route(
+        re.compile(r"/artifacts/$"),
+        lambda route: held.append(route) if route.request.method == "POST" else route.continue_(),
+    )
+    pane.get_by_role("button", name="Upload", exact=True).click()
+    expect(bar).to_be_visible()
+    while not held:
+        page.wait_for_timeout(50)
+    held[0].continue_()
+    expect(pane.locator(".switcher-title")).to_have_text("progress.md")
+    expect(pane.locator(".artifact-content h1")).to_have_text("进度")
+    expect(bar).to_be_hidden()
+    expect(error).to_be_hidden()
