@@ -17,6 +17,7 @@ from artifactflow.ids import ArtifactIdConverter, id_from_text
 from .branches import Branch
 from .diff import DiffLine, artifact_diff
 from .models import Artifact, ArtifactVersion
+from .paging import text_first_page
 from .selectors import ArtifactView, VersionName, artifact_get, artifact_list, artifact_version_get, artifact_versions
 from .uploads import upload_too_large_message
 
@@ -155,6 +156,11 @@ def pane_context(
         else _compare_from(versions=versions, head=selected.head if selected else None),
         "compare_to": diff["new"].version if diff else selected and selected.version,
         "shown_version": version,
+        # The text shown starts with its first page; "Show more" fetches the
+        # next ones of the saved version (`page_version`; a working copy has none).
+        "text_page": text_first_page(text=version.content if version else selected.content) if selected else None,
+        "page_version": version.version if version else selected and not selected.live and selected.version,
+        "prose": reads_as_prose(selected) if selected else False,
         "diff": diff,
         "edit_conflict": conflict,
         "merging": merging,
@@ -165,6 +171,15 @@ def pane_context(
         "upload_max_bytes": settings.ARTIFACT_UPLOAD_MAX_BYTES,
         "upload_too_large": upload_too_large_message(),
     }
+
+
+def reads_as_prose(view: ArtifactView) -> bool:
+    """Text read out of a PDF is paragraphs, shown wrapped like a page, not
+    as a plain file's monospace lines."""
+    saved = view.saved
+    return bool(
+        saved and view.content_type == "text/plain" and saved.metadata.get("original_name", "").lower().endswith(".pdf")
+    )
 
 
 def _compare_from(*, versions: list[ArtifactVersion], head: ArtifactVersion | None) -> int | None:

@@ -8,6 +8,7 @@ urlpatterns = [
     path("", views.artifact_pane, name="artifact-pane"),
     path("<artifact:artifact_id>/", views.artifact_detail, name="artifact-detail"),
     path("<artifact:artifact_id>/diff/", views.artifact_diff, name="artifact-diff"),
+    path("<artifact:artifact_id>/page/", views.artifact_page, name="artifact-page"),
     path("<artifact:artifact_id>/edit/", views.artifact_edit, name="artifact-edit"),
     path("<artifact:artifact_id>/preview/", views.artifact_preview, name="artifact-preview"),
     path("<artifact:artifact_id>/restore/", views.artifact_restore, name="artifact-restore"),

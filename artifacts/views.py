@@ -11,7 +11,7 @@ from agents.selectors import branch_shown_live
 from artifactflow.ids import id_from_text
 from conversations.selectors import conversation_get, conversation_viewable
 
-from . import pane, selectors, services
+from . import paging, pane, selectors, services
 from .conversation_export import user_display_name
 from .export import docx_from_markdown
 from .uploads import UploadError, convert_upload_async
@@ -160,6 +160,30 @@ def artifact_diff(request, conversation_id, artifact_id):
     if diff is None:
         raise Http404("Choose two saved versions to compare.")
     return _pane(request, branch, selected=selected, diff=diff, read_only=read_only)
+
+
+@require_GET
+def artifact_page(request, conversation_id, artifact_id):
+    """The page of a long text from `?start=` on, in `?version=`: what "Show
+    more" appends below the pages shown."""
+    branch, _ = _readable_branch_or_404(request, conversation_id)
+    selected = _saved_or_404(branch, artifact_id)
+    version, start = _version_number(request, "version"), id_from_text(request.GET.get("start", ""))
+    page = (
+        paging.version_page(artifact=selected.saved, version=version, start=start)
+        if version is not None and start is not None
+        else None
+    )
+    if page is None:
+        raise Http404("No such page.")
+    context = {
+        "conversation_id": branch.session.pk,
+        "selected": selected,
+        "text_page": page,
+        "page_version": version,
+        "prose": pane.reads_as_prose(selected),
+    }
+    return render(request, f"{PANE}#text_page", context)
 
 
 def _text_or_404(branch, artifact_id):

@@ -7,6 +7,7 @@ setup()
 import event_log  # noqa: E402
 import extraction  # noqa: E402
 import faults  # noqa: E402
+import large_artifact  # noqa: E402
 import matching  # noqa: E402
 import message_path  # noqa: E402
 import pages  # noqa: E402
@@ -39,6 +40,7 @@ for benchmark in (
     stop,
     websocket_flood,
     artifacts,
+    large_artifact,
     people_edits,
     pages,
     search_chinese,

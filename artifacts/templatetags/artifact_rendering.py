@@ -1,3 +1,5 @@
+import re
+
 from django import template
 from django.utils.html import escape
 from django.utils.safestring import mark_safe
@@ -34,3 +36,14 @@ def render_diff(lines) -> str:
         sign = f'<span class="diff-sign">{escape(line.sign)}</span>' if line.sign else ""
         html.append(f'<div class="diff-line diff-{escape(line.kind)}">{sign}{parts}</div>')
     return mark_safe("".join(html))
+
+
+_BLANK_LINES = re.compile(r"\n\s*\n")
+
+
+@register.filter
+def prose_paragraphs(text: str) -> str:
+    """Text read out of a PDF as the paragraphs it reads as: blank lines part
+    them, and a PDF's line breaks inside one are spaces. Every piece is escaped."""
+    paragraphs = (" ".join(part.split()) for part in _BLANK_LINES.split(text))
+    return mark_safe('<div class="prose-text">' + "".join(f"<p>{escape(p)}</p>" for p in paragraphs if p) + "</div>")

@@ -169,6 +169,28 @@ document.addEventListener("keydown", (event) => {
   fold.querySelector("summary").focus();
 });
 
+// The pane's artifact switcher and its menu fold on Escape, back to their summary.
+document.addEventListener("keydown", (event) => {
+  const fold = event.key === "Escape" && event.target.closest && event.target.closest(".artifact-switcher[open], .pane-menu[open]");
+  if (!fold) return;
+  fold.open = false;
+  fold.querySelector("summary").focus();
+});
+
+// A long text's pages the reader brought in with "Show more" stay through a
+// refresh of the pane that shows the same text (its data-pages): the refresh
+// brings only the first page.
+document.addEventListener("htmx:beforeSwap", (event) => {
+  if (event.detail.requestConfig?.elt?.id !== "artifact-pane") return;
+  const shown = document.querySelector("#artifact-pane .artifact-content[data-pages]");
+  if (!shown || !shown.querySelector(".artifact-page:not([data-start='0'])")) return;
+  const fresh = new DOMParser().parseFromString(event.detail.serverResponse, "text/html");
+  const content = fresh.querySelector(".artifact-content[data-pages]");
+  if (!content || content.dataset.pages !== shown.dataset.pages) return;
+  content.innerHTML = shown.innerHTML;
+  event.detail.serverResponse = fresh.body.innerHTML;
+});
+
 // A file dropped anywhere on the pane is uploaded through the pane's form.
 document.addEventListener("dragover", (event) => {
   const pane = event.target.closest && event.target.closest("#artifact-pane");
@@ -209,6 +231,8 @@ Object.assign(Idiomorph.defaults.callbacks, {
     // A refresh leaves the reader's choices in the pane's forms (the versions to compare) as they are.
     if (paneRefreshing && (name === "selected" || name === "checked")) return false;
     if (name !== "open" || element.tagName !== "DETAILS") return true;
+    // The pane's switcher and menu fold once what the reader chose is shown; a refresh leaves them be.
+    if (element.matches(".artifact-switcher, .pane-menu")) return !paneRefreshing;
     return element.matches(".thinking") && !element.dataset.chosen;
   },
   beforeNodeMorphed: (old) => !(old instanceof HTMLTextAreaElement && old.closest("details[open]")),
@@ -343,7 +367,9 @@ document.addEventListener("change", (event) => {
 
 // A file over the upload limit is refused before it is sent; one the server
 // refuses anyway (413 from its request-body cap) shows the server's words.
-// One on its way names itself in the form's "Converting …" line.
+// One on its way names itself in the form's "Converting …" line, and its
+// bar fills as its bytes are sent. An earlier refusal goes as soon as
+// another file is chosen or sent.
 const uploadError = (text) => {
   const error = document.getElementById("upload-error");
   if (!error) return;
@@ -363,6 +389,26 @@ document.addEventListener("htmx:beforeRequest", (event) => {
   uploadError("");
   const name = event.detail.elt.querySelector("[data-upload-name]");
   if (file && name) name.textContent = file.name;
+  const bar = event.detail.elt.querySelector("progress.upload-bytes");
+  if (bar) {
+    bar.removeAttribute("value");
+    bar.hidden = false;
+  }
+});
+document.addEventListener("htmx:xhr:progress", (event) => {
+  const bar = isUpload(event.target) && event.target.querySelector("progress.upload-bytes");
+  if (!bar || !event.detail.lengthComputable) return;
+  // htmx reports the answer's download too: the bar only ever fills.
+  if (bar.hasAttribute("value") && bar.value / bar.max > event.detail.loaded / event.detail.total) return;
+  bar.max = event.detail.total;
+  bar.value = event.detail.loaded;
+});
+document.addEventListener("htmx:afterRequest", (event) => {
+  const bar = isUpload(event.detail.elt) && event.detail.elt.querySelector("progress.upload-bytes");
+  if (bar) bar.hidden = true;
+});
+document.addEventListener("change", (event) => {
+  if (event.target.id === "artifact-file") uploadError("");
 });
 document.addEventListener("htmx:responseError", (event) => {
   if (event.detail.xhr.status === 413 && isUpload(event.detail.elt)) uploadError(event.detail.xhr.responseText);

@@ -77,6 +77,7 @@ def test_upload_edit_compare_and_export(portal, model_server, page, screenshot, 
     pane.get_by_role("button", name="Save as a new version").click()
     expect(pane.locator(".artifact-head")).to_contain_text("version 2")
 
+    pane.locator(".pane-menu summary").click()
     pane.get_by_label("Compare").select_option("1")
     pane.get_by_label("with").select_option("2")
     pane.get_by_role("button", name="Compare", exact=True).click()
@@ -85,6 +86,7 @@ def test_upload_edit_compare_and_export(portal, model_server, page, screenshot, 
 
     pane.get_by_label("Version", exact=True).select_option("1")
     expect(pane.locator(".artifact-head")).to_contain_text("version 1 of 2")
+    pane.locator(".pane-menu summary").click()
     with page.expect_download() as download:
         pane.get_by_role("link", name="Export .docx").click()
     path = tmp_path / download.value.suggested_filename
@@ -201,6 +203,7 @@ def test_an_old_version_is_compared_word_by_word_and_restored(portal, model_serv
     _save_edit(pane, text=second, version=2)
     _save_edit(pane, text=second.replace("| north | 3 |", "| north | 4 |"), version=3)
 
+    pane.locator(".pane-menu summary").click()
     pane.get_by_label("Compare").select_option("1")
     pane.get_by_label("with").select_option("3")
     # A refresh while the reader chooses (another save's change signal) keeps their choice.
@@ -266,6 +269,7 @@ def test_a_link_opens_the_artifact_it_names_and_back_goes_back_to_it(portal, mod
     expect(pane.locator(".artifact-list a[aria-current]")).to_contain_text("alpha.md")
 
     page.evaluate("window.samePage = true")
+    pane.locator(".artifact-switcher summary").click()
     pane.locator(".artifact-list a", has_text="beta.md").click()
     expect(page).to_have_url(conversation_url + "?artifact=beta.md")
     expect(pane.locator(".artifact-content h1")).to_have_text("Beta")
@@ -330,6 +334,7 @@ def test_each_branch_has_its_own_artifacts_and_a_diff_compares_across_them(porta
     expect(pane.get_by_label("Version", exact=True)).to_contain_text("v2 · other branch · “Solar or gas?”")
 
     # This branch's version 1 against the other branch's version 2.
+    pane.locator(".pane-menu summary").click()
     pane.get_by_label("Compare").select_option("1")
     pane.get_by_label("with").select_option("2")
     pane.get_by_role("button", name="Compare", exact=True).click()
@@ -337,6 +342,7 @@ def test_each_branch_has_its_own_artifacts_and_a_diff_compares_across_them(porta
     expect(pane.locator(".diff .diff-add").last).to_have_text("+Solar wins.")
     screenshot(page, name="branch-diff")
 
+    pane.locator(".pane-menu summary").click()
     pane.get_by_role("link", name="Delete…").click()
     expect(pane.get_by_role("alertdialog")).to_contain_text("Its 2 versions go too, 1 of them on other branches")
     screenshot(page, name="delete-confirm")
@@ -369,7 +375,7 @@ def test_a_document_shows_as_converting_and_a_refusal_keeps_the_draft(portal, mo
     expect(progress).to_have_text("Converting slow.pdf…")
     expect(pane.get_by_role("button", name="Upload", exact=True)).to_be_disabled()
     screenshot(page, name="converting")
-    expect(pane.locator(".artifact-head h3")).to_have_text("slow.pdf", timeout=TURN_TIMEOUT)
+    expect(pane.locator(".switcher-title")).to_have_text("slow.pdf", timeout=TURN_TIMEOUT)
     expect(progress).to_be_hidden()
 
     page.set_input_files("#artifact-file", files=[{"name": "notes.md", "mimeType": "text/markdown", "buffer": NOTES}])
@@ -447,6 +453,7 @@ def test_an_activity_link_opens_the_version_its_turn_saved(portal, model_server,
     expect(pane.get_by_label("Version", exact=True)).to_have_value("3")
     _shots(page, screenshot, name=f"{width}-activity-version")
 
+    pane.locator(".pane-menu summary").click()
     pane.get_by_label("Compare").select_option("3")
     pane.get_by_label("with").select_option("5")
     pane.get_by_role("button", name="Compare", exact=True).click()

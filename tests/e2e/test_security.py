@@ -53,6 +53,7 @@ def test_remote_images_in_answers_and_artifacts_load_nothing(portal, model_serve
     ask(page, question="Show me a chart")
     expect(page.locator("article.turn")).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
     expect(page.locator("#composer-input")).to_have_value("")
+    page.locator("#artifact-pane .artifact-switcher summary").click()
     page.locator("#artifact-pane .artifact-list .artifact-name", has_text="Report").click()
 
     answer_image = page.locator("article.turn .answer a.image-link")

@@ -186,6 +186,7 @@ def test_hostile_answers_and_artifacts_render_inert(portal, model_server, page):
     sign_in(page, base_url=portal.base_url, user=portal.users[0])
     ask(page, question="Say something hostile")
     expect(page.locator("article.turn")).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
+    page.locator("#artifact-pane .artifact-switcher summary").click()
     page.locator("#artifact-pane").get_by_role("link", name="evil.md").click()
     expect(page.locator("#artifact-pane .artifact-content")).to_contain_text("Look:")
 

@@ -1,0 +1,109 @@
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+
+from artifacts.paging import PAGE_CHARS, page_of, text_first_page, version_page
+from tests.artifacts.test_views import HTMX, _flushed, _url
+from tests.factories import pdf_bytes
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_short_text_is_one_page():
+    page = text_first_page(text="# Notes\n\nshort")
+
+    assert (page.text, page.start, page.end, page.more) == ("# Notes\n\nshort", 0, 14, False)
+
+
+def test_a_page_ends_at_a_lines_end_in_its_second_half():
+    text = "a" * 70 + "\n" + "b" * 50 + "\n" + "c" * 100
+
+    page = text_first_page(text=text, size=100)
+
+    assert page.text == "a" * 70 + "\n" and page.end == 71 and page.more
+
+
+def test_a_page_with_no_line_end_near_its_end_is_cut_at_its_size():
+    text = "x" * 30 + "\n" + "y" * 300
+
+    page = page_of(part=text[40:140], start=40, total=len(text), size=100)
+
+    assert (page.start, page.end, page.text) == (40, 140, "y" * 100)
+
+
+def test_pages_of_a_saved_version_read_back_the_whole_text(conversation):
+    text = "".join(f"line {n}\n" for n in range(20_000))
+    _flushed(conversation, "long.md", text)
+    artifact = conversation.artifact_session.artifacts.get(artifact_id="long.md")
+
+    pages, start = [], 0
+    while True:
+        page = version_page(artifact=artifact, version=1, start=start, size=10_000)
+        pages.append(page.text)
+        if not page.more:
+            break
+        assert page.text.endswith("\n") and len(page.text) <= 10_000
+        start = page.end
+
+    assert "".join(pages) == text and len(pages) > 10
+
+
+def test_chinese_text_is_paged_by_character_never_inside_one(conversation):
+    # No line breaks: pages are cut at their size, in characters, each a whole one.
+    text = "研究报告显示热泵效率很高" * 2_000
+    _flushed(conversation, "报告.md", text)
+    artifact = conversation.artifact_session.artifacts.get(artifact_id="报告.md")
+
+    first = version_page(artifact=artifact, version=1, start=0, size=1_001)
+    second = version_page(artifact=artifact, version=1, start=first.end, size=1_001)
+
+    assert first.text == text[:1_001] and second.text == text[1_001:2_002]
+    assert (first.text + second.text).encode("utf-8").decode("utf-8") == text[:2_002]
+
+
+def test_a_page_past_the_end_or_of_no_version_is_none(conversation):
+    _flushed(conversation, "notes.md", "short")
+    artifact = conversation.artifact_session.artifacts.get(artifact_id="notes.md")
+
+    assert version_page(artifact=artifact, version=1, start=6) is None
+    assert version_page(artifact=artifact, version=9, start=0) is None
+    assert version_page(artifact=artifact, version=1, start=2**40) is None
+
+
+def test_the_pane_shows_a_long_texts_first_page_and_show_more_fetches_the_next(signed_in, conversation):
+    text = "".join(f"第{n}行 line {n}\n" for n in range(60_000))
+    assert len(text) > 3 * PAGE_CHARS
+    _flushed(conversation, "long.md", text, content_type="text/plain")
+
+    pane = signed_in.get(_url("artifact-detail", conversation, "long.md"), **HTMX).content.decode()
+
+    assert len(pane) < PAGE_CHARS * 1.5
+    assert "第0行 line 0" in pane and "第59999行" not in pane
+    assert "Show more" in pane and 'id="artifact-source"' not in pane
+    first_end = len(text_first_page(text=text).text)
+    assert f"start={first_end}" in pane
+
+    more = signed_in.get(
+        _url("artifact-page", conversation, "long.md") + f"?version=1&start={first_end}", **HTMX
+    ).content.decode()
+
+    next_line = text[first_end:].split("\n", 1)[0]
+    # The page alone, its text first, then the way to the one after it.
+    assert "<html" not in more and 'id="artifact-pane"' not in more and "第0行 line 0" not in more
+    assert more.index(next_line) < more.index("Show more")
+
+
+def test_a_page_that_is_not_there_is_a_404(signed_in, conversation):
+    _flushed(conversation, "notes.md", "short")
+
+    for query in ("?version=1&start=99", "?version=2&start=0", "?start=0", "?version=1&start=-1"):
+        assert signed_in.get(_url("artifact-page", conversation, "notes.md") + query).status_code == 404
+
+
+def test_a_pdfs_text_reads_as_wrapped_paragraphs_not_monospace(signed_in, conversation):
+    url = _url("artifact-pane", conversation)
+    pdf = signed_in.post(url, {"file": SimpleUploadedFile("paper.pdf", pdf_bytes(["Page one", "Page two"]))}, **HTMX)
+    notes = signed_in.post(url, {"file": SimpleUploadedFile("notes.txt", b"Page one\n\nPage two")}, **HTMX)
+
+    pdf_html, notes_html = pdf.content.decode(), notes.content.decode()
+    assert '<div class="prose-text"><p>Page one</p><p>Page two</p></div>' in pdf_html
+    assert "prose-text" not in notes_html and "<pre" in notes_html

@@ -1,0 +1,203 @@
+"""The artifact pane at the sizes it is used, in light and dark: an opened
+artifact's text starts near the top, no name or line of any length widens
+the page, and a 20 MB text opens on its first page and pages on."""
+
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.e2e.test_artifacts import PANE_SWAPPED_JS, SIGNAL_ARTIFACTS_CHANGED_JS
+from tests.e2e.test_first_turn import sign_in
+
+pytestmark = pytest.mark.e2e
+
+SIZES = {"laptop": (1366, 900), "tablet": (1024, 768), "phone": (390, 844)}
+SCREENSHOTS = "/tmp/pane-{}.png"
+# Nothing in the pane or the page wider than its box.
+FITS_JS = """() => {
+  const pane = document.getElementById("artifact-pane");
+  return pane.scrollWidth <= pane.clientWidth && document.documentElement.scrollWidth <= window.innerWidth;
+}"""
+
+
+@pytest.fixture(scope="module")
+def owner(portal):
+    return portal.user_create(prefix="pane")
+
+
+@pytest.fixture(scope="module")
+def six(portal, owner):
+    code = f"from tests.e2e.seed_pane import six_artifacts; print(six_artifacts(username={owner.username!r}))"
+    return f"{portal.base_url}/c/{portal.shell(code).strip()}/"
+
+
+@pytest.fixture(scope="module")
+def big(portal, owner):
+    code = f"from tests.e2e.seed_pane import big_text; print(big_text(username={owner.username!r}))"
+    return f"{portal.base_url}/c/{portal.shell(code).strip()}/"
+
+
+def _opened(page, url, *, size, scheme, portal, owner):
+    width, height = SIZES[size]
+    page.set_viewport_size({"width": width, "height": height})
+    sign_in(page, base_url=portal.base_url, user=owner)
+    page.goto(url)
+    pane = page.locator("#artifact-pane")
+    if size == "phone":
+        page.get_by_role("button", name="Artifacts").click()
+    expect(pane).to_be_visible()
+    return pane
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+@pytest.mark.parametrize("size", list(SIZES))
+def test_an_opened_artifacts_text_starts_in_view(portal, owner, six, new_page, size, scheme):
+    page = new_page(color_scheme=scheme)
+    pane = _opened(page, six, size=size, scheme=scheme, portal=portal, owner=owner)
+
+    # Read to the end of one artifact, then choose another: it opens at its top.
+    pane.evaluate("(pane) => { pane.scrollTop = pane.scrollHeight; }")
+    switcher = pane.locator(".artifact-switcher")
+    switcher.locator("summary").click()
+    expect(switcher.locator(".artifact-list li")).to_have_count(6)
+    switcher.get_by_role("link", name=re.compile("^Report 2")).click()
+
+    first_line = pane.locator(".artifact-content p").first
+    expect(first_line).to_have_text("First line of report 2.")
+    expect(pane.locator(".artifact-content h1")).to_be_in_viewport(ratio=1)
+    expect(first_line).to_be_in_viewport(ratio=1)
+    # The switcher names the artifact once; no second heading repeats the title above its own.
+    expect(pane.locator(".switcher-title")).to_have_text("Report 2")
+    expect(pane.locator(".artifact-head h3")).to_have_count(0)
+    page.screenshot(path=SCREENSHOTS.format(f"open-{size}-{scheme}"))
+
+    # A diff opens where the text was.
+    switcher.locator("summary").click()
+    switcher.get_by_role("link", name=re.compile("^Report 1")).click()
+    expect(pane.locator(".switcher-title")).to_have_text("Report 1")
+    pane.locator(".pane-menu summary").click()
+    expect(pane.get_by_role("link", name="Export .docx")).to_be_in_viewport()
+    page.screenshot(path=SCREENSHOTS.format(f"menu-{size}-{scheme}"))
+    pane.get_by_role("button", name="Compare", exact=True).click()
+    expect(pane.locator(".diff .diff-add").first).to_be_in_viewport()
+    page.screenshot(path=SCREENSHOTS.format(f"diff-{size}-{scheme}"))
+
+    # So does the editor's preview.
+    pane.get_by_role("link", name="Edit").click()
+    pane.get_by_label("Content of").fill("# Report 1\n\nPreviewed line.")
+    pane.get_by_role("button", name="Preview").click()
+    expect(pane.locator("#edit-preview p", has_text="Previewed line.")).to_be_visible()
+    expect(pane.locator("#edit-preview p", has_text="Previewed line.")).to_be_in_viewport()
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+@pytest.mark.parametrize("size", list(SIZES))
+def test_no_name_or_line_of_any_length_widens_the_pane(portal, owner, six, new_page, size, scheme):
+    page = new_page(color_scheme=scheme)
+    pane = _opened(page, six, size=size, scheme=scheme, portal=portal, owner=owner)
+
+    switcher = pane.locator(".artifact-switcher")
+    switcher.locator("summary").click()
+    # The list shows the 300-character name and the base64 preview, inside the pane.
+    expect(switcher.locator(".artifact-list")).to_contain_text("measurements_xxxx")
+    page.wait_for_function(FITS_JS)
+    page.screenshot(path=SCREENSHOTS.format(f"list-{size}-{scheme}"))
+    switcher.get_by_role("link", name=re.compile("^measurements_")).click()
+    expect(pane.locator(".artifact-content")).to_contain_text("First line of the long-named file.")
+    page.wait_for_function(FITS_JS)
+    page.screenshot(path=SCREENSHOTS.format(f"long-{size}-{scheme}"))
+
+    switcher.locator("summary").click()
+    switcher.get_by_role("link", name=re.compile("^encoded.txt")).click()
+    expect(pane.locator(".switcher-title")).to_have_text("encoded.txt")
+    page.wait_for_function(FITS_JS)
+    page.screenshot(path=SCREENSHOTS.format(f"base64-{size}-{scheme}"))
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+@pytest.mark.parametrize("size", list(SIZES))
+def test_a_20_mb_text_opens_on_its_first_page_and_pages_on(portal, owner, big, new_page, size, scheme):
+    page = new_page(color_scheme=scheme)
+    pane = _opened(page, big + "?artifact=big.txt", size=size, scheme=scheme, portal=portal, owner=owner)
+
+    content = pane.locator(".artifact-content")
+    expect(content).to_contain_text("Line 0000000: solid-state batteries")
+    more = pane.locator(".show-more")
+    expect(more).to_have_count(1)
+    expect(more).to_contain_text("characters shown")
+    shown = content.inner_text()
+    last = re.findall(r"Line (\d{7})", shown)[-1]
+    following = f"Line {int(last) + 1:07d}:"
+    expect(content).not_to_contain_text(following)
+
+    more.get_by_role("button", name="Show more").click()
+    expect(content).to_contain_text(following)
+    # The next page came in place of the button, with a button for the one after it.
+    expect(pane.locator(".show-more")).to_have_count(1)
+    expect(content.locator("pre")).to_have_count(2)
+    # A refresh of the pane (a change signal) keeps the pages shown.
+    page.evaluate(PANE_SWAPPED_JS)
+    page.evaluate(SIGNAL_ARTIFACTS_CHANGED_JS)
+    page.evaluate("window.paneSwapped")
+    expect(content.locator("pre")).to_have_count(2)
+    expect(content).to_contain_text(following)
+    page.wait_for_function(FITS_JS)
+    page.screenshot(path=SCREENSHOTS.format(f"big-{size}-{scheme}"))
+
+
+@pytest.mark.parametrize("size", list(SIZES))
+def test_no_word_of_any_length_widens_the_thread_or_the_list(portal, owner, new_page, size):
+    code = f"from tests.e2e.seed_pane import long_words; print(long_words(username={owner.username!r}))"
+    url = f"{portal.base_url}/c/{portal.shell(code).strip()}/"
+    page = new_page()
+    width, height = SIZES[size]
+    page.set_viewport_size({"width": width, "height": height})
+    sign_in(page, base_url=portal.base_url, user=owner)
+    page.goto(url)
+
+    expect(page.locator("article.turn .answer")).to_contain_text("It means www")
+    if size != "laptop":
+        page.locator(".drawer-toggle").click()
+    expect(page.locator("#conversation-list")).to_contain_text("title_www")
+    page.wait_for_function(
+        """() => [document.getElementById("thread"), document.getElementById("conversation-list")].every(
+             (box) => box.scrollWidth <= box.clientWidth) && document.documentElement.scrollWidth <= window.innerWidth"""
+    )
+    page.screenshot(path=SCREENSHOTS.format(f"words-{size}"))
+
+
+def test_an_upload_shows_its_progress_and_clears_an_earlier_refusal(portal, owner, page):
+    # A conversation of its own: the upload adds to its list.
+    code = f"from tests.e2e.seed_pane import big_text; print(big_text(username={owner.username!r}, size=1000))"
+    sign_in(page, base_url=portal.base_url, user=owner)
+    page.goto(f"{portal.base_url}/c/{portal.shell(code).strip()}/")
+    pane = page.locator("#artifact-pane")
+    error, bar = pane.locator("#upload-error"), pane.locator("progress.upload-bytes")
+    notes = {"name": "progress.md", "mimeType": "text/markdown", "buffer": "# 进度\n\n上传的笔记。".encode()}
+
+    # Refused in the browser (as a file over the limit would be).
+    page.evaluate("() => { document.getElementById('artifact-file').dataset.maxBytes = '4'; }")
+    page.set_input_files("#artifact-file", files=[notes])
+    pane.get_by_role("button", name="Upload", exact=True).click()
+    expect(error).to_be_visible()
+    expect(bar).to_be_hidden()
+
+    # Another file chosen: the refusal goes; sent, the bar shows until the pane answers.
+    page.evaluate("() => { document.getElementById('artifact-file').dataset.maxBytes = '1000000'; }")
+    page.set_input_files("#artifact-file", files=[notes])
+    expect(error).to_be_hidden()
+    held = []
+    page.route(
+        re.compile(r"/artifacts/$"),
+        lambda route: held.append(route) if route.request.method == "POST" else route.continue_(),
+    )
+    pane.get_by_role("button", name="Upload", exact=True).click()
+    expect(bar).to_be_visible()
+    while not held:
+        page.wait_for_timeout(50)
+    held[0].continue_()
+    expect(pane.locator(".switcher-title")).to_have_text("progress.md")
+    expect(pane.locator(".artifact-content h1")).to_have_text("进度")
+    expect(bar).to_be_hidden()
+    expect(error).to_be_hidden()
