@@ -90,7 +90,11 @@ const searchFocus = () => {
   if (!search) return;
   // Below 1100 px the list is a drawer: it opens first.
   const list = document.getElementById("conversation-list");
-  if (list && !search.checkVisibility()) list.showPopover();
+  if (list && !search.checkVisibility()) {
+    // Once open, the drawer would give focus to its first control (app.js): here it is the search's.
+    list.addEventListener("toggle", () => search.focus(), { once: true });
+    list.showPopover();
+  }
   search.focus();
   search.select();
 };
