@@ -227,6 +227,7 @@ def test_touch_targets_on_a_phone_are_at_least_44_px(portal, new_page, scheme):
     page.goto(url)
     expect(page.locator(".branches button").first).to_be_visible()
     page.locator("#thread-turns > article.turn").last.locator("details.activity-log > summary").click()
+    page.locator(".branches").first.scroll_into_view_if_needed()
     page.screenshot(path=f"/tmp/keys-phone-thread-{scheme}.png")
     targets = page.evaluate(TARGETS_JS)
     names = {target["name"] for target in targets}
