@@ -28,8 +28,10 @@ logger = logging.getLogger(__name__)
 
 # Close code after which the htmx websocket extension reconnects ("try again later").
 TRY_AGAIN_LATER = 1013
-# Close code after which it does not: the page's session signed out.
-NORMAL_CLOSURE = 1000
+# Close code after which the page does not reconnect (static/js/socket.js): the
+# page's session signed out. Not 1000: a clean close is what some proxies send
+# when the server behind them restarts, and after that the page reconnects.
+SIGNED_OUT = 4401
 # Nor after this one: the conversation is no longer shared with the page's
 # user. The page says so (app.js) rather than reconnecting to a refusal.
 NO_LONGER_SHARED = 4403
@@ -329,7 +331,7 @@ class ConversationConsumer(RunStateMixin, AsyncWebsocketConsumer):
 
     async def session_ended(self, event):
         if event["session"] == self.session_tag:
-            await self._end(code=NORMAL_CLOSURE)
+            await self._end(code=SIGNED_OUT)
 
     async def session_changed(self, event):
         signed_in = await _in_thread(sockets.session_signs_in)(
@@ -475,7 +477,7 @@ class UserConsumer(RunStateMixin, AsyncWebsocketConsumer):
 
     async def session_ended(self, event):
         if event["session"] == self.session_tag:
-            await self.close(code=NORMAL_CLOSURE)
+            await self.close(code=SIGNED_OUT)
 
     async def session_changed(self, event):
         signed_in = await _in_thread(sockets.session_signs_in)(

@@ -163,7 +163,8 @@ document.addEventListener("toggle", (event) => {
   if (field) field.focus();
 }, true);
 document.addEventListener("keydown", (event) => {
-  const fold = event.key === "Escape" && event.target.closest && event.target.closest("details.rename[open], details.edit[open]");
+  // Shift+Esc is the way to the composer (keys.js), from a fold too.
+  const fold = event.key === "Escape" && !event.shiftKey && event.target.closest && event.target.closest("details.rename[open], details.edit[open]");
   if (!fold) return;
   fold.open = false;
   fold.querySelector("summary").focus();

@@ -100,10 +100,17 @@ def test_a_new_conversation_focuses_the_composer_and_offers_a_skip_link(portal, 
     expect(page.locator("#composer-input")).to_be_focused()
     expect(page.locator(".empty-state")).to_contain_text("What should the agents research?")
 
-    page.locator(".skip-link").focus()
-    expect(page.locator(".skip-link")).to_be_in_viewport()
+    skip = page.get_by_role("link", name="Skip to content")
+    skip.focus()
+    expect(skip).to_be_in_viewport()
     page.keyboard.press("Enter")
     expect(page.locator("#main")).to_be_focused()
+    # A second one goes past the list and the thread into the box (keys.js).
+    skip = page.get_by_role("link", name="Skip to the message box")
+    skip.focus()
+    expect(skip).to_be_in_viewport()
+    page.keyboard.press("Enter")
+    expect(page.locator("#composer-input")).to_be_focused()
 
 
 def test_rename_and_edit_open_on_their_field_and_escape_folds_them(portal, long_thread, page):

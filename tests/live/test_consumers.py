@@ -657,8 +657,8 @@ async def test_signing_out_closes_the_websockets_of_that_session_and_no_other(us
 
     response = await sync_to_async(browser.post)(reverse("logout"))
     assert response.status_code == 302
-    # Closed for good: the htmx extension does not reconnect after 1000.
-    assert [await _closed(tab) for tab in tabs] == [1000, 1000]
+    # Closed for good: the page does not reconnect after SIGNED_OUT (static/js/socket.js).
+    assert [await _closed(tab) for tab in tabs] == [consumers.SIGNED_OUT, consumers.SIGNED_OUT]
     await _still_open(elsewhere, user)
     await elsewhere.disconnect()
 
@@ -1116,4 +1116,4 @@ async def test_a_user_websocket_closes_when_its_session_signs_out(user):
 
     await sync_to_async(browser.post)(reverse("logout"))
 
-    assert await _closed(communicator) == 1000
+    assert await _closed(communicator) == consumers.SIGNED_OUT
