@@ -229,8 +229,9 @@ document.addEventListener("htmx:beforeSwap", (event) => {
 Object.assign(Idiomorph.defaults.callbacks, {
   beforeAttributeUpdated: (name, element) => {
     if (name === "data-chosen") return false;
-    // A refresh leaves the reader's choices in the pane's forms (the versions to compare) as they are.
-    if (paneRefreshing && (name === "selected" || name === "checked")) return false;
+    // A refresh leaves the reader's choices in the pane's forms (the versions to compare) as they are;
+    // the version list says which version is shown, so it follows what the refresh shows.
+    if (paneRefreshing && (name === "selected" || name === "checked") && !element.closest("#version-select")) return false;
     if (name !== "open" || element.tagName !== "DETAILS") return true;
     // The pane's switcher and menu fold once what the reader chose is shown; a refresh leaves them be.
     if (element.matches(".artifact-switcher, .pane-menu")) return !paneRefreshing;

@@ -16,14 +16,27 @@ DESKTOP = {"width": 1366, "height": 900}
 # What has focus, named for a failure message.
 FOCUSED_JS = """() => { const e = document.activeElement;
   return `${e.tagName.toLowerCase()}#${e.id}.${e.className}: ${(e.getAttribute('aria-label') || e.textContent).trim().slice(0, 40)}`; }"""
-# Every control one can tap in the top bar, the conversation's head, the thread and the composer, as shown:
-# its name and box. Links inside an answer's text are exempt (WCAG 2.5.5: inline).
-TARGETS_JS = """() => [...document.querySelectorAll(
-    ".topbar :is(a[href], button, summary, select), #conversation-head :is(a[href], button, summary, select),"
-    + " #thread :is(a[href], button, summary, select), #composer :is(button, summary, select), #conversation-list :is(a[href], button, input)")]
-  .filter((e) => e.checkVisibility() && !e.closest(".answer"))
-  .map((e) => { const r = e.getBoundingClientRect();
-    return { name: `${e.tagName} ${(e.getAttribute('aria-label') || e.textContent).trim().slice(0, 30)}`, width: r.width, height: r.height, left: r.left, right: r.right }; })"""
+
+
+def _targets_js(*, controls: str, inline: str) -> str:
+    """Every visible control `controls` selects, but those inside `inline` text
+    (WCAG 2.5.5 exempts inline links), as shown: its name and box."""
+    return f"""() => [...document.querySelectorAll({controls!r})]
+  .filter((e) => e.checkVisibility() && !e.closest({inline!r}))
+  .map((e) => {{ const r = e.getBoundingClientRect();
+    return {{ name: `${{e.tagName}} ${{(e.getAttribute('aria-label') || e.textContent).trim().slice(0, 30)}}`,
+             width: r.width, height: r.height, left: r.left, right: r.right }}; }})"""
+
+
+# What one can tap in the top bar, the conversation's head, the thread, the composer and the list.
+TARGETS_JS = _targets_js(
+    controls=".topbar :is(a[href], button, summary, select), #conversation-head :is(a[href], button, summary, select),"
+    " #thread :is(a[href], button, summary, select), #composer :is(button, summary, select),"
+    " #conversation-list :is(a[href], button, input)",
+    inline=".answer",
+)
+# What one can tap in the artifact pane's sheet.
+PANE_TARGETS_JS = _targets_js(controls="#pane-frame :is(a[href], button, summary, select)", inline=".artifact-content")
 
 
 def _long_thread(portal, *, user, branches=False):
@@ -145,7 +158,7 @@ def test_shortcuts_work_outside_fields_and_are_listed_in_an_overlay(portal, new_
     expect(overlay).to_contain_text("新对话" if language == "zh-hans" else "New conversation")
     for theme in ("light", "dark"):
         page.emulate_media(color_scheme=theme)
-        page.screenshot(path=f"/tmp/keys-overlay-{language}-{theme}.png")
+        screenshot(page, name=f"overlay-{theme}")
     page.emulate_media(color_scheme="light")
     # While it is open, other shortcuts wait; Escape closes it.
     page.keyboard.press("Control+k")
@@ -219,7 +232,7 @@ def test_the_drawer_and_the_sheet_keep_focus_inside_and_give_it_back(portal, new
 
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
-def test_touch_targets_on_a_phone_are_at_least_44_px(portal, new_page, scheme):
+def test_touch_targets_on_a_phone_are_at_least_44_px(portal, new_page, scheme, screenshot):
     user = portal.user_create(prefix="keys")
     url = _long_thread(portal, user=user, branches=True)
     page = new_page(viewport=PHONE, has_touch=True, is_mobile=True, color_scheme=scheme, reduced_motion="reduce")
@@ -228,7 +241,7 @@ def test_touch_targets_on_a_phone_are_at_least_44_px(portal, new_page, scheme):
     expect(page.locator(".branches button").first).to_be_visible()
     page.locator("#thread-turns > article.turn").last.locator("details.activity-log > summary").click()
     page.locator(".branches").first.scroll_into_view_if_needed()
-    page.screenshot(path=f"/tmp/keys-phone-thread-{scheme}.png")
+    screenshot(page, name="phone-thread")
     targets = page.evaluate(TARGETS_JS)
     names = {target["name"] for target in targets}
     assert {"BUTTON Previous branch", "BUTTON Next branch", "SUMMARY Edit", "BUTTON Ask again", "BUTTON Send"} <= names
@@ -241,9 +254,32 @@ def test_touch_targets_on_a_phone_are_at_least_44_px(portal, new_page, scheme):
     # The conversation list's drawer, and each conversation's menu in it.
     page.locator(".drawer-toggle").click()
     expect(page.locator("#conversation-list")).to_be_visible()
-    page.screenshot(path=f"/tmp/keys-phone-drawer-{scheme}.png")
+    screenshot(page, name="phone-drawer")
     targets = page.evaluate(TARGETS_JS)
     assert any(target["name"].startswith("BUTTON Actions for") for target in targets)
+    small = [target for target in targets if target["width"] < 44 or target["height"] < 44]
+    assert not small, small
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_the_panes_controls_on_a_phone_are_at_least_44_px(portal, new_page, scheme, screenshot):
+    user = portal.user_create(prefix="keys")
+    code = f"from tests.e2e.seed_pane import six_artifacts; print(six_artifacts(username={user.username!r}))"
+    url = f"{portal.base_url}/c/{portal.shell(code).strip()}/"
+    page = new_page(viewport=PHONE, has_touch=True, is_mobile=True, color_scheme=scheme, reduced_motion="reduce")
+    sign_in(page, base_url=portal.base_url, user=user)
+    page.goto(url)
+    page.get_by_role("button", name="Artifacts").click()
+    pane = page.locator("#artifact-pane")
+    expect(pane.locator(".artifact-content")).to_be_visible()
+    # Every control of the sheet, its menu and its switcher open; links in the document's text are inline.
+    pane.locator(".pane-menu > summary").click()
+    expect(pane.locator(".pane-menu-list")).to_be_visible()
+    screenshot(page, name="phone-pane")
+    targets = page.evaluate(PANE_TARGETS_JS)
+    names = {target["name"] for target in targets}
+    assert {"A Edit", "BUTTON Upload"} <= names, names
+    assert any(name.startswith("SUMMARY More") for name in names), names
     small = [target for target in targets if target["width"] < 44 or target["height"] < 44]
     assert not small, small
 

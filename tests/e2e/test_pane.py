@@ -13,7 +13,6 @@ from tests.e2e.test_first_turn import sign_in
 pytestmark = pytest.mark.e2e
 
 SIZES = {"laptop": (1366, 900), "tablet": (1024, 768), "phone": (390, 844)}
-SCREENSHOTS = "/tmp/pane-{}.png"
 # Nothing in the pane or the page wider than its box.
 FITS_JS = """() => {
   const pane = document.getElementById("artifact-pane");
@@ -52,7 +51,7 @@ def _opened(page, url, *, size, scheme, portal, owner):
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 @pytest.mark.parametrize("size", list(SIZES))
-def test_an_opened_artifacts_text_starts_in_view(portal, owner, six, new_page, size, scheme):
+def test_an_opened_artifacts_text_starts_in_view(portal, owner, six, new_page, size, scheme, screenshot):
     page = new_page(color_scheme=scheme)
     pane = _opened(page, six, size=size, scheme=scheme, portal=portal, owner=owner)
 
@@ -70,7 +69,7 @@ def test_an_opened_artifacts_text_starts_in_view(portal, owner, six, new_page, s
     # The switcher names the artifact once; no second heading repeats the title above its own.
     expect(pane.locator(".switcher-title")).to_have_text("Report 2")
     expect(pane.locator(".artifact-head h3")).to_have_count(0)
-    page.screenshot(path=SCREENSHOTS.format(f"open-{size}-{scheme}"))
+    screenshot(page, name="open")
 
     # A diff opens where the text was.
     switcher.locator("summary").click()
@@ -78,10 +77,10 @@ def test_an_opened_artifacts_text_starts_in_view(portal, owner, six, new_page, s
     expect(pane.locator(".switcher-title")).to_have_text("Report 1")
     pane.locator(".pane-menu summary").click()
     expect(pane.get_by_role("link", name="Export .docx")).to_be_in_viewport()
-    page.screenshot(path=SCREENSHOTS.format(f"menu-{size}-{scheme}"))
+    screenshot(page, name="menu")
     pane.get_by_role("button", name="Compare", exact=True).click()
     expect(pane.locator(".diff .diff-add").first).to_be_in_viewport()
-    page.screenshot(path=SCREENSHOTS.format(f"diff-{size}-{scheme}"))
+    screenshot(page, name="diff")
 
     # So does the editor's preview.
     pane.get_by_role("link", name="Edit").click()
@@ -93,7 +92,7 @@ def test_an_opened_artifacts_text_starts_in_view(portal, owner, six, new_page, s
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 @pytest.mark.parametrize("size", list(SIZES))
-def test_no_name_or_line_of_any_length_widens_the_pane(portal, owner, six, new_page, size, scheme):
+def test_no_name_or_line_of_any_length_widens_the_pane(portal, owner, six, new_page, size, scheme, screenshot):
     page = new_page(color_scheme=scheme)
     pane = _opened(page, six, size=size, scheme=scheme, portal=portal, owner=owner)
 
@@ -102,22 +101,22 @@ def test_no_name_or_line_of_any_length_widens_the_pane(portal, owner, six, new_p
     # The list shows the 300-character name and the base64 preview, inside the pane.
     expect(switcher.locator(".artifact-list")).to_contain_text("measurements_xxxx")
     page.wait_for_function(FITS_JS)
-    page.screenshot(path=SCREENSHOTS.format(f"list-{size}-{scheme}"))
+    screenshot(page, name="list")
     switcher.get_by_role("link", name=re.compile("^measurements_")).click()
     expect(pane.locator(".artifact-content")).to_contain_text("First line of the long-named file.")
     page.wait_for_function(FITS_JS)
-    page.screenshot(path=SCREENSHOTS.format(f"long-{size}-{scheme}"))
+    screenshot(page, name="long")
 
     switcher.locator("summary").click()
     switcher.get_by_role("link", name=re.compile("^encoded.txt")).click()
     expect(pane.locator(".switcher-title")).to_have_text("encoded.txt")
     page.wait_for_function(FITS_JS)
-    page.screenshot(path=SCREENSHOTS.format(f"base64-{size}-{scheme}"))
+    screenshot(page, name="base64")
 
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 @pytest.mark.parametrize("size", list(SIZES))
-def test_a_20_mb_text_opens_on_its_first_page_and_pages_on(portal, owner, big, new_page, size, scheme):
+def test_a_20_mb_text_opens_on_its_first_page_and_pages_on(portal, owner, big, new_page, size, scheme, screenshot):
     page = new_page(color_scheme=scheme)
     pane = _opened(page, big + "?artifact=big.txt", size=size, scheme=scheme, portal=portal, owner=owner)
 
@@ -143,11 +142,11 @@ def test_a_20_mb_text_opens_on_its_first_page_and_pages_on(portal, owner, big, n
     expect(content.locator("pre")).to_have_count(2)
     expect(content).to_contain_text(following)
     page.wait_for_function(FITS_JS)
-    page.screenshot(path=SCREENSHOTS.format(f"big-{size}-{scheme}"))
+    screenshot(page, name="big")
 
 
 @pytest.mark.parametrize("size", list(SIZES))
-def test_no_word_of_any_length_widens_the_thread_or_the_list(portal, owner, new_page, size):
+def test_no_word_of_any_length_widens_the_thread_or_the_list(portal, owner, new_page, size, screenshot):
     code = f"from tests.e2e.seed_pane import long_words; print(long_words(username={owner.username!r}))"
     url = f"{portal.base_url}/c/{portal.shell(code).strip()}/"
     page = new_page()
@@ -164,7 +163,7 @@ def test_no_word_of_any_length_widens_the_thread_or_the_list(portal, owner, new_
         """() => [document.getElementById("thread"), document.getElementById("conversation-list")].every(
              (box) => box.scrollWidth <= box.clientWidth) && document.documentElement.scrollWidth <= window.innerWidth"""
     )
-    page.screenshot(path=SCREENSHOTS.format(f"words-{size}"))
+    screenshot(page, name="words")
 
 
 def test_an_upload_shows_its_progress_and_clears_an_earlier_refusal(portal, owner, page):
