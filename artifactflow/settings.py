@@ -352,6 +352,10 @@ if SSO_ENABLED and not (OIDC_RP_CLIENT_ID and OIDC_RP_CLIENT_SECRET):
     raise ImproperlyConfigured(
         "ARTIFACTFLOW_OIDC_ISSUER is set: set ARTIFACTFLOW_OIDC_CLIENT_ID and ARTIFACTFLOW_OIDC_CLIENT_SECRET too."
     )
+if SSO_ALLOWED_GROUPS and not SSO_GROUPS_CLAIM:
+    raise ImproperlyConfigured(
+        "ARTIFACTFLOW_OIDC_ALLOWED_GROUPS names groups of the groups claim: set ARTIFACTFLOW_OIDC_GROUPS_CLAIM too."
+    )
 OIDC_USE_NONCE = True
 OIDC_USE_PKCE = True
 # Kept for the provider's logout (id_token_hint), never shown.

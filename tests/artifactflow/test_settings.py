@@ -255,6 +255,15 @@ def test_single_sign_on_settings_that_cannot_work_refuse_to_start(tmp_path):
     no_client = _load_settings(tmp_path, ARTIFACTFLOW_OIDC_ISSUER="https://id.example.com")
     assert no_client.returncode != 0
     assert "set ARTIFACTFLOW_OIDC_CLIENT_ID and ARTIFACTFLOW_OIDC_CLIENT_SECRET too" in no_client.stderr
+    no_claim = _load_settings(
+        tmp_path,
+        ARTIFACTFLOW_OIDC_ISSUER="https://id.example.com",
+        ARTIFACTFLOW_OIDC_CLIENT_ID="portal",
+        ARTIFACTFLOW_OIDC_CLIENT_SECRET="s3cret",
+        ARTIFACTFLOW_OIDC_ALLOWED_GROUPS="research",
+    )
+    assert no_claim.returncode != 0
+    assert "set ARTIFACTFLOW_OIDC_GROUPS_CLAIM too" in no_claim.stderr
 
 
 def test_single_sign_on_lets_sign_out_reach_the_provider_only(tmp_path):
