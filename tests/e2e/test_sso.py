@@ -7,6 +7,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.e2e.conftest import portal_running
+from tests.e2e.test_accessibility import _violations
 from tests.oidc_provider.process import provider_running
 
 pytestmark = pytest.mark.e2e
@@ -111,3 +112,16 @@ def test_a_wrong_state_is_refused_with_a_page(portal, provider, new_page, screen
     expect(page).to_have_url(f"{portal.base_url}/accounts/login/")
     screenshot(page, name="refused")
     assert page.csp_violations == []
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_sign_in_and_refusal_pages_have_no_serious_accessibility_violation(portal, new_page, scheme):
+    # CSP bypassed for axe's injected script alone.
+    page = new_page(color_scheme=scheme, bypass_csp=True)
+    page.goto(f"{portal.base_url}/accounts/login/")
+    expect(page.get_by_role("link", name=LABEL)).to_be_visible()
+    found = _violations(page, state="sign-in")
+    page.goto(f"{portal.base_url}/oidc/callback/?code=made-up&state=not-the-state")
+    expect(page.get_by_role("alert")).to_be_visible()
+    found += _violations(page, state="refused")
+    assert found == []
