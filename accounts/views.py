@@ -46,7 +46,8 @@ def settings_page(request):
             services.user_theme_set(user=request.user, session=request.session, theme=theme)
             messages.success(request, gettext("Your theme is saved."))
             return redirect("settings")
-        if request.POST.get("form") != "password":
+        # A single sign-on user's password is the provider's: there is none here to change.
+        if request.POST.get("form") != "password" or not request.user.has_usable_password():
             return HttpResponseBadRequest()
         password_form = PasswordChangeForm(request.user, request.POST)
         if password_form.is_valid():

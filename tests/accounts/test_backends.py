@@ -64,3 +64,17 @@ def test_login_page_offers_both_with_sso_and_passwords(client, settings):
     assert "使用单点登录" in page
     assert f'href="{reverse("oidc_authentication_init")}?next=/library/"' in page
     assert 'name="password"' in page
+
+
+@pytest.mark.django_db
+def test_a_single_sign_on_user_has_no_password_to_change(client):
+    user = User.objects.create_user("ada")
+    client.force_login(user)
+    page = client.get(reverse("settings"), headers={"accept-language": "zh-hans"}).content.decode()
+    assert "settings-password" in page
+    assert 'name="old_password"' not in page
+    assert "你通过单点登录进入" in page
+    data = {"form": "password", "old_password": "", "new_password1": "n3w-Passw0rd!", "new_password2": "n3w-Passw0rd!"}
+    assert client.post(reverse("settings"), data).status_code == 400
+    user.refresh_from_db()
+    assert not user.has_usable_password()
