@@ -11,6 +11,7 @@ import secrets
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import environ
 from csp.constants import NONE, SELF
@@ -313,6 +314,63 @@ AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "chat"
 LOGOUT_REDIRECT_URL = "login"
+
+# --- Single sign-on (OpenID Connect) --------------------------------------------
+
+# Off unless an issuer is set. The provider's endpoints come from its discovery
+# document (accounts.oidc), read at the first sign-in and kept in the cache;
+# mozilla-django-oidc runs the authorization code flow with state, nonce and PKCE.
+OIDC_ISSUER = env.str("ARTIFACTFLOW_OIDC_ISSUER", default="").rstrip("/")
+SSO_ENABLED = bool(OIDC_ISSUER)
+OIDC_RP_CLIENT_ID = env.str("ARTIFACTFLOW_OIDC_CLIENT_ID", default="")
+OIDC_RP_CLIENT_SECRET = env.str("ARTIFACTFLOW_OIDC_CLIENT_SECRET", default="")
+OIDC_RP_SCOPES = env.str("ARTIFACTFLOW_OIDC_SCOPES", default="openid email profile")
+OIDC_RP_SIGN_ALGO = env.str("ARTIFACTFLOW_OIDC_SIGN_ALGO", default="RS256")
+# The sign-in button's text; empty: "Sign in with single sign-on", translated.
+SSO_BUTTON_LABEL = env.str("ARTIFACTFLOW_OIDC_BUTTON_LABEL", default="")
+# The claim a new user's username is taken from (then the e-mail's local part, then sub).
+SSO_USERNAME_CLAIM = env.str("ARTIFACTFLOW_OIDC_USERNAME_CLAIM", default="preferred_username")
+# A claim listing the user's groups (e.g. "groups"): empty leaves groups to the admin.
+SSO_GROUPS_CLAIM = env.str("ARTIFACTFLOW_OIDC_GROUPS_CLAIM", default="")
+# Whether a group the claim names and the portal lacks is created (else it is ignored).
+SSO_GROUPS_CREATE = env.bool("ARTIFACTFLOW_OIDC_GROUPS_CREATE", default=True)
+# Who may sign in: an e-mail domain listed or a group listed; both empty, anyone the provider signs in.
+SSO_ALLOWED_DOMAINS = [d.lower().lstrip("@") for d in env.list("ARTIFACTFLOW_OIDC_ALLOWED_DOMAINS", default=[])]
+SSO_ALLOWED_GROUPS = env.list("ARTIFACTFLOW_OIDC_ALLOWED_GROUPS", default=[])
+# Seconds a request to the provider (discovery, token, keys, userinfo) may take.
+OIDC_TIMEOUT = env.float("ARTIFACTFLOW_OIDC_TIMEOUT", default=10.0)
+# "all": everyone may sign in with a password; "staff": only staff (the others use SSO).
+LOCAL_PASSWORDS = env.str("ARTIFACTFLOW_LOCAL_PASSWORDS", default="all")
+if LOCAL_PASSWORDS not in ("all", "staff"):
+    raise ImproperlyConfigured("ARTIFACTFLOW_LOCAL_PASSWORDS is 'all' or 'staff'.")
+if LOCAL_PASSWORDS == "staff" and not SSO_ENABLED:
+    raise ImproperlyConfigured(
+        "ARTIFACTFLOW_LOCAL_PASSWORDS=staff leaves non-staff no way in without single sign-on: "
+        "set ARTIFACTFLOW_OIDC_ISSUER too."
+    )
+if SSO_ENABLED and not (OIDC_RP_CLIENT_ID and OIDC_RP_CLIENT_SECRET):
+    raise ImproperlyConfigured(
+        "ARTIFACTFLOW_OIDC_ISSUER is set: set ARTIFACTFLOW_OIDC_CLIENT_ID and ARTIFACTFLOW_OIDC_CLIENT_SECRET too."
+    )
+if SSO_ALLOWED_GROUPS and not SSO_GROUPS_CLAIM:
+    raise ImproperlyConfigured(
+        "ARTIFACTFLOW_OIDC_ALLOWED_GROUPS names groups of the groups claim: set ARTIFACTFLOW_OIDC_GROUPS_CLAIM too."
+    )
+OIDC_USE_NONCE = True
+OIDC_USE_PKCE = True
+# Kept for the provider's logout (id_token_hint), never shown.
+OIDC_STORE_ID_TOKEN = True
+OIDC_AUTHENTICATE_CLASS = "accounts.views.SsoStartView"
+OIDC_CALLBACK_CLASS = "accounts.views.SsoCallbackView"
+if SSO_ENABLED:
+    AUTHENTICATION_BACKENDS.append("accounts.oidc.SsoBackend")
+    # The sign-out form's redirect to the provider's end_session_endpoint is a
+    # form submission's navigation, which form-action governs.
+    CONTENT_SECURITY_POLICY["DIRECTIVES"]["form-action"].append("{0.scheme}://{0.netloc}".format(urlsplit(OIDC_ISSUER)))
+if LOCAL_PASSWORDS == "staff":
+    AUTHENTICATION_BACKENDS[AUTHENTICATION_BACKENDS.index("django.contrib.auth.backends.ModelBackend")] = (
+        "accounts.backends.StaffPasswordBackend"
+    )
 
 # The interface speaks English and Simplified Chinese; the catalogue is
 # locale/zh_Hans (`make messages` updates it, its .mo ships compiled).

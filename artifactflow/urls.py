@@ -1,5 +1,4 @@
 from django.contrib import admin
-from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_not_required
 from django.templatetags.static import static
 from django.urls import include, path
@@ -7,7 +6,7 @@ from django.views.generic import RedirectView
 
 # Registers the <id:…> and <artifact:…> converters the apps' URLconfs use.
 import artifactflow.ids  # noqa: F401
-from accounts.views import language_set, settings_page
+from accounts.views import SignInView, SignOutView, SsoCallbackView, SsoStartView, language_set, settings_page
 from agents.urls import library_urlpatterns
 
 urlpatterns = [
@@ -16,8 +15,11 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     # No password reset by e-mail: a self-hosted portal often has no mail
     # server, and an administrator resets passwords in the admin.
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
-    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("accounts/login/", SignInView.as_view(), name="login"),
+    path("accounts/logout/", SignOutView.as_view(), name="logout"),
+    # Single sign-on (OpenID Connect; 404 unless ARTIFACTFLOW_OIDC_ISSUER is set).
+    path("oidc/authenticate/", login_not_required(SsoStartView.as_view()), name="oidc_authentication_init"),
+    path("oidc/callback/", login_not_required(SsoCallbackView.as_view()), name="oidc_authentication_callback"),
     path("accounts/settings/", settings_page, name="settings"),
     # Django's own names, for whatever links to them: the settings page changes the password.
     path("accounts/password_change/", RedirectView.as_view(pattern_name="settings"), name="password_change"),

@@ -246,3 +246,46 @@ def test_conn_max_age_is_refused_now_that_connections_are_pooled(tmp_path):
     result = _load_settings(tmp_path, SECRET_KEY=STRONG_KEY, CONN_MAX_AGE="60", **server)
     assert result.returncode != 0
     assert "ARTIFACTFLOW_DB_POOL_MAX_SIZE" in result.stderr
+
+
+def test_single_sign_on_settings_that_cannot_work_refuse_to_start(tmp_path):
+    staff_only = _load_settings(tmp_path, ARTIFACTFLOW_LOCAL_PASSWORDS="staff")
+    assert staff_only.returncode != 0
+    assert "ARTIFACTFLOW_LOCAL_PASSWORDS=staff leaves non-staff no way in" in staff_only.stderr
+    no_client = _load_settings(tmp_path, ARTIFACTFLOW_OIDC_ISSUER="https://id.example.com")
+    assert no_client.returncode != 0
+    assert "set ARTIFACTFLOW_OIDC_CLIENT_ID and ARTIFACTFLOW_OIDC_CLIENT_SECRET too" in no_client.stderr
+    no_claim = _load_settings(
+        tmp_path,
+        ARTIFACTFLOW_OIDC_ISSUER="https://id.example.com",
+        ARTIFACTFLOW_OIDC_CLIENT_ID="portal",
+        ARTIFACTFLOW_OIDC_CLIENT_SECRET="s3cret",
+        ARTIFACTFLOW_OIDC_ALLOWED_GROUPS="research",
+    )
+    assert no_claim.returncode != 0
+    assert "set ARTIFACTFLOW_OIDC_GROUPS_CLAIM too" in no_claim.stderr
+
+
+def test_single_sign_on_lets_sign_out_reach_the_provider_only(tmp_path):
+    probe = (
+        "from django.conf import settings; "
+        "print(settings.CONTENT_SECURITY_POLICY['DIRECTIVES']['form-action'], settings.AUTHENTICATION_BACKENDS)"
+    )
+    off = _run(tmp_path, "-c", probe)
+    assert (
+        off.stdout.strip()
+        == "[\"'self'\"] ['axes.backends.AxesStandaloneBackend', 'django.contrib.auth.backends.ModelBackend']"
+    )
+    on = _run(
+        tmp_path,
+        "-c",
+        probe,
+        ARTIFACTFLOW_OIDC_ISSUER="https://id.example.com:8443/realms/team/",
+        ARTIFACTFLOW_OIDC_CLIENT_ID="portal",
+        ARTIFACTFLOW_OIDC_CLIENT_SECRET="s3cret",
+        ARTIFACTFLOW_LOCAL_PASSWORDS="staff",
+    )
+    assert on.stdout.strip() == (
+        "[\"'self'\", 'https://id.example.com:8443'] ['axes.backends.AxesStandaloneBackend', "
+        "'accounts.backends.StaffPasswordBackend', 'accounts.oidc.SsoBackend']"
+    )

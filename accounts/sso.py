@@ -1,0 +1,110 @@
+"""Who a single sign-on is: the provider's claims mapped to a portal user,
+their groups and whether they may sign in at all (docs/sso.md)."""
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.db import transaction
+
+from .models import ProviderGroup, ProviderIdentity
+
+# Django's username field takes at most this many characters.
+USERNAME_MAX = 150
+
+
+def claim_username(*, claims: dict, claim: str) -> str:
+    """The username a new user gets: the configured claim, else the e-mail's
+    local part, else the subject. Only the characters a username may hold."""
+    email = claims.get("email") or ""
+    for candidate in (claims.get(claim), email.partition("@")[0], claims.get("sub")):
+        if isinstance(candidate, str):
+            cleaned = "".join(c for c in candidate.strip() if c.isalnum() or c in "@.+-_")[:USERNAME_MAX]
+            if cleaned:
+                return cleaned
+    raise ValueError("The provider's claims name no username, e-mail or subject.")
+
+
+def claim_groups(*, claims: dict, claim: str) -> set[str] | None:
+    """The group names the claim lists; None when no claim is configured or the
+    provider sent none (then the user's groups are left as they are)."""
+    if not claim:
+        return None
+    value = claims.get(claim)
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list):
+        return None
+    return {name.strip()[:150] for name in value if isinstance(name, str) and name.strip()}
+
+
+def sign_in_allowed(*, claims: dict, groups: set[str] | None, domains: list[str], allowed_groups: list[str]) -> bool:
+    """Whether the allow-list lets these claims in: an e-mail in a listed
+    domain (unless the provider says it is unverified) or a listed group.
+    An empty allow-list lets everyone in."""
+    if not domains and not allowed_groups:
+        return True
+    email = claims.get("email")
+    if isinstance(email, str) and "@" in email and claims.get("email_verified") is not False:
+        if email.rpartition("@")[2].lower() in domains:
+            return True
+    return bool(groups and groups & set(allowed_groups))
+
+
+def _username_free(*, base: str) -> str:
+    """`base`, or `base-2`, `base-3`…: a local account of the same name is
+    never taken over by a sign-in."""
+    users = get_user_model().objects
+    name, n = base, 1
+    while users.filter(username__iexact=name).exists():
+        n += 1
+        suffix = f"-{n}"
+        name = base[: USERNAME_MAX - len(suffix)] + suffix
+    return name
+
+
+def identity_user(*, issuer: str, subject: str):
+    """The user this provider account signs in as, or None for a first sign-in."""
+    identity = ProviderIdentity.objects.select_related("user").filter(issuer=issuer, subject=subject).first()
+    return identity.user if identity else None
+
+
+@transaction.atomic
+def identity_user_create(*, issuer: str, claims: dict, username_claim: str):
+    """A new user for this provider account, with an unusable password: it signs in through the provider."""
+    username = _username_free(base=claim_username(claims=claims, claim=username_claim))
+    user = get_user_model().objects.create_user(username, email=claims.get("email") or "")
+    ProviderIdentity.objects.create(user=user, issuer=issuer, subject=claims["sub"])
+    return user
+
+
+def user_profile_update(*, user, claims: dict) -> None:
+    """The name and e-mail as the provider has them now."""
+    fields = {
+        "email": claims.get("email"),
+        "first_name": claims.get("given_name"),
+        "last_name": claims.get("family_name"),
+    }
+    changed = [f for f, v in fields.items() if isinstance(v, str) and getattr(user, f) != v[:150]]
+    for field in changed:
+        setattr(user, field, fields[field][:150])
+    if changed:
+        user.save(update_fields=changed)
+
+
+@transaction.atomic
+def user_groups_sync(*, user, names: set[str], create: bool) -> None:
+    """The user is in exactly the provider's groups among those the provider
+    manages (ProviderGroup): added to those the claim names, taken out of
+    those it no longer names. Groups the admin made alone are not touched.
+    A group the portal lacks is created when `create`, else ignored."""
+    groups = {group.name: group for group in Group.objects.filter(name__in=names)}
+    if create:
+        for name in names - groups.keys():
+            groups[name] = Group.objects.create(name=name)
+    for group in groups.values():
+        ProviderGroup.objects.get_or_create(group=group)
+    managed = set(user.groups.filter(provider__isnull=False).values_list("pk", flat=True))
+    wanted = {group.pk for group in groups.values()}
+    if managed - wanted:
+        user.groups.remove(*(managed - wanted))
+    if wanted - managed:
+        user.groups.add(*(wanted - managed))

@@ -1,0 +1,125 @@
+import pytest
+from django.contrib.auth.models import Group, User
+
+from accounts import sso
+from accounts.models import ProviderGroup, ProviderIdentity
+
+ISSUER = "https://id.example.com/realms/team"
+
+
+@pytest.mark.parametrize(
+    ("claims", "expected"),
+    [
+        ({"preferred_username": "ada", "email": "lovelace@example.com", "sub": "1"}, "ada"),
+        ({"email": "lovelace@example.com", "sub": "1"}, "lovelace"),
+        ({"sub": "0b5e-11"}, "0b5e-11"),
+        # Characters a username may not hold are dropped; a claim left empty falls through.
+        ({"preferred_username": "Ada L/o", "sub": "1"}, "AdaLo"),
+        ({"preferred_username": " / ", "email": "x@example.com", "sub": "1"}, "x"),
+        # Chinese names are letters, which Django's usernames allow.
+        ({"preferred_username": "张伟", "sub": "1"}, "张伟"),
+    ],
+)
+def test_claim_username(claims, expected):
+    assert sso.claim_username(claims=claims, claim="preferred_username") == expected
+
+
+def test_claim_username_from_another_claim():
+    claims = {"preferred_username": "ada", "upn": "ada.lovelace@corp.example", "sub": "1"}
+    assert sso.claim_username(claims=claims, claim="upn") == "ada.lovelace@corp.example"
+
+
+def test_claim_username_needs_something():
+    with pytest.raises(ValueError):
+        sso.claim_username(claims={"sub": ""}, claim="preferred_username")
+
+
+@pytest.mark.parametrize(
+    ("claims", "claim", "expected"),
+    [
+        ({"groups": ["research", " ops ", ""]}, "groups", {"research", "ops"}),
+        ({"groups": "research"}, "groups", {"research"}),
+        ({"groups": []}, "groups", set()),
+        # No claim sent, or none configured: the user's groups are left alone.
+        ({}, "groups", None),
+        ({"groups": ["research"]}, "", None),
+        ({"groups": {"a": 1}}, "groups", None),
+    ],
+)
+def test_claim_groups(claims, claim, expected):
+    assert sso.claim_groups(claims=claims, claim=claim) == expected
+
+
+@pytest.mark.parametrize(
+    ("claims", "groups", "allowed"),
+    [
+        ({"email": "ada@Example.com"}, None, True),
+        ({"email": "ada@other.org"}, None, False),
+        # An address the provider has not verified proves nothing about its domain.
+        ({"email": "ada@example.com", "email_verified": False}, None, False),
+        ({"email": "ada@example.com", "email_verified": True}, None, True),
+        ({"email": "ada@other.org"}, {"research"}, True),
+        ({"email": "ada@other.org"}, {"sales"}, False),
+        ({}, set(), False),
+        # A domain is matched whole: a look-alike is no match.
+        ({"email": "ada@evilexample.com"}, None, False),
+    ],
+)
+def test_sign_in_allowed(claims, groups, allowed):
+    assert (
+        sso.sign_in_allowed(claims=claims, groups=groups, domains=["example.com"], allowed_groups=["research"])
+        is allowed
+    )
+
+
+def test_sign_in_allowed_without_allow_list():
+    assert sso.sign_in_allowed(claims={}, groups=None, domains=[], allowed_groups=[])
+
+
+@pytest.mark.django_db
+def test_first_sign_in_creates_user_and_never_takes_a_local_account():
+    local = User.objects.create_user("ada", password="x")
+    claims = {"sub": "s-1", "preferred_username": "ada", "email": "ada@example.com"}
+    user = sso.identity_user_create(issuer=ISSUER, claims=claims, username_claim="preferred_username")
+    assert user != local
+    assert user.username == "ada-2"
+    assert not user.has_usable_password()
+    assert sso.identity_user(issuer=ISSUER, subject="s-1") == user
+    # The same subject at another issuer is another person.
+    assert sso.identity_user(issuer="https://other.example.com", subject="s-1") is None
+    assert ProviderIdentity.objects.get(user=user).subject == "s-1"
+
+
+@pytest.mark.django_db
+def test_profile_update_follows_the_provider():
+    user = User.objects.create_user("ada", email="old@example.com")
+    sso.user_profile_update(user=user, claims={"email": "new@example.com", "given_name": "Ada", "family_name": "L"})
+    user.refresh_from_db()
+    assert (user.email, user.first_name, user.last_name) == ("new@example.com", "Ada", "L")
+
+
+@pytest.mark.django_db
+def test_groups_sync_adds_and_removes_only_the_providers_groups():
+    user = User.objects.create_user("ada")
+    admins_own = Group.objects.create(name="reviewers")
+    user.groups.add(admins_own)
+
+    sso.user_groups_sync(user=user, names={"research", "ops"}, create=True)
+    assert set(user.groups.values_list("name", flat=True)) == {"reviewers", "research", "ops"}
+    assert set(ProviderGroup.objects.values_list("group__name", flat=True)) == {"research", "ops"}
+
+    sso.user_groups_sync(user=user, names={"research"}, create=True)
+    # Taken out of "ops", which the provider no longer names; the admin's group stays.
+    assert set(user.groups.values_list("name", flat=True)) == {"reviewers", "research"}
+
+    sso.user_groups_sync(user=user, names=set(), create=True)
+    assert set(user.groups.values_list("name", flat=True)) == {"reviewers"}
+
+
+@pytest.mark.django_db
+def test_groups_sync_without_creating_joins_existing_groups_only():
+    user = User.objects.create_user("ada")
+    Group.objects.create(name="research")
+    sso.user_groups_sync(user=user, names={"research", "unknown"}, create=False)
+    assert list(user.groups.values_list("name", flat=True)) == ["research"]
+    assert not Group.objects.filter(name="unknown").exists()
