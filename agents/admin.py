@@ -6,21 +6,25 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import GroupAdmin, UserAdmin
 from django.contrib.auth.models import Group
 from django.core.exceptions import PermissionDenied
-from django.shortcuts import redirect
+from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from django.utils.decorators import method_decorator
 from django.utils.html import format_html
 from django.utils.text import Truncator
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
+from django.views.decorators.debug import sensitive_post_parameters
 
 from artifacts.uploads import UploadError
 
+from .config import AGENTS
 from .library import library_file_read
-from .models import LibraryDocument, Run, RunEvent, TokenBudget
+from .models import HttpTool, LibraryDocument, Run, RunEvent, TokenBudget
 from .services.admission import budget_of, metrics_tokens, tokens_today, waiting_place
 from .services.retention import runs_fold_requested
 from .services.runs import runs_cancel_by_staff
+from .tools.http import http_tool_test
 from .trace import run_trace
 
 # A JSON value longer than this is shown folded.
@@ -346,3 +350,120 @@ class TokenBudgetAdmin(admin.ModelAdmin):
     @admin.display(description=_("tokens today"))
     def used_today(self, budget):
         return f"{tokens_today(user_id=budget.user_id):,}" if budget.user_id else "—"
+
+
+class ToolSourceForm(forms.ModelForm):
+    """The form of any tool an administrator plugs in (agents.models.ToolSource):
+    the agents as checkboxes, and the secret write-only: its value is never
+    sent back to the browser, only whether one is set (ToolSourceAdmin)."""
+
+    agents = forms.MultipleChoiceField(
+        label=_("Agents"),
+        choices=[(name, name) for name in AGENTS],
+        widget=forms.CheckboxSelectMultiple,
+        required=False,
+        help_text=_("The agents that may call it."),
+    )
+    new_secret = forms.CharField(
+        label=_("New secret value"),
+        required=False,
+        strip=False,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+        help_text=_("Sent as the secret header's value, e.g. “Bearer …”. Left empty, the stored secret is kept."),
+    )
+    clear_secret = forms.BooleanField(label=_("Remove the stored secret"), required=False)
+
+    def clean(self):
+        cleaned = super().clean()
+        if cleaned.get("new_secret") and cleaned.get("clear_secret"):
+            raise forms.ValidationError(gettext("Give a new secret or remove it, not both."))
+        if cleaned.get("new_secret") and not cleaned.get("secret_header"):
+            self.add_error("secret_header", gettext("Name the header the secret is sent in."))
+        return cleaned
+
+    def save(self, commit=True):
+        if self.cleaned_data.get("clear_secret"):
+            self.instance.secret_set("")
+        elif self.cleaned_data.get("new_secret"):
+            self.instance.secret_set(self.cleaned_data["new_secret"])
+        return super().save(commit)
+
+
+class ToolSourceAdmin(admin.ModelAdmin):
+    """What the admin of every kind of configured tool shares: its list, who may use it, its secret."""
+
+    list_display = ("name", "enabled", "permission", "agent_list", "group_list", "secret_status")
+    list_filter = ("enabled", "permission", "groups")
+    search_fields = ("name", "description")
+    filter_horizontal = ("groups",)
+    readonly_fields = ("secret_status", "created_at", "updated_at")
+    access_fieldset = (
+        _("Who may use it"),
+        {"fields": ("enabled", "permission", "agents", "groups")},
+    )
+    secret_fieldset = (
+        _("Secret"),
+        {"fields": ("secret_header", "secret_status", "new_secret", "clear_secret")},
+    )
+
+    # An error report of a failed save (ADMINS' e-mail) must not carry the secret typed in.
+    @method_decorator(sensitive_post_parameters("new_secret"))
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        return super().changeform_view(request, object_id, form_url, extra_context)
+
+    @admin.display(description=_("agents"))
+    def agent_list(self, source):
+        return ", ".join(source.agents or []) or "—"
+
+    @admin.display(description=_("groups"))
+    def group_list(self, source):
+        return ", ".join(group.name for group in source.groups.all()) or gettext("everyone")
+
+    @admin.display(description=_("secret"))
+    def secret_status(self, source):
+        return gettext("set") if source.has_secret else gettext("not set")
+
+
+@admin.register(HttpTool)
+class HttpToolAdmin(ToolSourceAdmin):
+    form = ToolSourceForm
+    list_display = ("name", "method", "url_template", *ToolSourceAdmin.list_display[1:])
+    change_form_template = "admin/agents/httptool/change_form.html"
+    actions = ["tools_test"]
+
+    def get_fieldsets(self, request, obj=None):
+        return [
+            (None, {"fields": ("name", "description", "method", "url_template", "parameters", "response_path")}),
+            (_("Request"), {"fields": ("headers", "timeout")}),
+            self.access_fieldset,
+            self.secret_fieldset,
+            (_("Record"), {"fields": ("created_at", "updated_at")}),
+        ]
+
+    def get_urls(self):
+        test = path(
+            "<int:object_id>/test/", self.admin_site.admin_view(self.tool_test_view), name="agents_httptool_test"
+        )
+        return [test, *super().get_urls()]
+
+    def _report(self, request, tool) -> None:
+        report = http_tool_test(tool=tool)
+        self.message_user(
+            request,
+            gettext("%(tool)s: %(request)s → %(outcome)s")
+            % {"tool": tool.name, "request": report.request, "outcome": report.outcome},
+            messages.SUCCESS if report.ok else messages.ERROR,
+        )
+
+    def tool_test_view(self, request, object_id):
+        """Test connection: one harmless request (agents.tools.http.http_tool_test), its outcome as a message."""
+        tool = get_object_or_404(HttpTool, pk=object_id)
+        if request.method != "POST" or not self.has_change_permission(request, tool):
+            raise PermissionDenied
+        self._report(request, tool)
+        return redirect("admin:agents_httptool_change", tool.pk)
+
+    @admin.action(description=_("Test connection"), permissions=["change"])
+    def tools_test(self, request, queryset):
+        for tool in queryset:
+            self._report(request, tool)

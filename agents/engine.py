@@ -12,6 +12,7 @@ which the caller checkpoints after every step. A tool that needs the user's appr
 `turn_execute` with the state saved; a later call continues from it.
 """
 
+import dataclasses
 import json
 import time
 import uuid
@@ -60,6 +61,7 @@ from .toolcalls import (
     toolcalls_parse,
 )
 from .tools.base import CONFIRM, Tool, ToolContext, ToolResult, tool_error
+from .tools.registry import configured_tools
 
 # How much of a tool result the event log keeps for the page; the model gets all of it.
 EVENT_RESULT_CHARS = 2000
@@ -174,7 +176,9 @@ class Turn:
         self.artifacts = artifacts
         self.is_cancelled = is_cancelled
         self.checkpoint = checkpoint
-        self.tool_context = ToolContext(artifacts=artifacts, user=self.message.conversation.owner, run_id=run.pk)
+        owner = self.message.conversation.owner
+        self.tool_context = ToolContext(artifacts=artifacts, user=owner, run_id=run.pk)
+        self.configs = agent_configs(user=owner)
         self.shown = ""  # the lead's prose of the current step, kept if the turn is cancelled
         # Counted per worker task: time spent waiting for the user is not the turn's.
         self.deadline = time.monotonic() + settings.RUN_TIME_LIMIT
@@ -206,7 +210,7 @@ class Turn:
 
     def _step(self, state: TurnState) -> TurnOutcome | None:
         frame = state.frames[-1]
-        config = AGENTS[frame.agent]
+        config = self.configs[frame.agent]
         # Before the model call: a misconfigured limit fails the turn before it costs one.
         rounds = max_tool_rounds(frame.agent)
         tools = {tool.name: tool for tool in config.tools}
@@ -683,7 +687,12 @@ class Turn:
         if decision in ALLOWING:
             if decision == PermissionDecision.ALWAYS:
                 state.allowed.append(call.name)
-            tool = {tool.name: tool for tool in AGENTS[frame.agent].tools}[call.name]
+            tool = {tool.name: tool for tool in self.configs[frame.agent].tools}.get(call.name)
+            if tool is None:
+                # An administrator disabled or restricted it while the user decided.
+                gone = f"The tool {call.name} is no longer available; continue without it."
+                self._tool_report(state, frame, call, tool_error(tool=call.name, message=gone), decision=decision)
+                return
             self._tool_execute(state, frame, tool, call)
             return
         why = REFUSED_MESSAGES[decision]
@@ -703,6 +712,17 @@ class Turn:
             metrics=turn_metrics(state),
             pending=state.pending if waiting else None,
         )
+
+
+def agent_configs(*, user) -> dict[str, AgentConfig]:
+    """Every agent as it works in `user`'s conversations: its built-in tools,
+    then the configured tools (agents.tools.registry) it may use there."""
+    builtin = {tool.name for config in AGENTS.values() for tool in config.tools}
+    configured = configured_tools(user=user, taken=builtin)
+    return {
+        name: dataclasses.replace(config, tools=(*config.tools, *configured.get(name, ())))
+        for name, config in AGENTS.items()
+    }
 
 
 def _too_long(text: str) -> bool:

@@ -1,4 +1,6 @@
 from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
@@ -185,3 +187,124 @@ class LibraryDocument(models.Model):
     @property
     def url(self) -> str:
         return f"{LIBRARY_URL_PREFIX}{self.pk}"
+
+
+# A configured tool's name as the model calls it: never with "__", which names
+# the tools of an MCP server (<server>__<tool>), so the two never collide.
+TOOL_NAME_VALIDATOR = RegexValidator(
+    r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$",
+    _("Lower-case letters, digits and single underscores, starting with a letter (no “__”)."),
+)
+
+
+def _lead_only() -> list[str]:
+    return ["lead_agent"]
+
+
+class ToolSource(models.Model):
+    """What every tool an administrator plugs in shares, whatever kind it is
+    (an HTTP tool, an MCP server yielding several): who may use it, when the
+    user must confirm a call, how long a call may take, and one secret header
+    (agents.secrets) sent with its requests. The secret is stored encrypted and
+    only read (secret_read) when a request is made."""
+
+    class Permission(models.TextChoices):
+        AUTO = "auto", _("Run without asking")
+        CONFIRM = "confirm", _("Ask the user before each call")
+
+    name = models.CharField(_("name"), max_length=60, unique=True, validators=[TOOL_NAME_VALIDATOR])
+    description = models.TextField(_("description"), help_text=_("What the tool does, for the model to choose it."))
+    enabled = models.BooleanField(_("enabled"), default=True)
+    permission = models.CharField(
+        _("permission"), max_length=10, choices=Permission.choices, default=Permission.CONFIRM
+    )
+    # Names of agents.config.AGENTS; checked by the admin's form.
+    agents = models.JSONField(_("agents"), default=_lead_only, blank=True)
+    groups = models.ManyToManyField(
+        "auth.Group",
+        blank=True,
+        related_name="+",
+        verbose_name=_("groups"),
+        help_text=_("Only conversations of members of these groups may use it; none: everyone's."),
+    )
+    timeout = models.PositiveSmallIntegerField(
+        _("timeout (seconds)"), default=20, validators=[MinValueValidator(1), MaxValueValidator(120)]
+    )
+    secret_header = models.CharField(
+        _("secret header"),
+        max_length=100,
+        blank=True,
+        help_text=_("The header the secret is sent in, e.g. Authorization."),
+    )
+    # The Fernet token of the secret header's value; never shown, never logged.
+    secret_encrypted = models.TextField(blank=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        abstract = True
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+    @property
+    def has_secret(self) -> bool:
+        return bool(self.secret_encrypted)
+
+    def secret_set(self, value: str) -> None:
+        """Store `value` encrypted; an empty value removes the secret."""
+        from .secrets import secret_encrypt
+
+        self.secret_encrypted = secret_encrypt(value) if value else ""
+
+    def secret_read(self) -> str:
+        """The secret in plain text, for the request being made; SecretError when it cannot be read."""
+        from .secrets import secret_decrypt
+
+        return secret_decrypt(self.secret_encrypted) if self.secret_encrypted else ""
+
+
+class HttpTool(ToolSource):
+    """A declarative tool for an internal REST endpoint (agents.tools.http,
+    docs/tools.md): the URL's scheme and host are the administrator's, and each
+    parameter goes where its schema's "x-in" says: path, query or body."""
+
+    class Method(models.TextChoices):
+        GET = "GET", "GET"
+        POST = "POST", "POST"
+        PUT = "PUT", "PUT"
+        PATCH = "PATCH", "PATCH"
+        DELETE = "DELETE", "DELETE"
+
+    method = models.CharField(_("method"), max_length=10, choices=Method.choices, default=Method.GET)
+    url_template = models.CharField(
+        _("URL template"),
+        max_length=2000,
+        help_text=_("e.g. https://tickets.internal/api/tickets/{ticket_id}; {name} only in the path."),
+    )
+    headers = models.JSONField(
+        _("headers"), default=dict, blank=True, help_text=_("Headers sent with every call; not secret.")
+    )
+    parameters = models.JSONField(
+        _("parameters"),
+        default=dict,
+        help_text=_('JSON Schema of the arguments; each property says where it goes: "x-in": path, query or body.'),
+    )
+    response_path = models.CharField(
+        _("response extraction"),
+        max_length=500,
+        blank=True,
+        help_text=_("Of a JSON answer, only this part: a dotted path (data.items) or a JSON pointer (/data/items)."),
+    )
+
+    class Meta(ToolSource.Meta):
+        verbose_name = _("HTTP tool")
+        verbose_name_plural = _("HTTP tools")
+
+    def clean(self):
+        from .tools.http import http_tool_problems
+
+        problems = http_tool_problems(tool=self)
+        if problems:
+            raise ValidationError(problems)

@@ -596,6 +596,13 @@ FETCH_TIMEOUT = env.float("ARTIFACTFLOW_FETCH_TIMEOUT", default=20.0)
 FETCH_MAX_BYTES = env.int("ARTIFACTFLOW_FETCH_MAX_BYTES", default=5 * 1024 * 1024)
 FETCH_MAX_REDIRECTS = 5
 
+# --- Tools an admin plugs in (agents.toolsources, docs/tools.md) -----------------
+
+# The Fernet key (urlsafe base64 of 32 bytes) their secrets are encrypted with;
+# unset, one is derived from SECRET_KEY, so changing SECRET_KEY then makes the
+# stored secrets unreadable (each is reported, none crashes a turn).
+SECRETS_KEY = env.str("ARTIFACTFLOW_SECRETS_KEY", default="")
+
 # web_search: "searxng", "tavily" or "local" (the team library). Empty picks
 # searxng when SEARXNG_URL is set, else tavily when TAVILY_API_KEY is, else local.
 SEARCH_PROVIDER = env.str("ARTIFACTFLOW_SEARCH_PROVIDER", default="")

@@ -1,3 +1,4 @@
+import json
 from datetime import timedelta
 
 import lxml.html
@@ -9,13 +10,14 @@ from django.urls import reverse
 from django.utils import timezone
 
 from agents.admin import QUESTION_LIST_CHARS
-from agents.models import Run, RunEvent
+from agents.models import HttpTool, Run, RunEvent
 from agents.services import asking
 from agents.services.execution import run_execute
 from agents.services.permissions import permission_answer
 from agents.state import pending_request
 from conversations.models import Message
 from tests.agents.test_engine import call, run_with_a_cut_compaction
+from tests.agents.tools.http_service import Service
 from tests.factories import (
     ConversationFactory,
     LibraryDocumentFactory,
@@ -455,3 +457,86 @@ def test_budgets_are_edited_on_the_user_and_the_user_list_shows_tokens_today(sta
     assert response.status_code == 302, _text(response)[:2000]
     assert user.token_budget.daily_tokens == 50_000
     assert "50,000" in _text(staff_client.get(reverse("admin:auth_user_changelist"), {"q": user.username}))
+
+
+# --- HTTP tools -----------------------------------------------------------------------
+
+
+@pytest.fixture
+def ticket_service():
+    running = Service().start()
+    yield running
+    running.stop()
+
+
+def _http_tool_form(service_url: str, **changes) -> dict:
+    schema = {
+        "type": "object",
+        "properties": {"ticket_id": {"type": "string", "x-in": "path", "examples": ["T-1"]}},
+        "required": ["ticket_id"],
+    }
+    return {
+        "name": "ticket_lookup",
+        "description": "Looks a ticket up.",
+        "method": "GET",
+        "url_template": f"{service_url}/api/tickets/{{ticket_id}}",
+        "parameters": json.dumps(schema),
+        "response_path": "",
+        "headers": "{}",
+        "timeout": "20",
+        "enabled": "on",
+        "permission": "auto",
+        "agents": ["lead_agent", "search_agent"],
+        "secret_header": "Authorization",
+        "new_secret": "",
+        **changes,
+    }
+
+
+def test_an_http_tools_secret_is_write_only_in_the_admin(staff_client, ticket_service):
+    add = reverse("admin:agents_httptool_add")
+    response = staff_client.post(add, _http_tool_form(ticket_service.url, new_secret="Bearer tok-8d7f6e5a"))
+
+    assert response.status_code == 302, _text(response)
+    # Left out of any error report of the request.
+    assert response.wsgi_request.sensitive_post_parameters == ("new_secret",)
+    tool = HttpTool.objects.get()
+    assert tool.agents == ["lead_agent", "search_agent"] and tool.secret_read() == "Bearer tok-8d7f6e5a"
+    assert "tok-8d7f6e5a" not in tool.secret_encrypted
+    page = staff_client.get(reverse("admin:agents_httptool_change", args=[tool.pk]))
+    assert "tok-8d7f6e5a" not in page.text and "Secret: set" in _text(page).replace("Secret status", "Secret")
+    listing = staff_client.get(reverse("admin:agents_httptool_changelist"))
+    assert "tok-8d7f6e5a" not in listing.text and "everyone" in _text(listing)
+
+    # Saved again without a new value, the secret is kept; "remove" removes it.
+    staff_client.post(reverse("admin:agents_httptool_change", args=[tool.pk]), _http_tool_form(ticket_service.url))
+    tool.refresh_from_db()
+    assert tool.secret_read() == "Bearer tok-8d7f6e5a"
+    staff_client.post(
+        reverse("admin:agents_httptool_change", args=[tool.pk]), _http_tool_form(ticket_service.url, clear_secret="on")
+    )
+    tool.refresh_from_db()
+    assert not tool.has_secret
+
+
+def test_the_admin_refuses_a_url_whose_host_the_model_would_choose(staff_client):
+    form = _http_tool_form("http://{host}")
+
+    response = staff_client.post(reverse("admin:agents_httptool_add"), form)
+
+    assert response.status_code == 200 and "The host is fixed" in _text(response)
+
+
+def test_test_connection_shows_the_status_the_service_answered(staff_client, ticket_service):
+    staff_client.post(
+        reverse("admin:agents_httptool_add"), _http_tool_form(ticket_service.url, new_secret="tok-abcdef12")
+    )
+    tool = HttpTool.objects.get()
+
+    response = staff_client.post(reverse("admin:agents_httptool_test", args=[tool.pk]), follow=True)
+
+    shown = [str(message) for message in response.context["messages"]][-1]
+    assert f"ticket_lookup: GET {ticket_service.url}/api/tickets/T-1 → HTTP 200 OK, application/json" in shown
+    assert ticket_service.received[0].headers["Authorization"] == "tok-abcdef12"
+    assert "tok-abcdef12" not in response.content.decode()
+    assert staff_client.get(reverse("admin:agents_httptool_test", args=[tool.pk])).status_code == 403

@@ -1,0 +1,106 @@
+"""A small internal REST service for the HTTP tool tests: a real server on
+127.0.0.1 that records every request it gets (method, path, query, headers,
+body) and answers by path."""
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64
+
+
+@dataclass
+class Received:
+    method: str
+    path: str
+    query: dict
+    headers: dict
+    body: bytes
+
+
+@dataclass
+class Service:
+    received: list = field(default_factory=list)
+    # Seconds /slow waits before answering.
+    slow_seconds: float = 5.0
+
+    def start(self) -> "Service":
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+
+def _handler_for(service: Service):
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            self._answer()
+
+        do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_GET
+
+        def _answer(self):
+            parts = urlsplit(self.path)
+            body = self.rfile.read(int(self.headers.get("Content-Length", 0) or 0))
+            received = Received(self.command, parts.path, parse_qs(parts.query), dict(self.headers.items()), body)
+            service.received.append(received)
+            try:
+                self._route(received)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the tool hung up at its timeout
+
+        def _route(self, received: Received):
+            path = received.path
+            if path.startswith("/api/tickets/"):
+                ticket = path.removeprefix("/api/tickets/")
+                data = {"data": {"ticket": ticket, "query": received.query, "body": _json(received.body)}}
+                self._send(200, "application/json", json.dumps(data).encode())
+            elif path == "/echo":
+                # An error page that repeats the request's headers, as some do.
+                self._send(500, "text/plain", json.dumps(received.headers).encode())
+            elif path == "/fail":
+                self._send(500, "text/plain", b"the database is down")
+            elif path == "/slow":
+                time.sleep(service.slow_seconds)
+                self._send(200, "text/plain", b"late")
+            elif path == "/moved":
+                self.send_response(302)
+                self.send_header("Location", "http://elsewhere.invalid/steal")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+            elif path == "/chart.png":
+                self._send(200, "image/png", PNG)
+            elif path == "/big":
+                self._send(200, "text/plain", b"x" * (3 * 1024 * 1024))
+            else:
+                self._send(200, "text/plain; charset=utf-8", "你好 from the root".encode())
+
+        def _send(self, status: int, content_type: str, body: bytes):
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(body)
+
+    return Handler
+
+
+def _json(body: bytes):
+    return json.loads(body) if body else None
