@@ -165,10 +165,10 @@ def artifact_diff(request, conversation_id, artifact_id):
 @require_GET
 def artifact_page(request, conversation_id, artifact_id):
     """The page of a long text from `?start=` on, in `?version=`: what "Show
-    more" appends below the pages shown."""
+    more" appends below the pages shown. Without `start`, the first page."""
     branch, _ = _readable_branch_or_404(request, conversation_id)
     selected = _saved_or_404(branch, artifact_id)
-    version, start = _version_number(request, "version"), id_from_text(request.GET.get("start", ""))
+    version, start = _version_number(request, "version"), id_from_text(request.GET.get("start", "0"))
     page = (
         paging.version_page(artifact=selected.saved, version=version, start=start)
         if version is not None and start is not None

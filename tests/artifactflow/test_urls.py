@@ -247,6 +247,7 @@ def _parameters(world: World, variant: str, method: str) -> dict:
         "username": "nul\x00",
         "group": "9" * 25,
         "share": "²",
+        "start": "²",
     }
 
 

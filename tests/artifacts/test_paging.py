@@ -92,10 +92,21 @@ def test_the_pane_shows_a_long_texts_first_page_and_show_more_fetches_the_next(s
     assert more.index(next_line) < more.index("Show more")
 
 
+def test_a_version_asked_for_with_no_start_is_its_first_page(signed_in, conversation):
+    text = "".join(f"第{n}行 line {n}\n" for n in range(60_000))
+    _flushed(conversation, "long.md", text, content_type="text/plain")
+
+    page = signed_in.get(_url("artifact-page", conversation, "long.md") + "?version=1", **HTMX)
+
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "第0行 line 0" in html and f"start={len(text_first_page(text=text).text)}" in html
+
+
 def test_a_page_that_is_not_there_is_a_404(signed_in, conversation):
     _flushed(conversation, "notes.md", "short")
 
-    for query in ("?version=1&start=99", "?version=2&start=0", "?start=0", "?version=1&start=-1"):
+    for query in ("?version=1&start=99", "?version=2&start=0", "?start=0", "?version=1&start=-1", "?version=1&start="):
         assert signed_in.get(_url("artifact-page", conversation, "notes.md") + query).status_code == 404
 
 

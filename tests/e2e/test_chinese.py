@@ -102,10 +102,15 @@ def test_the_whole_flow_in_chinese(portal, model_server, new_page, screenshot, w
     if phone:
         page.locator(".pane-toggle").click()
     pane = page.locator("#artifact-pane")
-    pane.get_by_role("link", name="热泵报告").first.click()
+    # With an artifact open, the list is folded into the switcher.
+    switcher = pane.locator(".artifact-switcher")
+    switcher.locator("summary").click()
+    switcher.get_by_role("link", name="热泵报告").click()
+    expect(pane.locator(".switcher-title")).to_have_text("热泵报告")
     expect(pane.locator(".artifact-content")).to_contain_text("COP 约为二")
     _check(page, screenshot, name=f"{width}-pane")
 
+    pane.locator(".pane-menu summary").click()
     pane.locator("#diff-from").select_option("1")
     pane.locator("#diff-to").select_option("2")
     pane.get_by_role("button", name="比较", exact=True).click()
