@@ -147,7 +147,7 @@ def _transport(server, *, secret: str):
             follow_redirects=False,
             trust_env=False,
         )
-        return _with_client(client, server.url)
+        return _HttpStreams(client, server.url)
     env = dict(server.env or {})
     if server.secret_env and secret:
         env[server.secret_env] = secret
@@ -155,7 +155,7 @@ def _transport(server, *, secret: str):
     return stdio_client(parameters)
 
 
-class _with_client:
+class _HttpStreams:
     """streamable_http_client with an httpx client that is closed with it."""
 
     def __init__(self, client: httpx.AsyncClient, url: str):
@@ -270,7 +270,7 @@ def _text_cut(text: str, notes: list[str]) -> str:
     return text
 
 
-def _file_keep(*, context: ToolContext | None, name: str, data: str, mime: str, served: Served) -> str:
+def _file_keep(*, context: ToolContext | None, name: str, data: str, mime: str) -> str:
     """Keep a file the tool returned as a file artifact; the line the result says of it."""
     from artifacts.models import Artifact
     from artifacts.services import artifact_upload
@@ -305,9 +305,7 @@ def _content_text(
         elif isinstance(block, types.ImageContent | types.AudioContent):
             files += 1
             parts.append(
-                _file_keep(
-                    context=context, name=f"{served.name}_{files}", data=block.data, mime=block.mimeType, served=served
-                )
+                _file_keep(context=context, name=f"{served.name}_{files}", data=block.data, mime=block.mimeType)
             )
         elif isinstance(block, types.EmbeddedResource):
             resource = block.resource
@@ -317,7 +315,7 @@ def _content_text(
                 files += 1
                 stem = str(resource.uri).rstrip("/").rsplit("/", 1)[-1] or f"{served.name}_{files}"
                 mime = resource.mimeType or "application/octet-stream"
-                parts.append(_file_keep(context=context, name=stem, data=resource.blob, mime=mime, served=served))
+                parts.append(_file_keep(context=context, name=stem, data=resource.blob, mime=mime))
         elif isinstance(block, types.ResourceLink):
             parts.append(f"[a link to {block.uri}]")
     if not parts and result.structuredContent is not None:

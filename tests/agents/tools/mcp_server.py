@@ -5,7 +5,7 @@
 
 Over HTTP it refuses (401) any request whose X-Api-Key header is not
 MCP_TEST_KEY from its environment, when that is set: a test sees the secret
-header reach it. Its tools: a text, an image, an error, a hang."""
+header reach it. Its tools: a text, an image, the token it was given, an error, a hang."""
 
 import asyncio
 import base64
@@ -32,6 +32,12 @@ def echo(text: str, times: int = 1) -> str:
 def picture() -> Image:
     """Draws a tiny picture."""
     return Image(data=PNG, format="png")
+
+
+@server.tool()
+def token() -> str:
+    """Tells the token it was passed in MCP_TEST_TOKEN (over stdio)."""
+    return f"my token is {os.environ.get('MCP_TEST_TOKEN', 'none')}"
 
 
 @server.tool()

@@ -20,6 +20,8 @@ from django.urls import reverse
 from agents.models import McpServer, Run, RunEvent
 from agents.services import asking
 from agents.services.execution import run_execute
+from agents.services.permissions import permission_answer
+from agents.state import pending_request
 from agents.tools.base import ToolContext
 from agents.tools.mcp import mcp_server_problems, mcp_tools_build, offered_name, tools_discovered
 from artifacts.models import Artifact
@@ -31,7 +33,7 @@ pytestmark = pytest.mark.django_db
 
 ROOT = str(Path(__file__).resolve().parents[3])
 KEY = "mcp-key-7f3a9c2e51"
-NAMES = {"demo__echo", "demo__draw_picture", "demo__fail", "demo__hang"}
+NAMES = {"demo__echo", "demo__draw_picture", "demo__token", "demo__fail", "demo__hang"}
 
 
 @pytest.fixture(autouse=True)
@@ -70,6 +72,7 @@ def http_url():
 
 def make_server(transport: str, url: str = "", *, name="demo", timeout=10, **fields) -> McpServer:
     groups = fields.pop("groups", [])
+    fields.setdefault("permission", "auto")
     if transport == "http":
         server = McpServer(name=name, transport="http", url=url, secret_header="X-Api-Key", **fields)
         server.secret_set(KEY)
@@ -83,7 +86,6 @@ def make_server(transport: str, url: str = "", *, name="demo", timeout=10, **fie
             **fields,
         )
     server.description = "The test server."
-    server.permission = "auto"
     server.timeout = timeout
     server.full_clean()
     server.save()
@@ -279,6 +281,36 @@ def test_the_secret_header_reaches_the_server_and_shows_nowhere(user, scripted_m
     assert "demo__echo" in trace.text and KEY not in trace.text
     admin_page = client.get(reverse("admin:agents_mcpserver_change", args=[server.pk]))
     assert admin_page.status_code == 200 and KEY not in admin_page.text
+
+
+def test_over_stdio_the_secret_is_passed_in_its_variable_and_wiped_from_the_result(user, scripted_model):
+    server = make_server("stdio", secret_env="MCP_TEST_TOKEN")
+    server.secret_set(KEY)
+    server.save()
+    scripted_model.add(Text(call("demo__token")), Text("Fine."))
+
+    run = _turn(user)
+
+    complete = run.events.get(type=RunEvent.Type.TOOL_COMPLETE)
+    assert complete.data["success"] and "my token is [secret]" in complete.data["result"]
+    assert KEY not in json.dumps(scripted_model.requests) and KEY not in json.dumps(complete.data)
+
+
+def test_a_confirm_server_pauses_the_turn_until_the_user_approves(user, scripted_model, http_url):
+    make_server("http", http_url, permission="confirm")
+    scripted_model.add(Text(call("demo__echo", text="ok")), Text("Echoed."))
+
+    run = _turn(user)
+
+    assert run.status == Run.Status.WAITING_PERMISSION
+    request = run.events.get(type=RunEvent.Type.PERMISSION_REQUEST)
+    assert request.data["tool"] == "demo__echo" and request.data["params"] == {"text": "ok"}
+    pending = pending_request(run.checkpoint)
+    permission_answer(run_id=run.pk, user=user, request_id=pending.id, decision="approve", enqueue=False)
+    run_execute(run_id=run.pk)
+    run.refresh_from_db()
+    assert run.status == Run.Status.COMPLETED and run.message.response == "Echoed."
+    assert "echo: ok" in run.events.get(type=RunEvent.Type.TOOL_COMPLETE).data["result"]
 
 
 def test_a_wrong_secret_is_refused_by_the_server_and_said_in_activity(user, scripted_model, http_url):
