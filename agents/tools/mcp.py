@@ -49,6 +49,9 @@ DISCOVERY_CACHE_SECONDS = 60
 TOOL_NAME_MAX = 64
 _NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 SEPARATOR = "__"
+# What one server may put in the model's prompt: so many tools, so long a description each.
+MAX_TOOLS = 100
+MAX_DESCRIPTION_CHARS = 2000
 # What one call's result may hold: text past it is cut, files past it are not kept.
 MAX_TEXT_CHARS = 200_000
 MAX_FILE_BYTES = 10 * 1024 * 1024
@@ -247,15 +250,18 @@ def tools_discovered(server) -> list[Served]:
         try:
             listed = tools_listed(server, secret=secret)
         except McpError as error:
-            raise McpError(scrub(str(error), _secrets_of(secret) if secret else [])) from None
+            message = scrub(str(error), _secrets_of(secret) if secret else [])
+            # For the operator: the Activity line is the conversation's owner's.
+            logger.warning("MCP server %s is unavailable: %s", server.name, message)
+            raise McpError(message) from None
         cache.set(_cache_key(server), listed, DISCOVERY_CACHE_SECONDS)
     served, names = [], set()
-    for item in listed:
+    for item in listed[:MAX_TOOLS]:
         name = offered_name(server=server.name, tool=item["name"])
         if name in names:
             continue
         names.add(name)
-        description = item["description"] or f"The {item['name']} tool of {server.name}."
+        description = item["description"][:MAX_DESCRIPTION_CHARS] or f"The {item['name']} tool of {server.name}."
         served.append(Served(name=name, tool=item["name"], description=description, schema=_schema(item["schema"])))
     return served
 

@@ -313,7 +313,8 @@ def test_a_confirm_server_pauses_the_turn_until_the_user_approves(user, scripted
     assert "echo: ok" in run.events.get(type=RunEvent.Type.TOOL_COMPLETE).data["result"]
 
 
-def test_a_wrong_secret_is_refused_by_the_server_and_said_in_activity(user, scripted_model, http_url):
+def test_a_wrong_secret_is_refused_by_the_server_and_said_in_activity(user, scripted_model, http_url, caplog):
+    caplog.set_level(logging.WARNING)
     server = make_server("http", http_url)
     server.secret_set("not-the-key")
     server.save()
@@ -324,6 +325,8 @@ def test_a_wrong_secret_is_refused_by_the_server_and_said_in_activity(user, scri
     notice = run.events.get(type=RunEvent.Type.TOOL_COMPLETE)
     assert run.status == Run.Status.COMPLETED and "HTTP 401" in notice.data["output"]["message"]
     assert "not-the-key" not in json.dumps(notice.data)
+    assert "MCP server demo is unavailable: the server answered HTTP 401" in caplog.text
+    assert "not-the-key" not in caplog.text
 
 
 def test_a_server_limited_to_a_group_never_reaches_another_users_model(user, other_user, scripted_model, http_url):
