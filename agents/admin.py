@@ -435,7 +435,9 @@ class HttpToolAdmin(ToolSourceAdmin):
         ]
 
     def get_urls(self):
-        test = path("<int:tool_id>/test/", self.admin_site.admin_view(self.tool_test_view), name="agents_httptool_test")
+        test = path(
+            "<int:object_id>/test/", self.admin_site.admin_view(self.tool_test_view), name="agents_httptool_test"
+        )
         return [test, *super().get_urls()]
 
     def _report(self, request, tool) -> None:
@@ -447,9 +449,9 @@ class HttpToolAdmin(ToolSourceAdmin):
             messages.SUCCESS if report.ok else messages.ERROR,
         )
 
-    def tool_test_view(self, request, tool_id):
+    def tool_test_view(self, request, object_id):
         """Test connection: one harmless request (agents.tools.http.http_tool_test), its outcome as a message."""
-        tool = get_object_or_404(HttpTool, pk=tool_id)
+        tool = get_object_or_404(HttpTool, pk=object_id)
         if request.method != "POST" or not self.has_change_permission(request, tool):
             raise PermissionDenied
         self._report(request, tool)

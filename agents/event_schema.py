@@ -244,8 +244,8 @@ class ToolComplete(TypedDict):
     artifact_change: NotRequired[ArtifactChange]  # artifact tools that changed one
     stored_as: NotRequired[str]  # a result too long for the context
     url: NotRequired[str]  # web_fetch
-    status: NotRequired[int]  # web_fetch of the web
-    bytes: NotRequired[int]  # web_fetch of the web
+    status: NotRequired[int]  # web_fetch of the web, an HTTP tool
+    bytes: NotRequired[int]  # web_fetch of the web, an HTTP tool
     title: NotRequired[str]  # web_fetch of the library
     provider: NotRequired[str]  # web_search
     results: NotRequired[int]  # web_search

@@ -7,7 +7,7 @@ from django.test import RequestFactory
 from django.urls import reverse
 from django.utils import timezone
 
-from agents.models import Run, RunEvent, TokenBudget
+from agents.models import HttpTool, Run, RunEvent, TokenBudget
 from artifacts.models import Artifact, ArtifactVersion
 from tests.agents.test_admin import actions_offered, view_only_staff
 from tests.factories import (
@@ -42,6 +42,9 @@ def test_every_changelist_and_change_page_loads_with_search(staff_client):
     LibraryDocumentFactory(title="Findable")
     TokenBudget.objects.create(user=conversation.owner, daily_tokens=1_000)
     ConversationShareFactory(conversation=conversation, everyone=True)
+    HttpTool.objects.create(
+        name="findable", description="Findable", url_template="http://tickets.internal/", parameters={"type": "object"}
+    )
 
     for model in admin.site._registry:
         if model._meta.app_label not in OUR_APPS:
@@ -93,13 +96,17 @@ def _something_of_everything():
     LibraryDocumentFactory()
     TokenBudget.objects.create(user=owner, daily_tokens=1_000)
     ConversationShareFactory(conversation=conversation, user=UserFactory())
+    HttpTool.objects.create(
+        name="tickets", description="Tickets", url_template="http://tickets.internal/", parameters={"type": "object"}
+    )
 
 
-def _custom_pages(model_admin) -> list[str]:
+def _custom_pages(model_admin, obj) -> list[str]:
+    """The admin's own pages; one of an object (an HTTP tool's Test connection) for `obj`."""
     opts = model_admin.opts
     standard = {f"{opts.app_label}_{opts.model_name}_{page}" for page in STANDARD_PAGES}
     return [
-        reverse(f"admin:{pattern.name}")
+        reverse(f"admin:{pattern.name}", args=[obj.pk] if "object_id" in pattern.pattern.converters else [])
         for pattern in model_admin.get_urls()
         if pattern.name and pattern.name not in standard
     ]
@@ -133,7 +140,7 @@ def test_staff_who_may_only_view_can_view_everything_and_change_nothing(client, 
             client.post(change, {"title": "changed", "status": "cancelled", "content": "changed"}),
             client.post(reverse(f"admin:{opts.app_label}_{opts.model_name}_delete", args=[obj.pk]), {"post": "yes"}),
         ]
-        for url in _custom_pages(model_admin):
+        for url in _custom_pages(model_admin, obj):
             refused += [client.get(url), client.post(url, {"older_than_days": 0, "count": "1", "apply": "1"})]
         assert [response.status_code for response in refused] == [403] * len(refused), model
 
