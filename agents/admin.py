@@ -9,10 +9,12 @@ from django.core.exceptions import PermissionDenied
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from django.utils.decorators import method_decorator
 from django.utils.html import format_html
 from django.utils.text import Truncator
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
+from django.views.decorators.debug import sensitive_post_parameters
 
 from artifacts.uploads import UploadError
 
@@ -404,6 +406,11 @@ class ToolSourceAdmin(admin.ModelAdmin):
         _("Secret"),
         {"fields": ("secret_header", "secret_status", "new_secret", "clear_secret")},
     )
+
+    # An error report of a failed save (ADMINS' e-mail) must not carry the secret typed in.
+    @method_decorator(sensitive_post_parameters("new_secret"))
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        return super().changeform_view(request, object_id, form_url, extra_context)
 
     @admin.display(description=_("agents"))
     def agent_list(self, source):

@@ -53,10 +53,10 @@ class HttpToolError(Exception):
 
 def http_tool_problems(*, tool) -> dict[str, str]:
     """What is wrong with an HttpTool's definition, by field; empty when nothing."""
-    from ..config import AGENTS, LEAD
+    from ..config import AGENTS
 
     problems = {}
-    builtin = {t.name for config in AGENTS.values() for t in config.tools} | {t.name for t in LEAD.tools}
+    builtin = {t.name for config in AGENTS.values() for t in config.tools}
     if tool.name in builtin:
         problems["name"] = f"{tool.name} is the name of a built-in tool."
     unknown = [name for name in tool.agents or [] if name not in AGENTS]

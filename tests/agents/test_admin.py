@@ -498,6 +498,8 @@ def test_an_http_tools_secret_is_write_only_in_the_admin(staff_client, ticket_se
     response = staff_client.post(add, _http_tool_form(ticket_service.url, new_secret="Bearer tok-8d7f6e5a"))
 
     assert response.status_code == 302, _text(response)
+    # Left out of any error report of the request.
+    assert response.wsgi_request.sensitive_post_parameters == ("new_secret",)
     tool = HttpTool.objects.get()
     assert tool.agents == ["lead_agent", "search_agent"] and tool.secret_read() == "Bearer tok-8d7f6e5a"
     assert "tok-8d7f6e5a" not in tool.secret_encrypted
