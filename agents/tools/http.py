@@ -23,7 +23,7 @@ from xml.sax.saxutils import escape, quoteattr
 
 import httpx
 from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
+from jsonschema.exceptions import SchemaError, best_match
 
 from ..secrets import SecretError
 from .base import AUTO, CONFIRM, Tool, ToolContext, ToolResult, tool_error
@@ -160,7 +160,7 @@ def arguments_checked(*, schema: dict, params: dict) -> dict:
             except json.JSONDecodeError:
                 pass
         typed[name] = value
-    error = next(iter(sorted(Draft202012Validator(schema).iter_errors(typed), key=lambda e: e.path)), None)
+    error = best_match(Draft202012Validator(schema).iter_errors(typed))
     if error is not None:
         where = ".".join(str(part) for part in error.absolute_path)
         raise HttpToolError(f"invalid arguments{f' ({where})' if where else ''}: {error.message[:300]}")

@@ -257,3 +257,9 @@ def test_test_connection_says_when_the_service_is_down():
     report = http_tool_test(tool=make_tool(f"http://127.0.0.1:{port}"))
 
     assert not report.ok and "could not reach" in report.outcome
+
+
+def test_of_several_misfits_one_is_named(service):
+    result = call(make_tool(service.url), ticket_id="T-2", limit=0, tags=[1, 2], urgent="maybe")
+
+    assert not result.success and "invalid arguments (" in result.content and service.received == []
