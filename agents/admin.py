@@ -527,7 +527,7 @@ class McpServerAdmin(ToolSourceAdmin):
 
     def get_urls(self):
         test = path(
-            "<int:server_id>/test/", self.admin_site.admin_view(self.server_test_view), name="agents_mcpserver_test"
+            "<int:object_id>/test/", self.admin_site.admin_view(self.server_test_view), name="agents_mcpserver_test"
         )
         return [test, *super().get_urls()]
 
@@ -539,9 +539,9 @@ class McpServerAdmin(ToolSourceAdmin):
             messages.SUCCESS if report.ok else messages.ERROR,
         )
 
-    def server_test_view(self, request, server_id):
+    def server_test_view(self, request, object_id):
         """Test connection: the server's tools listed now (agents.tools.mcp.mcp_server_test), as a message."""
-        server = get_object_or_404(McpServer, pk=server_id)
+        server = get_object_or_404(McpServer, pk=object_id)
         if request.method != "POST" or not self.has_change_permission(request, server):
             raise PermissionDenied
         self._report(request, server)
