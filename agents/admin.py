@@ -20,11 +20,12 @@ from artifacts.uploads import UploadError
 
 from .config import AGENTS
 from .library import library_file_read
-from .models import HttpTool, LibraryDocument, Run, RunEvent, TokenBudget
+from .models import HttpTool, LibraryDocument, McpServer, Run, RunEvent, TokenBudget
 from .services.admission import budget_of, metrics_tokens, tokens_today, waiting_place
 from .services.retention import runs_fold_requested
 from .services.runs import runs_cancel_by_staff
 from .tools.http import http_tool_test
+from .tools.mcp import mcp_server_test
 from .trace import run_trace
 
 # A JSON value longer than this is shown folded.
@@ -467,3 +468,86 @@ class HttpToolAdmin(ToolSourceAdmin):
     def tools_test(self, request, queryset):
         for tool in queryset:
             self._report(request, tool)
+
+
+class McpServerForm(ToolSourceForm):
+    def clean(self):
+        # The secret goes in a header over HTTP, in a variable over stdio: each needs its name.
+        cleaned = super(ToolSourceForm, self).clean()
+        if cleaned.get("new_secret") and cleaned.get("clear_secret"):
+            raise forms.ValidationError(gettext("Give a new secret or remove it, not both."))
+        if cleaned.get("new_secret"):
+            if cleaned.get("transport") == McpServer.Transport.STDIO and not cleaned.get("secret_env"):
+                self.add_error("secret_env", gettext("Name the variable the secret is passed in."))
+            elif cleaned.get("transport") == McpServer.Transport.HTTP and not cleaned.get("secret_header"):
+                self.add_error("secret_header", gettext("Name the header the secret is sent in."))
+        return cleaned
+
+
+@admin.register(McpServer)
+class McpServerAdmin(ToolSourceAdmin):
+    """MCP servers (agents.tools.mcp). A stdio server is a command the workers
+    run as their own user: only superusers may see, add or change one."""
+
+    form = McpServerForm
+    list_display = ("name", "transport", "endpoint", *ToolSourceAdmin.list_display[1:])
+    change_form_template = "admin/agents/mcpserver/change_form.html"
+    actions = ["servers_test"]
+
+    def has_module_permission(self, request):
+        return request.user.is_active and request.user.is_superuser
+
+    def has_view_permission(self, request, obj=None):
+        return request.user.is_active and request.user.is_superuser
+
+    def has_add_permission(self, request):
+        return request.user.is_active and request.user.is_superuser
+
+    def has_change_permission(self, request, obj=None):
+        return request.user.is_active and request.user.is_superuser
+
+    def has_delete_permission(self, request, obj=None):
+        return request.user.is_active and request.user.is_superuser
+
+    @admin.display(description=_("endpoint"))
+    def endpoint(self, server):
+        if server.transport == McpServer.Transport.HTTP:
+            return server.url
+        return " ".join([server.command, *(server.args or [])])
+
+    def get_fieldsets(self, request, obj=None):
+        return [
+            (None, {"fields": ("name", "description", "transport", "timeout")}),
+            (_("Streamable HTTP"), {"fields": ("url",)}),
+            (_("Command (stdio)"), {"fields": ("command", "args", "env")}),
+            self.access_fieldset,
+            (_("Secret"), {"fields": ("secret_header", "secret_env", "secret_status", "new_secret", "clear_secret")}),
+            (_("Record"), {"fields": ("created_at", "updated_at")}),
+        ]
+
+    def get_urls(self):
+        test = path(
+            "<int:object_id>/test/", self.admin_site.admin_view(self.server_test_view), name="agents_mcpserver_test"
+        )
+        return [test, *super().get_urls()]
+
+    def _report(self, request, server) -> None:
+        report = mcp_server_test(server=server)
+        self.message_user(
+            request,
+            gettext("%(server)s → %(outcome)s") % {"server": server.name, "outcome": report.outcome},
+            messages.SUCCESS if report.ok else messages.ERROR,
+        )
+
+    def server_test_view(self, request, object_id):
+        """Test connection: the server's tools listed now (agents.tools.mcp.mcp_server_test), as a message."""
+        server = get_object_or_404(McpServer, pk=object_id)
+        if request.method != "POST" or not self.has_change_permission(request, server):
+            raise PermissionDenied
+        self._report(request, server)
+        return redirect("admin:agents_mcpserver_change", server.pk)
+
+    @admin.action(description=_("Test connection"), permissions=["change"])
+    def servers_test(self, request, queryset):
+        for server in queryset:
+            self._report(request, server)

@@ -61,7 +61,7 @@ from .toolcalls import (
     toolcalls_parse,
 )
 from .tools.base import CONFIRM, Tool, ToolContext, ToolResult, tool_error
-from .tools.registry import configured_tools
+from .tools.registry import Unavailable, configured_tools
 
 # How much of a tool result the event log keeps for the page; the model gets all of it.
 EVENT_RESULT_CHARS = 2000
@@ -178,7 +178,9 @@ class Turn:
         self.checkpoint = checkpoint
         owner = self.message.conversation.owner
         self.tool_context = ToolContext(artifacts=artifacts, user=owner, run_id=run.pk)
-        self.configs = agent_configs(user=owner)
+        # Configured tool sources that could not be reached: the turn goes on without them.
+        self.unavailable: list[Unavailable] = []
+        self.configs = agent_configs(user=owner, unavailable=self.unavailable)
         self.shown = ""  # the lead's prose of the current step, kept if the turn is cancelled
         # Counted per worker task: time spent waiting for the user is not the turn's.
         self.deadline = time.monotonic() + settings.RUN_TIME_LIMIT
@@ -191,6 +193,7 @@ class Turn:
                 self.log.emit(
                     RunEvent.Type.AGENT_START, agent=LEAD_AGENT, data={"instruction": state.frames[0].instruction}
                 )
+                self._unavailable_report()
             if state.pending is not None:
                 if state.pending.decision is None:
                     return self._outcome(OutcomeStatus.WAITING_PERMISSION, state)
@@ -541,6 +544,27 @@ class Turn:
 
     # --- tools -------------------------------------------------------------------
 
+    def _unavailable_report(self) -> None:
+        """A line in Activity for each configured source the turn goes on
+        without: a failed call of a tool named after it, with no tool_start, as
+        a call the engine could not run is shown (docs/tools.md). Only the page,
+        the trace and the event log see it; the model is not told."""
+        for source in self.unavailable:
+            message = f"{source.source} is unavailable, so its tools are not offered in this turn: {source.message}"
+            result = tool_error(tool=source.source, message=message)
+            self.log.emit(
+                RunEvent.Type.TOOL_COMPLETE,
+                agent=LEAD_AGENT,
+                data={
+                    "tool": source.source,
+                    "success": False,
+                    "result": result.content[:EVENT_RESULT_CHARS],
+                    "truncated": len(result.content) > EVENT_RESULT_CHARS,
+                    "duration_ms": 0,
+                    "output": result.output,
+                },
+            )
+
     def _tool_start(self, frame: Frame, call: ToolCall) -> None:
         self.log.emit(
             RunEvent.Type.TOOL_START,
@@ -714,11 +738,12 @@ class Turn:
         )
 
 
-def agent_configs(*, user) -> dict[str, AgentConfig]:
+def agent_configs(*, user, unavailable: list[Unavailable] | None = None) -> dict[str, AgentConfig]:
     """Every agent as it works in `user`'s conversations: its built-in tools,
-    then the configured tools (agents.tools.registry) it may use there."""
+    then the configured tools (agents.tools.registry) it may use there; the
+    sources that could not be reached are added to `unavailable`."""
     builtin = {tool.name for config in AGENTS.values() for tool in config.tools}
-    configured = configured_tools(user=user, taken=builtin)
+    configured = configured_tools(user=user, taken=builtin, unavailable=unavailable)
     return {
         name: dataclasses.replace(config, tools=(*config.tools, *configured.get(name, ())))
         for name, config in AGENTS.items()

@@ -308,3 +308,48 @@ class HttpTool(ToolSource):
         problems = http_tool_problems(tool=self)
         if problems:
             raise ValidationError(problems)
+
+
+class McpServer(ToolSource):
+    """A Model Context Protocol server whose tools the agents may call
+    (agents.tools.mcp, docs/tools.md), each named <server>__<tool>. Over stdio
+    the portal starts the administrator's command on the worker's machine, as
+    the worker's user: only superusers may configure one (agents.admin)."""
+
+    class Transport(models.TextChoices):
+        STDIO = "stdio", _("A command the portal starts (stdio)")
+        HTTP = "http", _("A server at a URL (streamable HTTP)")
+
+    transport = models.CharField(_("transport"), max_length=10, choices=Transport.choices, default=Transport.HTTP)
+    url = models.CharField(
+        _("URL"), max_length=2000, blank=True, help_text=_("Streamable HTTP: e.g. https://mcp.internal/mcp.")
+    )
+    command = models.CharField(
+        _("command"), max_length=500, blank=True, help_text=_("stdio: the program to start, e.g. /usr/bin/uvx.")
+    )
+    args = models.JSONField(
+        _("arguments"), default=list, blank=True, help_text=_('stdio: a JSON list, e.g. ["my-mcp-server", "--ro"].')
+    )
+    env = models.JSONField(
+        _("environment"),
+        default=dict,
+        blank=True,
+        help_text=_("stdio: variables added to the command's environment; not secret."),
+    )
+    secret_env = models.CharField(
+        _("secret variable"),
+        max_length=100,
+        blank=True,
+        help_text=_("stdio: the environment variable the secret is passed in, e.g. API_TOKEN."),
+    )
+
+    class Meta(ToolSource.Meta):
+        verbose_name = _("MCP server")
+        verbose_name_plural = _("MCP servers")
+
+    def clean(self):
+        from .tools.mcp import mcp_server_problems
+
+        problems = mcp_server_problems(server=self)
+        if problems:
+            raise ValidationError(problems)

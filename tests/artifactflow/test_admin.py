@@ -7,7 +7,7 @@ from django.test import RequestFactory
 from django.urls import reverse
 from django.utils import timezone
 
-from agents.models import HttpTool, Run, RunEvent, TokenBudget
+from agents.models import HttpTool, McpServer, Run, RunEvent, TokenBudget
 from artifacts.models import Artifact, ArtifactVersion
 from tests.agents.test_admin import actions_offered, view_only_staff
 from tests.factories import (
@@ -45,6 +45,7 @@ def test_every_changelist_and_change_page_loads_with_search(staff_client):
     HttpTool.objects.create(
         name="findable", description="Findable", url_template="http://tickets.internal/", parameters={"type": "object"}
     )
+    McpServer.objects.create(name="findable", description="Findable", url="http://mcp.internal/mcp")
 
     for model in admin.site._registry:
         if model._meta.app_label not in OUR_APPS:
@@ -99,6 +100,7 @@ def _something_of_everything():
     HttpTool.objects.create(
         name="tickets", description="Tickets", url_template="http://tickets.internal/", parameters={"type": "object"}
     )
+    McpServer.objects.create(name="docs", description="Docs", transport="stdio", command="/usr/bin/docs-mcp")
 
 
 def _custom_pages(model_admin, obj) -> list[str]:
@@ -110,6 +112,10 @@ def _custom_pages(model_admin, obj) -> list[str]:
         for pattern in model_admin.get_urls()
         if pattern.name and pattern.name not in standard
     ]
+
+
+# Admins that not even a view permission opens: an MCP server's command runs on the workers.
+SUPERUSERS_ONLY = {McpServer}
 
 
 @pytest.mark.events_by_hand
@@ -126,6 +132,11 @@ def test_staff_who_may_only_view_can_view_everything_and_change_nothing(client, 
     for model, model_admin in _our_admins():
         opts = model._meta
         changelist = reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist")
+        if model in SUPERUSERS_ONLY:
+            obj = model.objects.first()
+            pages = [changelist, reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[obj.pk])]
+            assert [client.get(url).status_code for url in pages] == [403, 403], model
+            continue
         page = client.get(changelist)
         assert page.status_code == 200 and actions_offered(page) == [], changelist
         everything = [str(pk) for pk in model.objects.values_list("pk", flat=True)]
