@@ -27,6 +27,7 @@ from jsonschema.exceptions import SchemaError, best_match
 
 from ..secrets import SecretError
 from .base import AUTO, CONFIRM, Tool, ToolContext, ToolResult, tool_error
+from .files import file_artifact_keep
 
 LOCATIONS = ("path", "query", "body")
 IN = "x-in"
@@ -285,7 +286,7 @@ def extract(value, path: str):
     return value
 
 
-def _result(*, tool, answer: Answer, secrets: list[str]) -> ToolResult:
+def _result(*, tool, answer: Answer, secrets: list[str], context: ToolContext | None) -> ToolResult:
     attributes = (
         f"tool={quoteattr(tool.name)} status={quoteattr(str(answer.status))} "
         f"content_type={quoteattr(answer.content_type or 'unknown')}"
@@ -293,8 +294,15 @@ def _result(*, tool, answer: Answer, secrets: list[str]) -> ToolResult:
     notes = [f"The answer was cut at {MAX_BYTES:,} bytes; the rest was not read."] if answer.cut else []
     metadata = {"status": answer.status, "bytes": len(answer.body)}
     if answer.content_type.startswith(_BINARY):
-        # Not text: what it is, for the model to say; the file itself is not kept (docs/tools.md).
-        text = f"The answer is a file of type {answer.content_type}, {len(answer.body):,} bytes, which this tool cannot read."
+        # Not text: kept as a file artifact for the person (a whole answer only), named for the model.
+        kept = (
+            ""
+            if answer.cut
+            else file_artifact_keep(
+                context=context, name=f"{tool.name}_answer", content=answer.body, mime=answer.content_type
+            )
+        )
+        text = f"The answer is a file of type {answer.content_type}, {len(answer.body):,} bytes, which this tool cannot read. {kept}".strip()
         return ToolResult(
             success=True, content=f"<http_result {attributes}>{escape(text)}</http_result>", metadata=metadata
         )
@@ -335,7 +343,7 @@ def http_tool_call(tool, context: ToolContext | None, /, **params) -> ToolResult
             start = " ".join(answer.body[: ERROR_BODY_CHARS * 4].decode("utf-8", errors="replace").split())
             said = f": {start[:ERROR_BODY_CHARS]}" if start else ""
             raise HttpToolError(f"the service answered HTTP {answer.status} {answer.reason}{said}")
-        return _result(tool=tool, answer=answer, secrets=secrets)
+        return _result(tool=tool, answer=answer, secrets=secrets, context=context)
     except HttpToolError as error:
         return tool_error(tool=tool.name, message=scrub(f"{tool.name}: {error}", secrets))
 

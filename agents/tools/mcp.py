@@ -40,6 +40,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from ..secrets import SecretError
 from .base import AUTO, CONFIRM, Tool, ToolContext, ToolResult, tool_error
+from .files import file_artifact_keep
 from .http import HttpToolError, _secrets_of, arguments_checked, scrub
 
 logger = logging.getLogger(__name__)
@@ -52,14 +53,12 @@ SEPARATOR = "__"
 # What one server may put in the model's prompt: so many tools, so long a description each.
 MAX_TOOLS = 100
 MAX_DESCRIPTION_CHARS = 2000
-# What one call's result may hold: text past it is cut, files past it are not kept.
+# What one call's result may hold: text past it is cut (files: agents.tools.files).
 MAX_TEXT_CHARS = 200_000
-MAX_FILE_BYTES = 10 * 1024 * 1024
 # How much longer than its timeout a session may take to close before the worker stops waiting.
 CLOSE_GRACE_SECONDS = 5
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
-_FILE_EXTENSIONS = {"image/png": ".png", "image/jpeg": ".jpg", "image/gif": ".gif", "image/webp": ".webp"}
 
 
 class McpError(Exception):
@@ -277,27 +276,12 @@ def _text_cut(text: str, notes: list[str]) -> str:
 
 
 def _file_keep(*, context: ToolContext | None, name: str, data: str, mime: str) -> str:
-    """Keep a file the tool returned as a file artifact; the line the result says of it."""
-    from artifacts.models import Artifact
-    from artifacts.services import artifact_upload
-    from artifacts.uploads import UploadError
-
+    """Keep a file the tool returned (base64, as MCP sends it) as a file artifact; the line the result says of it."""
     try:
         content = base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError):
         return f"[a {mime} file that was not valid base64; not kept]"
-    if context is None or context.artifacts is None:
-        return f"[a {mime} file of {len(content):,} bytes; not kept: no conversation to keep it in]"
-    if len(content) > MAX_FILE_BYTES:
-        return f"[a {mime} file of {len(content):,} bytes; not kept: over {MAX_FILE_BYTES:,} bytes]"
-    filename = name if "." in name else name + _FILE_EXTENSIONS.get(mime, "")
-    try:
-        artifact = artifact_upload(branch=context.artifacts.branch, filename=filename, data=content, content_type=mime)
-    except UploadError as error:
-        return f"[a {mime} file of {len(content):,} bytes; not kept: {error}]"
-    # The agent's tool made it, not the person: the cleanup and the page say so.
-    Artifact.objects.filter(pk=artifact.pk).update(source=Artifact.Source.AGENT)
-    return f"[{mime} file of {len(content):,} bytes, kept as the file artifact {artifact.artifact_id}]"
+    return file_artifact_keep(context=context, name=name, content=content, mime=mime)
 
 
 def _content_text(

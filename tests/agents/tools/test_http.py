@@ -209,7 +209,7 @@ def test_the_secret_reaches_the_service_but_never_what_the_call_reports_or_logs(
     assert "s3cr3t" not in HttpTool.objects.get(pk=tool.pk).secret_encrypted
 
 
-def test_a_binary_answer_is_described_not_read(service):
+def test_a_binary_answer_is_described_not_read_as_text(service):
     result = call(make_tool(service.url, path="/chart.png", parameters={"type": "object", "properties": {}}))
 
     assert result.success and "a file of type image/png, 72 bytes" in result.content

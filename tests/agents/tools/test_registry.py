@@ -86,6 +86,20 @@ def test_a_long_answer_is_spilled_to_an_artifact_like_a_built_in_tools(user, scr
     assert "<stored_result" in scripted_model.requests[1]["messages"][-1]["content"]
 
 
+def test_a_file_the_service_answers_is_kept_as_a_file_artifact_the_model_is_told_of(user, scripted_model, service):
+    make_tool(service.url, path="/chart.png", permission="auto", parameters={"type": "object", "properties": {}})
+    scripted_model.add(Text(call("ticket_lookup")), Text("Here is the chart."))
+
+    run = _turn(user)
+
+    assert run.status == Run.Status.COMPLETED
+    chart = Artifact.objects.get(session__conversation=run.message.conversation)
+    assert chart.content_type == "image/png" and chart.file.read().startswith(b"\x89PNG")
+    assert chart.source == Artifact.Source.AGENT and chart.artifact_id.startswith("ticket_lookup_answer")
+    result = scripted_model.requests[1]["messages"][-1]["content"]
+    assert f"kept as the file artifact {chart.artifact_id}" in result
+
+
 def test_invalid_arguments_are_an_error_the_model_sees_and_the_turn_goes_on(user, scripted_model, service):
     make_tool(service.url, permission="auto")
     scripted_model.add(Text(call("ticket_lookup", ticket_id="T-1", limit="999")), Text("Could not."))
