@@ -62,8 +62,9 @@ document.addEventListener("focusin", (event) => {
   if (event.target.closest && event.target.closest("#thread-turns")) turnsRove();
 });
 document.addEventListener("focusout", (event) => {
-  // Focus left the thread (or the page): the turn's controls leave the tab order again.
-  if (!event.relatedTarget || !event.relatedTarget.closest("#thread-turns")) turnsRoveSoon();
+  // Focus left the thread (or the page): the turn's controls leave the tab order again, at once,
+  // so a Shift+Tab pressed right after comes back to the turn, not through its controls.
+  if (!event.relatedTarget || !event.relatedTarget.closest("#thread-turns")) turnsRove();
 });
 const TURN_KEYS = { ArrowUp: -1, ArrowDown: 1 };
 document.addEventListener("keydown", (event) => {
