@@ -223,8 +223,13 @@ document.addEventListener("drop", (event) => {
 // reader just did, which a refresh never repeats. The thinking fold opens and closes by itself (open
 // while the model thinks, closed once it answers) until the reader chooses.
 let paneRefreshing = false;
+// The pane's fold (switcher or menu) the answer being swapped in was chosen from, if any.
+let paneChosenIn = null;
+const PANE_FOLDS = [".artifact-switcher", ".pane-menu"];
 document.addEventListener("htmx:beforeSwap", (event) => {
-  paneRefreshing = event.detail.requestConfig?.elt?.id === "artifact-pane";
+  const elt = event.detail.requestConfig?.elt;
+  paneRefreshing = elt?.id === "artifact-pane";
+  paneChosenIn = PANE_FOLDS.find((fold) => elt?.closest?.(fold)) || null;
 });
 Object.assign(Idiomorph.defaults.callbacks, {
   beforeAttributeUpdated: (name, element) => {
@@ -233,8 +238,9 @@ Object.assign(Idiomorph.defaults.callbacks, {
     // the version list says which version is shown, so it follows what the refresh shows.
     if (paneRefreshing && (name === "selected" || name === "checked") && !element.closest("#version-select")) return false;
     if (name !== "open" || element.tagName !== "DETAILS") return true;
-    // The pane's switcher and menu fold once what the reader chose is shown; a refresh leaves them be.
-    if (element.matches(".artifact-switcher, .pane-menu")) return !paneRefreshing;
+    // The switcher or menu the reader chose from folds once the choice is shown; a refresh, or an
+    // answer to a choice made elsewhere (a menu opened while it was on its way), leaves them be.
+    if (element.matches(PANE_FOLDS.join(", "))) return paneChosenIn !== null && element.matches(paneChosenIn);
     return element.matches(".thinking") && !element.dataset.chosen;
   },
   beforeNodeMorphed: (old) => !(old instanceof HTMLTextAreaElement && old.closest("details[open]")),
