@@ -424,13 +424,40 @@ class ToolSourceAdmin(admin.ModelAdmin):
     def secret_status(self, source):
         return gettext("set") if source.has_secret else gettext("not set")
 
+    # Test connection, on each source's page and as an action: each kind says what it tried (_report).
+    change_form_template = "admin/agents/tool_source_change_form.html"
+    actions = ["sources_test"]
+
+    def _report(self, request, source) -> None:
+        raise NotImplementedError
+
+    def get_urls(self):
+        opts = self.model._meta
+        test = path(
+            "<int:object_id>/test/",
+            self.admin_site.admin_view(self.source_test_view),
+            name=f"{opts.app_label}_{opts.model_name}_test",
+        )
+        return [test, *super().get_urls()]
+
+    def source_test_view(self, request, object_id):
+        source = get_object_or_404(self.model, pk=object_id)
+        if request.method != "POST" or not self.has_change_permission(request, source):
+            raise PermissionDenied
+        self._report(request, source)
+        opts = self.model._meta
+        return redirect(f"admin:{opts.app_label}_{opts.model_name}_change", source.pk)
+
+    @admin.action(description=_("Test connection"), permissions=["change"])
+    def sources_test(self, request, queryset):
+        for source in queryset:
+            self._report(request, source)
+
 
 @admin.register(HttpTool)
 class HttpToolAdmin(ToolSourceAdmin):
     form = ToolSourceForm
     list_display = ("name", "method", "url_template", *ToolSourceAdmin.list_display[1:])
-    change_form_template = "admin/agents/httptool/change_form.html"
-    actions = ["tools_test"]
 
     def get_fieldsets(self, request, obj=None):
         return [
@@ -441,13 +468,8 @@ class HttpToolAdmin(ToolSourceAdmin):
             (_("Record"), {"fields": ("created_at", "updated_at")}),
         ]
 
-    def get_urls(self):
-        test = path(
-            "<int:object_id>/test/", self.admin_site.admin_view(self.tool_test_view), name="agents_httptool_test"
-        )
-        return [test, *super().get_urls()]
-
     def _report(self, request, tool) -> None:
+        """One harmless request (agents.tools.http.http_tool_test), its outcome as a message."""
         report = http_tool_test(tool=tool)
         self.message_user(
             request,
@@ -455,19 +477,6 @@ class HttpToolAdmin(ToolSourceAdmin):
             % {"tool": tool.name, "request": report.request, "outcome": report.outcome},
             messages.SUCCESS if report.ok else messages.ERROR,
         )
-
-    def tool_test_view(self, request, object_id):
-        """Test connection: one harmless request (agents.tools.http.http_tool_test), its outcome as a message."""
-        tool = get_object_or_404(HttpTool, pk=object_id)
-        if request.method != "POST" or not self.has_change_permission(request, tool):
-            raise PermissionDenied
-        self._report(request, tool)
-        return redirect("admin:agents_httptool_change", tool.pk)
-
-    @admin.action(description=_("Test connection"), permissions=["change"])
-    def tools_test(self, request, queryset):
-        for tool in queryset:
-            self._report(request, tool)
 
 
 class McpServerForm(ToolSourceForm):
@@ -491,8 +500,6 @@ class McpServerAdmin(ToolSourceAdmin):
 
     form = McpServerForm
     list_display = ("name", "transport", "endpoint", *ToolSourceAdmin.list_display[1:])
-    change_form_template = "admin/agents/mcpserver/change_form.html"
-    actions = ["servers_test"]
 
     def has_module_permission(self, request):
         return request.user.is_active and request.user.is_superuser
@@ -525,29 +532,11 @@ class McpServerAdmin(ToolSourceAdmin):
             (_("Record"), {"fields": ("created_at", "updated_at")}),
         ]
 
-    def get_urls(self):
-        test = path(
-            "<int:object_id>/test/", self.admin_site.admin_view(self.server_test_view), name="agents_mcpserver_test"
-        )
-        return [test, *super().get_urls()]
-
     def _report(self, request, server) -> None:
+        """The server's tools listed now (agents.tools.mcp.mcp_server_test), as a message."""
         report = mcp_server_test(server=server)
         self.message_user(
             request,
             gettext("%(server)s → %(outcome)s") % {"server": server.name, "outcome": report.outcome},
             messages.SUCCESS if report.ok else messages.ERROR,
         )
-
-    def server_test_view(self, request, object_id):
-        """Test connection: the server's tools listed now (agents.tools.mcp.mcp_server_test), as a message."""
-        server = get_object_or_404(McpServer, pk=object_id)
-        if request.method != "POST" or not self.has_change_permission(request, server):
-            raise PermissionDenied
-        self._report(request, server)
-        return redirect("admin:agents_mcpserver_change", server.pk)
-
-    @admin.action(description=_("Test connection"), permissions=["change"])
-    def servers_test(self, request, queryset):
-        for server in queryset:
-            self._report(request, server)

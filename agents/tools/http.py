@@ -28,6 +28,7 @@ from jsonschema.exceptions import SchemaError, best_match
 from ..secrets import SecretError
 from .base import AUTO, CONFIRM, Tool, ToolContext, ToolResult, tool_error
 from .files import file_artifact_keep
+from .web import body_read_capped
 
 LOCATIONS = ("path", "query", "body")
 IN = "x-in"
@@ -234,7 +235,7 @@ def request_send(*, tool, prepared: Prepared, secret: str) -> Answer:
                 prepared.method, prepared.url, params=prepared.query or None, json=prepared.body, headers=headers
             ) as response,
         ):
-            body, cut = _read_capped(response, deadline=deadline)
+            body, cut = body_read_capped(response, deadline=deadline, limit=MAX_BYTES)
     except httpx.TimeoutException:
         raise HttpToolError(f"no answer within its timeout of {tool.timeout} seconds") from None
     except httpx.HTTPError as error:
@@ -253,19 +254,6 @@ def request_send(*, tool, prepared: Prepared, secret: str) -> Answer:
 def _origin(template: str) -> str:
     parts = urlsplit(template)
     return f"{parts.scheme}://{parts.netloc}"
-
-
-def _read_capped(response: httpx.Response, *, deadline: float) -> tuple[bytes, bool]:
-    chunks, size = [], 0
-    for chunk in response.iter_bytes():
-        chunks.append(chunk)
-        size += len(chunk)
-        if size >= MAX_BYTES:
-            return b"".join(chunks)[:MAX_BYTES], size > MAX_BYTES
-        # The read timeout is per chunk; a server dripping bytes would never trip it.
-        if time.monotonic() > deadline:
-            raise httpx.ReadTimeout("the whole call took too long")
-    return b"".join(chunks), False
 
 
 def extract(value, path: str):

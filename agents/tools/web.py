@@ -235,7 +235,7 @@ def _fetch(*, url: str) -> ToolResult:
                         continue
                     if response.status_code >= 400:
                         raise FetchError(f"{url} answered HTTP {response.status_code} {response.reason_phrase}")
-                    body, cut = _read_capped(response, deadline=deadline)
+                    body, cut = body_read_capped(response, deadline=deadline, limit=settings.FETCH_MAX_BYTES)
             except httpx.TimeoutException:
                 raise FetchError(f"{url} timed out after {settings.FETCH_TIMEOUT:g} seconds") from None
             except httpx.HTTPError as error:
@@ -244,10 +244,9 @@ def _fetch(*, url: str) -> ToolResult:
     raise FetchError(f"too many redirects: gave up after {settings.FETCH_MAX_REDIRECTS}, at {url}")
 
 
-def _read_capped(response: httpx.Response, *, deadline: float) -> tuple[bytes, bool]:
-    """The body up to FETCH_MAX_BYTES (after decompression, so a small gzip
+def body_read_capped(response: httpx.Response, *, deadline: float, limit: int) -> tuple[bytes, bool]:
+    """The body up to `limit` bytes (after decompression, so a small gzip
     cannot inflate past it), and whether it was cut."""
-    limit = settings.FETCH_MAX_BYTES
     chunks, size = [], 0
     for chunk in response.iter_bytes():
         chunks.append(chunk)
@@ -257,7 +256,7 @@ def _read_capped(response: httpx.Response, *, deadline: float) -> tuple[bytes, b
         # The read timeout is per chunk; a server dripping a byte at a time
         # would never trip it.
         if time.monotonic() > deadline:
-            raise httpx.ReadTimeout("the whole fetch took too long")
+            raise httpx.ReadTimeout("the whole call took too long")
     return b"".join(chunks), False
 
 
