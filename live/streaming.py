@@ -129,7 +129,11 @@ def stream_advance(
         stream.show(view, entry.answer)
         return stream, html
     parts = []
-    if not view.text.startswith(stream.shown):
+    if stream.shown.startswith(view.text) and not stream.shown[len(view.text) :].strip():
+        # The model call's stored content is its streamed text stripped: the
+        # page shows the same answer, so nothing is sent again.
+        pass
+    elif not view.text.startswith(stream.shown):
         answer = live_answer(view.text)
         parts.append(_render("answer", message_id=stream.message_id, answer=answer, oob=True))
         # Only the answer was sent: the status line and steps below still compare.

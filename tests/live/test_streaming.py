@@ -291,3 +291,24 @@ def test_a_subagents_streamed_text_sent_live_is_not_the_answer(running):
         conversation=conversation, stream=stream, read=False, deltas=[_delta(2, (0, 0), "notes", agent="search_agent")]
     )
     assert _answer_text(stream) == "" and "notes" not in html
+
+
+@pytest.mark.events_by_hand
+def test_the_end_of_a_model_call_stripping_the_streamed_text_sends_nothing_again(running):
+    # The call's stored content is its text stripped: read before the run's
+    # status changes, it must not resend the whole answer (a 5,000-token
+    # answer would be sent twice).
+    conversation, message, run = running
+    _write(run, "metadata", "", model="m")
+    _write(run, "agent_start", instruction="Answer")
+    _write(run, "llm_chunk", content="## 读者与写者\n\nWAL lets readers run beside one writer.\n")
+    stream, _ = stream_open(conversation=conversation, run_id=run.pk)
+
+    _write(run, "llm_complete", content="## 读者与写者\n\nWAL lets readers run beside one writer.")
+    stream, html = stream_advance(conversation=conversation, stream=stream)
+    assert f"answer-{message.pk}" not in html and "WAL" not in html
+
+    # Text that then changes for real is still sent whole.
+    _write(run, "tool_start", tool="create_artifact", params={"id": "notes", "title": "Notes", "content": "…"})
+    stream, html = stream_advance(conversation=conversation, stream=stream)
+    assert _by_id(html)[f"answer-{message.pk}"].text_content().strip() == ""
