@@ -3,7 +3,9 @@ the agents may call (agents.models.McpServer, docs/tools.md), through the
 official `mcp` SDK, over stdio (a command the portal starts) or streamable HTTP.
 
 A server's tools are listed at the start of a turn and kept in Django's cache
-for DISCOVERY_CACHE_SECONDS, keyed by the row and its last change; each is
+for DISCOVERY_CACHE_SECONDS, keyed by the row and its last change (a failure
+is kept for DISCOVERY_FAILURE_SECONDS, so a hanging server delays one turn's
+start, not every one's, until the admin saves or tests it); each is
 offered as <server>__<tool>, with the server's description and input schema,
 and its arguments are checked against that schema before the call.
 
@@ -46,6 +48,9 @@ from .http import HttpToolError, _secrets_of, arguments_checked, scrub
 logger = logging.getLogger(__name__)
 
 DISCOVERY_CACHE_SECONDS = 60
+# A server whose discovery failed is not asked again for this long: one that
+# hangs would otherwise hold the start of every turn for its whole timeout.
+DISCOVERY_FAILURE_SECONDS = 30
 # The longest tool name models accept (OpenAI's limit), and the characters they allow.
 TOOL_NAME_MAX = 64
 _NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
@@ -224,6 +229,10 @@ def _cache_key(server) -> str:
     return f"mcp:tools:{server.pk}:{server.updated_at.timestamp() if server.updated_at else 0}"
 
 
+def _failure_key(server) -> str:
+    return f"{_cache_key(server)}:failed"
+
+
 def tools_listed(server, *, secret: str) -> list[dict]:
     """The tools the server serves, as it describes them (every page of them)."""
 
@@ -245,6 +254,8 @@ def tools_discovered(server) -> list[Served]:
     """The server's tools, from the cache or asked for; McpError when the server cannot say."""
     listed = cache.get(_cache_key(server))
     if listed is None:
+        if failure := cache.get(_failure_key(server)):
+            raise McpError(failure)
         secret = _secret(server)
         try:
             listed = tools_listed(server, secret=secret)
@@ -252,6 +263,7 @@ def tools_discovered(server) -> list[Served]:
             message = scrub(str(error), _secrets_of(secret) if secret else [])
             # For the operator: the Activity line is the conversation's owner's.
             logger.warning("MCP server %s is unavailable: %s", server.name, message)
+            cache.set(_failure_key(server), message, DISCOVERY_FAILURE_SECONDS)
             raise McpError(message) from None
         cache.set(_cache_key(server), listed, DISCOVERY_CACHE_SECONDS)
     served, names = [], set()
@@ -376,6 +388,7 @@ def mcp_server_test(*, server) -> TestReport:
     except McpError as error:
         return TestReport(ok=False, outcome=scrub(str(error), secrets))
     cache.set(_cache_key(server), listed, DISCOVERY_CACHE_SECONDS)
+    cache.delete(_failure_key(server))
     if not listed:
         return TestReport(ok=True, outcome="connected; it serves no tool")
     lines = [

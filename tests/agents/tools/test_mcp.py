@@ -23,7 +23,7 @@ from agents.services.execution import run_execute
 from agents.services.permissions import permission_answer
 from agents.state import pending_request
 from agents.tools.base import ToolContext
-from agents.tools.mcp import mcp_server_problems, mcp_tools_build, offered_name, tools_discovered
+from agents.tools.mcp import McpError, mcp_server_problems, mcp_tools_build, offered_name, tools_discovered
 from artifacts.models import Artifact
 from tests.agents.test_engine import call
 from tests.factories import UserFactory
@@ -146,6 +146,44 @@ def test_discovery_is_cached_until_the_server_row_changes(http_url):
     server.save()
     with pytest.raises(Exception, match="could not reach it"):
         tools_discovered(server)
+
+
+def test_a_server_that_hangs_is_asked_once_then_skipped_until_its_row_changes(tmp_path):
+    starts = tmp_path / "starts"
+    server = make_server(
+        "stdio", command="/bin/sh", args=["-c", f"echo started >> {starts}; exec sleep 30"], name="slow", timeout=1
+    )
+
+    with pytest.raises(McpError, match="no answer within its timeout of 1 seconds"):
+        tools_discovered(server)
+    # The next turns are told at once, without starting it again.
+    began = time.monotonic()
+    with pytest.raises(McpError, match="no answer within its timeout of 1 seconds"):
+        tools_discovered(server)
+    assert time.monotonic() - began < 1
+    assert starts.read_text().splitlines() == ["started"]
+
+    server.save()
+    with pytest.raises(McpError):
+        tools_discovered(server)
+    assert starts.read_text().splitlines() == ["started", "started"]
+
+
+def test_a_successful_test_connection_ends_the_wait_after_a_failure(client, http_url):
+    client.force_login(UserFactory(is_staff=True, is_superuser=True))
+    server = make_server("http", http_url, name="flaky")
+    # The server goes away and comes back; the row (and so its cache key) stays as it was.
+    McpServer.objects.filter(pk=server.pk).update(url="http://127.0.0.1:9/mcp")
+    with pytest.raises(McpError, match="could not reach it"):
+        tools_discovered(McpServer.objects.get(pk=server.pk))
+    McpServer.objects.filter(pk=server.pk).update(url=http_url)
+    with pytest.raises(McpError, match="could not reach it"):
+        tools_discovered(McpServer.objects.get(pk=server.pk))
+
+    client.post(reverse("admin:agents_mcpserver_test", args=[server.pk]))
+
+    served = {s.name for s in tools_discovered(McpServer.objects.get(pk=server.pk))}
+    assert served == {name.replace("demo__", "flaky__") for name in NAMES}
 
 
 @pytest.mark.parametrize(
