@@ -251,8 +251,10 @@ def body_read_capped(response: httpx.Response, *, deadline: float, limit: int) -
     for chunk in response.iter_bytes():
         chunks.append(chunk)
         size += len(chunk)
-        if size >= limit:
-            return b"".join(chunks)[:limit], size > limit
+        # Past the limit, not at it: a chunk ending exactly at the limit says
+        # nothing of whether more follows.
+        if size > limit:
+            return b"".join(chunks)[:limit], True
         # The read timeout is per chunk; a server dripping a byte at a time
         # would never trip it.
         if time.monotonic() > deadline:

@@ -12,10 +12,11 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import httpx
 import pytest
 
 from agents.tools.base import CONFIRM, ToolContext
-from agents.tools.web import MAX_URL_CHARS, WEB_FETCH_TOOL, FetchTarget, fetch_target
+from agents.tools.web import MAX_URL_CHARS, WEB_FETCH_TOOL, FetchTarget, body_read_capped, fetch_target
 from tests.factories import pdf_bytes, pdf_sharing_one_stream
 
 ARTICLE = """<!doctype html><html><head><title>Tides of the North Sea</title></head><body>
@@ -540,3 +541,19 @@ def test_long_urls_in_other_scripts_are_read(site, local_allowed):
 )
 def test_the_target_shown_for_approval_is_the_host_the_fetch_reads(url, target):
     assert fetch_target(url) == target
+
+
+@pytest.mark.parametrize(
+    ("chunks", "expected"),
+    [
+        ([b"abcd", b"ef"], (b"abcd", True)),  # a chunk ends at the limit and more follows
+        ([b"ab", b"cdef"], (b"abcd", True)),
+        ([b"ab", b"cd"], (b"abcd", False)),  # exactly the limit, and no more
+        ([b"abc"], (b"abc", False)),
+    ],
+    ids=["chunk-at-limit", "chunk-past-limit", "whole-at-limit", "under"],
+)
+def test_a_capped_read_says_it_was_cut_only_when_more_followed(chunks, expected):
+    response = httpx.Response(200, content=iter(chunks))
+
+    assert body_read_capped(response, deadline=time.monotonic() + 10, limit=4) == expected
