@@ -129,11 +129,7 @@ def stream_advance(
         stream.show(view, entry.answer)
         return stream, html
     parts = []
-    if stream.shown.startswith(view.text) and not stream.shown[len(view.text) :].strip():
-        # The model call's stored content is its streamed text stripped: the
-        # page shows the same answer, so nothing is sent again.
-        pass
-    elif not view.text.startswith(stream.shown):
+    if not view.text.startswith(stream.shown) and not _stripped_of(view.text, stream.shown):
         answer = live_answer(view.text)
         parts.append(_render("answer", message_id=stream.message_id, answer=answer, oob=True))
         # Only the answer was sent: the status line and steps below still compare.
@@ -150,6 +146,13 @@ def stream_advance(
         stream.activity = view.activity
         parts.append(_render("activity", message_id=stream.message_id, view=view, oob=True))
     return stream, "".join(parts)
+
+
+def _stripped_of(text: str, shown: str) -> bool:
+    """Whether `text` is what the page shows less trailing whitespace: a model
+    call's stored content is its streamed text stripped, and the page then
+    shows the same answer, so nothing is sent again."""
+    return shown.startswith(text) and not shown[len(text) :].strip()
 
 
 def _unseen_part(stream: RunStream, event: RunEvent) -> RunEvent:
