@@ -233,6 +233,12 @@ def _failure_key(server) -> str:
     return f"{_cache_key(server)}:failed"
 
 
+def _listed_keep(server, listed: list[dict]) -> None:
+    """What the server listed, for the next turns; a failure kept before is over."""
+    cache.set(_cache_key(server), listed, DISCOVERY_CACHE_SECONDS)
+    cache.delete(_failure_key(server))
+
+
 def tools_listed(server, *, secret: str) -> list[dict]:
     """The tools the server serves, as it describes them (every page of them)."""
 
@@ -265,7 +271,7 @@ def tools_discovered(server) -> list[Served]:
             logger.warning("MCP server %s is unavailable: %s", server.name, message)
             cache.set(_failure_key(server), message, DISCOVERY_FAILURE_SECONDS)
             raise McpError(message) from None
-        cache.set(_cache_key(server), listed, DISCOVERY_CACHE_SECONDS)
+        _listed_keep(server, listed)
     served, names = [], set()
     for item in listed[:MAX_TOOLS]:
         name = offered_name(server=server.name, tool=item["name"])
@@ -387,8 +393,7 @@ def mcp_server_test(*, server) -> TestReport:
         listed = tools_listed(server, secret=secret)
     except McpError as error:
         return TestReport(ok=False, outcome=scrub(str(error), secrets))
-    cache.set(_cache_key(server), listed, DISCOVERY_CACHE_SECONDS)
-    cache.delete(_failure_key(server))
+    _listed_keep(server, listed)
     if not listed:
         return TestReport(ok=True, outcome="connected; it serves no tool")
     lines = [
