@@ -18,10 +18,11 @@ from django.views.decorators.debug import sensitive_post_parameters
 
 from artifacts.uploads import UploadError
 
+from .budgets import budget_of, metrics_tokens, tokens_today
 from .config import AGENTS
 from .library import library_file_read
 from .models import HttpTool, LibraryDocument, McpServer, Run, RunEvent, TokenBudget
-from .services.admission import budget_of, metrics_tokens, tokens_today, waiting_place
+from .services.admission import waiting_place
 from .services.retention import runs_fold_requested
 from .services.runs import runs_cancel_by_staff
 from .tools.http import http_tool_test

@@ -24,12 +24,12 @@ from xml.sax.saxutils import escape, quoteattr
 from django.conf import settings
 from django.utils import timezone
 
-from artifactflow.db import connection_release
+from artifactflow.db import connection_release, transient_retry
 from artifacts.manager import ArtifactManager
 from artifacts.models import Artifact
 from artifacts.validators import TITLE_MAX_CHARS
 
-from . import compaction, context, tokens
+from . import budgets, compaction, context, tokens
 from .config import (
     AGENTS,
     CALL_SUBAGENT,
@@ -176,7 +176,7 @@ class Turn:
         self.artifacts = artifacts
         self.is_cancelled = is_cancelled
         self.checkpoint = checkpoint
-        owner = self.message.conversation.owner
+        self.owner = owner = self.message.conversation.owner
         self.tool_context = ToolContext(artifacts=artifacts, user=owner, run_id=run.pk)
         # Configured tool sources that could not be reached: the turn goes on without them.
         self.unavailable: list[Unavailable] = []
@@ -358,6 +358,8 @@ class Turn:
             self.shown = ""
         checked = time.monotonic()
         success = False
+        estimate = tokens.messages_tokens(messages=messages)
+        reservation = budgets.spend_reserve(user=self.owner, estimate=estimate)
         # The call may take minutes: the database connection is not held meanwhile.
         connection_release()
         stream = model.stream(messages, tools=tools)
@@ -390,17 +392,24 @@ class Turn:
         finally:
             # Closing the generator closes the HTTP stream to the model.
             stream.close()
+            counted = _usage_counted(usage, reasoning="".join(reasoning))
             state.agent_executions.append(
                 {
                     "agent_name": agent,
                     "model": model.name,
                     "purpose": purpose,
                     "success": success,
-                    "token_usage": _usage_counted(usage, reasoning="".join(reasoning)),
+                    "token_usage": counted,
                     "llm_duration_ms": int((time.monotonic() - started) * 1000),
                     "started_at": started_at.isoformat(),
                     "completed_at": timezone.now().isoformat(),
                 }
+            )
+            spent = budgets.call_cost(usage=counted, estimate=estimate, reply="".join(parts) + "".join(reasoning))
+            # Repeated after a commit reported lost, it counts the call twice: too much, never too little.
+            transient_retry(
+                lambda: budgets.spend_settle(reservation=reservation, tokens=spent),
+                what=f"the tokens of a call of run {self.run.pk}",
             )
         if purpose == STEP:
             self._show(agent, prose.finish())

@@ -107,6 +107,23 @@ class TokenBudget(models.Model):
         return f"{self.user or self.group}: {self.daily_tokens}"
 
 
+class TokenSpend(models.Model):
+    """The tokens one user's model calls spent on one local day
+    (agents.budgets): a call's estimate is added as it starts and corrected
+    to what the service reported as it ends. Kept apart from runs, so that
+    deleting a conversation gives no budget back."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="token_spends")
+    day = models.DateField()
+    tokens = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "day"], name="token_spend_user_day")]
+
+    def __str__(self):
+        return f"{self.user} on {self.day}: {self.tokens}"
+
+
 class RunEvent(models.Model):
     """One entry of a run's event log; the vocabulary is seed 004's (docs/events.md),
     each type's `data` declared in agents.event_schema."""

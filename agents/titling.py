@@ -20,10 +20,12 @@ from django.db import transaction
 from artifactflow import realtime
 from conversations.models import Conversation
 
+from .budgets import BudgetSpent, call_cost, spend_reserve, spend_settle
 from .config import LEAD_AGENT
 from .llm.base import TITLE_MAX_CHARS, TITLE_PROMPT, ChatModel
 from .llm.config import AgentModels, models_from_settings
 from .models import Run
+from .tokens import messages_tokens
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +56,15 @@ def title_propose(*, run: Run, models: AgentModels | None = None) -> str | None:
         return None
     try:
         models = models or models_from_settings(lead=run.lead_model)
-        title = _title_asked(model=models.for_agent(LEAD_AGENT), question=message.content, answer=message.response)
+        title = _title_asked(
+            model=models.for_agent(LEAD_AGENT),
+            user=conversation.owner,
+            question=message.content,
+            answer=message.response,
+        )
+    except BudgetSpent:
+        logger.info("Conversation %s keeps its title: its owner's token budget for today is spent", conversation.pk)
+        return None
     except Exception:
         # Whatever the model or its client does, the turn is done and the title stays.
         logger.warning("The title of conversation %s could not be had from its model", conversation.pk, exc_info=True)
@@ -71,7 +81,7 @@ def title_propose(*, run: Run, models: AgentModels | None = None) -> str | None:
     return title if stored else None
 
 
-def _title_asked(*, model: ChatModel, question: str, answer: str) -> str | None:
+def _title_asked(*, model: ChatModel, user, question: str, answer: str) -> str | None:
     messages = [
         {"role": "system", "content": TITLE_PROMPT},
         {"role": "user", "content": f"Question:\n{question[:QUESTION_CHARS]}\n\nAnswer:\n{answer[:ANSWER_CHARS]}"},
@@ -79,12 +89,17 @@ def _title_asked(*, model: ChatModel, question: str, answer: str) -> str | None:
     deadline = time.monotonic() + TITLE_SECONDS
     reply = []
     size = 0
+    usage = None
+    # The title is the person's spending too: it is counted, and not asked once the budget is spent.
+    estimate = messages_tokens(messages=messages)
+    reservation = spend_reserve(user=user, estimate=estimate)
     stream = model.stream(messages)
     try:
         for delta in stream:
             if time.monotonic() > deadline:
                 logger.info("The title took longer than %s s; given up", TITLE_SECONDS)
                 return None
+            usage = delta.usage or usage
             reply.append(delta.content)
             size += len(delta.content)
             if size > REPLY_MAX_CHARS:
@@ -92,6 +107,7 @@ def _title_asked(*, model: ChatModel, question: str, answer: str) -> str | None:
     finally:
         # Closing the generator closes the HTTP stream to the model.
         stream.close()
+        spend_settle(reservation=reservation, tokens=call_cost(usage=usage, estimate=estimate, reply="".join(reply)))
     return title_clean("".join(reply), question=question)
 
 

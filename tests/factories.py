@@ -5,8 +5,9 @@ import zlib
 import docx
 import factory
 from django.contrib.auth import get_user_model
+from django.utils import timezone
 
-from agents.models import LibraryDocument, Run
+from agents.models import LibraryDocument, Run, TokenSpend
 from artifacts.models import Artifact, ArtifactSession, ArtifactVersion
 from conversations.models import Conversation, ConversationShare, Message
 
@@ -85,6 +86,17 @@ class RunFactory(factory.django.DjangoModelFactory):
         model = Run
 
     message = factory.SubFactory(MessageFactory)
+
+
+class TokenSpendFactory(factory.django.DjangoModelFactory):
+    """What a user's model calls spent today (agents.budgets)."""
+
+    class Meta:
+        model = TokenSpend
+
+    user = factory.SubFactory(UserFactory)
+    day = factory.LazyFunction(timezone.localdate)
+    tokens = 0
 
 
 class ArtifactFactory(factory.django.DjangoModelFactory):

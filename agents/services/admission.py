@@ -1,5 +1,4 @@
-"""Admission: which of a user's turns hold a worker now, and whether the user
-may ask at all today.
+"""Admission: which of a user's turns hold a worker now.
 
 At most TURNS_PER_USER turns of a user are admitted (queued with their task,
 or running). A turn beyond them waits (Run.Status.WAITING_SLOT) with no task,
@@ -24,12 +23,10 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import OuterRef, Q, Subquery
-from django.utils import timezone
-from django.utils.translation import gettext
 from django_q.tasks import async_task
 
 from ..events import RunEventLog
-from ..models import Run, RunEvent, TokenBudget
+from ..models import Run, RunEvent
 
 TASK = "agents.tasks.run_turn"
 
@@ -100,43 +97,3 @@ def waiting_place(*, run: Run) -> int:
         status=Run.Status.WAITING_SLOT, message__conversation__owner_id=run.message.conversation.owner_id
     )
     return waiting.filter(earlier).count()
-
-
-def metrics_tokens(metrics: dict | None) -> int:
-    """The tokens a run's model calls cost, as its metrics record them."""
-    executions = (metrics or {}).get("agent_executions") or []
-    return sum(((record.get("token_usage") or {}).get("total_tokens") or 0) for record in executions)
-
-
-def tokens_today(*, user_id: int) -> int:
-    """The tokens the user's turns asked since local midnight cost so far
-    (their metrics: a turn's are written as it ends or pauses)."""
-    midnight = timezone.localtime().replace(hour=0, minute=0, second=0, microsecond=0)
-    rows = Run.objects.filter(message__conversation__owner_id=user_id, created_at__gte=midnight)
-    return sum(metrics_tokens(metrics) for metrics in rows.values_list("metrics", flat=True))
-
-
-def budget_of(*, user) -> int:
-    """The user's daily token budget (0: unlimited): their own, else the most
-    generous of their groups', else DAILY_TOKEN_BUDGET."""
-    own = TokenBudget.objects.filter(user=user).values_list("daily_tokens", flat=True).first()
-    if own is not None:
-        return own
-    groups = list(TokenBudget.objects.filter(group__user=user).values_list("daily_tokens", flat=True))
-    if groups:
-        return 0 if 0 in groups else max(groups)
-    return settings.DAILY_TOKEN_BUDGET
-
-
-def budget_refusal(*, user) -> str:
-    """Why the user may not start a turn now (today's budget is spent), or ""."""
-    budget = budget_of(user=user)
-    if not budget:
-        return ""
-    used = tokens_today(user_id=user.pk)
-    if used < budget:
-        return ""
-    return gettext("You have used today's token budget: %(used)s of %(budget)s tokens. It renews at midnight.") % {
-        "used": f"{used:,}",
-        "budget": f"{budget:,}",
-    }

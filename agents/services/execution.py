@@ -20,6 +20,7 @@ from artifactflow.db import TRANSIENT_ERRORS, connection_release, transient_retr
 from artifacts.manager import ArtifactManager, FlushReport
 
 from .. import engine
+from ..budgets import BudgetSpent
 from ..config import LEAD_AGENT
 from ..events import RunEventLog
 from ..lease import Heartbeat, Lease, LeaseLost, worker_name
@@ -190,7 +191,7 @@ def _run_drive(*, run: Run, lease: Lease, log: RunEventLog, artifacts: ArtifactM
         )
     except (LeaseLost, *TRANSIENT_ERRORS):
         raise
-    except (ModelError, ImproperlyConfigured) as exc:
+    except (ModelError, ImproperlyConfigured, BudgetSpent) as exc:
         _run_fail(run=run, lease=lease, log=log, error=str(exc), flush=artifacts.flush_all(), state=state)
     except Exception:
         logger.exception("Run %s failed", run.pk)

@@ -9,9 +9,10 @@ from django.utils.translation import gettext, gettext_noop
 
 from conversations.models import Conversation, Message
 
+from ..budgets import budget_refusal
 from ..events import RunEventLog
 from ..models import Run
-from .admission import budget_refusal, runs_admit, user_lock
+from .admission import runs_admit, user_lock
 from .ending import run_end_unheld
 
 TURN_IN_PROGRESS = gettext_noop(

@@ -23,6 +23,7 @@ from tests.factories import (
     LibraryDocumentFactory,
     MessageFactory,
     RunFactory,
+    TokenSpendFactory,
     UserFactory,
 )
 from tests.model_server import Text
@@ -429,12 +430,7 @@ def test_the_run_list_shows_waiting_runs_and_their_place(staff_client, user, set
 
 def test_budgets_are_edited_on_the_user_and_the_user_list_shows_tokens_today(staff_client, user, settings):
     settings.DAILY_TOKEN_BUDGET = 10_000
-    usage = {"prompt_tokens": 1_000, "completion_tokens": 234, "total_tokens": 1_234}
-    RunFactory(
-        message=MessageFactory(conversation=ConversationFactory(owner=user)),
-        status=Run.Status.COMPLETED,
-        metrics={"agent_executions": [{"token_usage": usage}]},
-    )
+    TokenSpendFactory(user=user, tokens=1_234)
     listed = _text(staff_client.get(reverse("admin:auth_user_changelist"), {"q": user.username}))
     assert "1,234" in listed and "10,000" in listed
 

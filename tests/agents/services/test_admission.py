@@ -1,27 +1,24 @@
 """Admission (agents.services.admission): at most ARTIFACTFLOW_TURNS_PER_USER
 turns of a user hold a worker, the rest wait in order and are told their
-place; and the daily token budget."""
+place."""
 
 import threading
 
 import pytest
-from django.contrib.auth.models import Group
-from django.core.exceptions import ValidationError
 from django.db import connections
 from django.urls import reverse
 from django_q.models import OrmQ
 
-from agents.models import Run, RunEvent, TokenBudget
+from agents.models import Run, RunEvent
 from agents.selectors import run_views
 from agents.services import asking
-from agents.services.admission import budget_of, tokens_today
 from agents.services.execution import run_execute
 from agents.services.permissions import permission_answer
 from agents.services.recovery import runs_sweep
-from agents.services.runs import BudgetSpent, run_cancel, run_retry
+from agents.services.runs import run_cancel
 from agents.state import pending_request
 from tests.agents.test_engine import call
-from tests.factories import ConversationFactory, MessageFactory, RunFactory, UserFactory
+from tests.factories import ConversationFactory
 from tests.model_server import Text
 
 pytestmark = pytest.mark.django_db
@@ -221,62 +218,3 @@ def test_another_users_waiting_run_is_not_found_by_cancel(client, user, other_us
         assert client.post(reverse(name, args=[runs[LIMIT].pk])).status_code == 404
     runs[LIMIT].refresh_from_db()
     assert runs[LIMIT].status == Run.Status.WAITING_SLOT
-
-
-def _spent(user, tokens: int) -> Run:
-    usage = {"prompt_tokens": tokens - 10, "completion_tokens": 10, "total_tokens": tokens}
-    message = MessageFactory(conversation=ConversationFactory(owner=user))
-    return RunFactory(
-        message=message,
-        status=Run.Status.COMPLETED,
-        metrics={"agent_executions": [{"agent_name": "lead_agent", "token_usage": usage}]},
-    )
-
-
-def test_a_spent_daily_budget_refuses_the_question_with_a_message(user, settings):
-    settings.DAILY_TOKEN_BUDGET = 1_000
-    _spent(user, 600)
-    asking.conversation_start(user=user, content="Still within it.", enqueue=False).active_branch.runs.update(
-        status=Run.Status.CANCELLED
-    )
-    _spent(user, 500)
-    assert tokens_today(user_id=user.pk) == 1_100
-
-    with pytest.raises(ValidationError, match="used today's token budget: 1,100 of 1,000 tokens"):
-        asking.conversation_start(user=user, content="One more?")
-    failed = _spent(user, 1)
-    failed.status = Run.Status.FAILED
-    failed.save()
-    with pytest.raises(BudgetSpent):
-        run_retry(run_id=failed.pk, user=user)
-
-
-def test_the_refused_question_stays_in_the_composer(client, user, settings):
-    settings.DAILY_TOKEN_BUDGET = 100
-    _spent(user, 100)
-    client.force_login(user)
-    response = client.post(reverse("conversation-create"), {"content": "My careful draft"})
-    html = response.content.decode()
-    assert "used today&#x27;s token budget" in html or "used today's token budget" in html
-    assert "My careful draft" in html
-    assert not Run.objects.filter(message__content="My careful draft").exists()
-
-
-def test_a_users_budget_comes_before_their_groups_and_the_default(user, settings):
-    settings.DAILY_TOKEN_BUDGET = 1_000
-    assert budget_of(user=user) == 1_000
-    team, other_team = Group.objects.create(name="team"), Group.objects.create(name="other")
-    user.groups.add(team, other_team)
-    TokenBudget.objects.create(group=team, daily_tokens=5_000)
-    TokenBudget.objects.create(group=other_team, daily_tokens=20_000)
-    assert budget_of(user=user) == 20_000
-    TokenBudget.objects.create(user=user, daily_tokens=0)
-    assert budget_of(user=user) == 0
-    assert budget_of(user=UserFactory()) == 1_000
-
-
-def test_another_users_tokens_do_not_count(user, other_user, settings):
-    settings.DAILY_TOKEN_BUDGET = 100
-    _spent(other_user, 500)
-    assert tokens_today(user_id=user.pk) == 0
-    asking.conversation_start(user=user, content="Mine to ask.", enqueue=False)
