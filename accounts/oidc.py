@@ -152,13 +152,14 @@ class SsoBackend(OIDCAuthenticationBackend):
 
     def verify_claims(self, claims):
         groups = sso.claim_groups(claims=claims, claim=settings.SSO_GROUPS_CLAIM)
-        if not sso.sign_in_allowed(
+        refusal = sso.sign_in_refusal(
             claims=claims,
             groups=groups,
             domains=settings.SSO_ALLOWED_DOMAINS,
             allowed_groups=settings.SSO_ALLOWED_GROUPS,
-        ):
-            raise SignInRefused("not_allowed", f"subject {claims.get('sub')!r}")
+        )
+        if refusal:
+            raise SignInRefused(refusal, f"subject {claims.get('sub')!r}")
         return True
 
     def filter_users_by_claims(self, claims):

@@ -36,17 +36,28 @@ def claim_groups(*, claims: dict, claim: str) -> set[str] | None:
     return {name.strip()[:150] for name in value if isinstance(name, str) and name.strip()}
 
 
-def sign_in_allowed(*, claims: dict, groups: set[str] | None, domains: list[str], allowed_groups: list[str]) -> bool:
-    """Whether the allow-list lets these claims in: an e-mail in a listed
-    domain (unless the provider says it is unverified) or a listed group.
-    An empty allow-list lets everyone in."""
+def email_verified(*, claims: dict) -> bool:
+    """Whether the provider says it has verified the e-mail: `true`, or the
+    string "true" in any case as some providers send it. Anything else,
+    the string "false" and a missing claim too, is not a yes."""
+    verified = claims.get("email_verified")
+    return verified is True or (isinstance(verified, str) and verified.lower() == "true")
+
+
+def sign_in_refusal(*, claims: dict, groups: set[str] | None, domains: list[str], allowed_groups: list[str]) -> str:
+    """Why the allow-list keeps these claims out, or "" when it lets them in:
+    an e-mail the provider has verified in a listed domain, or a listed group,
+    lets one in. "unverified": the e-mail's domain is listed but the provider
+    has not said the address is verified; "not_allowed" otherwise. An empty
+    allow-list lets everyone in."""
     if not domains and not allowed_groups:
-        return True
+        return ""
+    if groups and groups & set(allowed_groups):
+        return ""
     email = claims.get("email")
-    if isinstance(email, str) and "@" in email and claims.get("email_verified") is not False:
-        if email.rpartition("@")[2].lower() in domains:
-            return True
-    return bool(groups and groups & set(allowed_groups))
+    if isinstance(email, str) and "@" in email and email.rpartition("@")[2].lower() in domains:
+        return "" if email_verified(claims=claims) else "unverified"
+    return "not_allowed"
 
 
 def _username_free(*, base: str) -> str:

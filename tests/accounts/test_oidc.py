@@ -39,6 +39,7 @@ def sso(settings, provider):
     settings.SSO_GROUPS_CLAIM = "groups"
     settings.AUTHENTICATION_BACKENDS = [*settings.AUTHENTICATION_BACKENDS, "accounts.oidc.SsoBackend"]
     provider.groups_set({})
+    provider.claims_set({})
     return provider
 
 
@@ -74,6 +75,13 @@ def groups_of(username: str) -> set[str]:
     return set(User.objects.get(username=username).groups.values_list("name", flat=True))
 
 
+def signed_in_through_provider(client, provider, username: str) -> None:
+    client.post(reverse("logout"))
+    response = client.get(to_provider_and_back(client, provider_browser(provider, username)))
+    assert response.status_code == 302, response.content.decode()
+    assert response["Location"] == reverse("chat")
+
+
 @pytest.mark.django_db
 def test_first_sign_in_creates_the_user_with_groups_and_the_next_updates_them(client, sso):
     sso.groups_set({"ada": ["research", "ops"]})
@@ -98,6 +106,39 @@ def test_first_sign_in_creates_the_user_with_groups_and_the_next_updates_them(cl
     assert response.status_code == 302
     assert User.objects.filter(username__startswith="ada").count() == 1
     assert groups_of("ada") == {"research", "design", "reviewers"}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("verified", "language", "said"),
+    [
+        ("false", "en", "has not verified your e-mail address"),
+        ("False", "zh-hans", "身份提供方尚未验证你的电子邮件地址"),
+        ("", "en", "has not verified your e-mail address"),
+        ("yes", "en", "has not verified your e-mail address"),
+        (0, "en", "has not verified your e-mail address"),
+        (None, "en", "has not verified your e-mail address"),
+    ],
+)
+def test_an_e_mail_the_provider_does_not_say_is_verified_is_refused_by_the_domain_allow_list(
+    client, sso, settings, verified, language, said
+):
+    settings.SSO_ALLOWED_DOMAINS = ["example.com"]
+    sso.claims_set({"ada": {"email_verified": verified}})
+    callback = to_provider_and_back(client, provider_browser(sso, "ada"))
+    response = client.get(callback, headers={"accept-language": language})
+    assert response.status_code == 403
+    assert said in response.content.decode()
+    assert "_auth_user_id" not in client.session
+    assert not User.objects.filter(username="ada").exists()
+
+
+@pytest.mark.django_db
+def test_a_verified_e_mail_may_be_said_as_the_string_true(client, sso, settings):
+    settings.SSO_ALLOWED_DOMAINS = ["example.com"]
+    sso.claims_set({"ada": {"email_verified": "TRUE"}})
+    signed_in_through_provider(client, sso, "ada")
+    assert User.objects.filter(username="ada").exists()
 
 
 @pytest.mark.django_db

@@ -51,29 +51,37 @@ def test_claim_groups(claims, claim, expected):
 
 
 @pytest.mark.parametrize(
-    ("claims", "groups", "allowed"),
+    ("claims", "groups", "refusal"),
     [
-        ({"email": "ada@Example.com"}, None, True),
-        ({"email": "ada@other.org"}, None, False),
-        # An address the provider has not verified proves nothing about its domain.
-        ({"email": "ada@example.com", "email_verified": False}, None, False),
-        ({"email": "ada@example.com", "email_verified": True}, None, True),
-        ({"email": "ada@other.org"}, {"research"}, True),
-        ({"email": "ada@other.org"}, {"sales"}, False),
-        ({}, set(), False),
+        ({"email": "ada@Example.com", "email_verified": True}, None, ""),
+        ({"email": "ada@other.org", "email_verified": True}, None, "not_allowed"),
+        # An address the provider has not verified proves nothing about its domain: only a
+        # real true, or the string "true" as some providers send it, is a yes.
+        ({"email": "ada@example.com", "email_verified": False}, None, "unverified"),
+        ({"email": "ada@example.com", "email_verified": "false"}, None, "unverified"),
+        ({"email": "ada@example.com", "email_verified": "FALSE"}, None, "unverified"),
+        ({"email": "ada@example.com", "email_verified": 1}, None, "unverified"),
+        ({"email": "ada@example.com", "email_verified": [True]}, None, "unverified"),
+        ({"email": "ada@example.com"}, None, "unverified"),
+        ({"email": "ada@example.com", "email_verified": "True"}, None, ""),
+        ({"email": "ada@example.com", "email_verified": "true"}, None, ""),
+        ({"email": "ada@other.org"}, {"research"}, ""),
+        ({"email": "ada@example.com", "email_verified": "false"}, {"research"}, ""),
+        ({"email": "ada@other.org"}, {"sales"}, "not_allowed"),
+        ({}, set(), "not_allowed"),
         # A domain is matched whole: a look-alike is no match.
-        ({"email": "ada@evilexample.com"}, None, False),
+        ({"email": "ada@evilexample.com", "email_verified": True}, None, "not_allowed"),
     ],
 )
-def test_sign_in_allowed(claims, groups, allowed):
+def test_sign_in_refusal(claims, groups, refusal):
     assert (
-        sso.sign_in_allowed(claims=claims, groups=groups, domains=["example.com"], allowed_groups=["research"])
-        is allowed
+        sso.sign_in_refusal(claims=claims, groups=groups, domains=["example.com"], allowed_groups=["research"])
+        == refusal
     )
 
 
-def test_sign_in_allowed_without_allow_list():
-    assert sso.sign_in_allowed(claims={}, groups=None, domains=[], allowed_groups=[])
+def test_sign_in_refusal_without_allow_list():
+    assert sso.sign_in_refusal(claims={}, groups=None, domains=[], allowed_groups=[]) == ""
 
 
 @pytest.mark.django_db
