@@ -3,24 +3,41 @@ their groups and whether they may sign in at all (docs/sso.md)."""
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
+from django.contrib.auth.validators import UnicodeUsernameValidator
+from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from .models import ProviderGroup, ProviderIdentity
 
 # Django's username field takes at most this many characters.
 USERNAME_MAX = 150
+# The username of someone whose claims hold no character a username may have.
+USERNAME_FALLBACK = "user"
+
+
+def _username_clean(value: str) -> str:
+    """`value` as Django keeps a username (NFKC: AbstractBaseUser.normalize_username),
+    with only the characters its validator allows, at most USERNAME_MAX of them;
+    empty when none is left. What is checked for being free is then what is saved."""
+    normalize = get_user_model().normalize_username
+    kept = "".join(c for c in normalize(value) if c.isalnum() or c in "@.+-_")
+    # Dropping a character can bring two together that normalise into one (Hangul jamo).
+    name = normalize(kept)[:USERNAME_MAX]
+    try:
+        UnicodeUsernameValidator()(name)
+    except ValidationError:
+        return ""
+    return name
 
 
 def claim_username(*, claims: dict, claim: str) -> str:
     """The username a new user gets: the configured claim, else the e-mail's
-    local part, else the subject. Only the characters a username may hold."""
+    local part, else the subject, as Django keeps usernames; else "user"."""
     email = claims.get("email") or ""
     for candidate in (claims.get(claim), email.partition("@")[0], claims.get("sub")):
-        if isinstance(candidate, str):
-            cleaned = "".join(c for c in candidate.strip() if c.isalnum() or c in "@.+-_")[:USERNAME_MAX]
-            if cleaned:
-                return cleaned
-    raise ValueError("The provider's claims name no username, e-mail or subject.")
+        if isinstance(candidate, str) and (name := _username_clean(candidate)):
+            return name
+    return USERNAME_FALLBACK
 
 
 def claim_groups(*, claims: dict, claim: str) -> set[str] | None:
@@ -61,8 +78,8 @@ def sign_in_refusal(*, claims: dict, groups: set[str] | None, domains: list[str]
 
 
 def _username_free(*, base: str) -> str:
-    """`base`, or `base-2`, `base-3`…: a local account of the same name is
-    never taken over by a sign-in."""
+    """`base` (as claim_username gives it), or `base-2`, `base-3`…: a local
+    account of the same name is never taken over by a sign-in."""
     users = get_user_model().objects
     name, n = base, 1
     while users.filter(username__iexact=name).exists():

@@ -16,7 +16,13 @@ from accounts.oidc import SignInRefused, SsoBackend
 from tests.oidc_provider.process import provider_running
 
 PORTAL = "http://testserver"
-USERS = {"ada": ("ada@example.com", "ada-secret-1"), "bob": ("bob@other.org", "bob-secret-1")}
+USERS = {
+    "ada": ("ada@example.com", "ada-secret-1"),
+    "bob": ("bob@other.org", "bob-secret-1"),
+    "staffy": ("staffy@example.com", "staffy-secret-1"),
+    # Their username claim is given in full-width letters by the test.
+    "wide": ("wide@example.com", "wide-secret-1"),
+}
 
 
 @pytest.fixture(scope="module")
@@ -106,6 +112,21 @@ def test_first_sign_in_creates_the_user_with_groups_and_the_next_updates_them(cl
     assert response.status_code == 302
     assert User.objects.filter(username__startswith="ada").count() == 1
     assert groups_of("ada") == {"research", "design", "reviewers"}
+
+
+@pytest.mark.django_db
+def test_a_full_width_username_signs_in_under_the_next_free_name(client, sso):
+    signed_in_through_provider(client, sso, "staffy")
+    # Django keeps usernames in NFKC: "ｓｔａｆｆｙ" is "staffy", whom it must not become.
+    sso.claims_set({"wide": {"preferred_username": "ｓｔａｆｆｙ"}})
+    signed_in_through_provider(client, sso, "wide")
+    assert set(User.objects.values_list("username", flat=True)) == {"staffy", "staffy-2"}
+    assert User.objects.get(username="staffy-2").email == "wide@example.com"
+    assert client.get(reverse("chat")).status_code == 200
+
+    # Signing in again finds the same person.
+    signed_in_through_provider(client, sso, "wide")
+    assert User.objects.count() == 2
 
 
 @pytest.mark.django_db

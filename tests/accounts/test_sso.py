@@ -16,8 +16,19 @@ ISSUER = "https://id.example.com/realms/team"
         # Characters a username may not hold are dropped; a claim left empty falls through.
         ({"preferred_username": "Ada L/o", "sub": "1"}, "AdaLo"),
         ({"preferred_username": " / ", "email": "x@example.com", "sub": "1"}, "x"),
+        ({"preferred_username": "ada\u200b\u202e", "sub": "1"}, "ada"),
         # Chinese names are letters, which Django's usernames allow.
         ({"preferred_username": "张伟", "sub": "1"}, "张伟"),
+        # As Django keeps usernames (NFKC): full-width letters are the ASCII ones.
+        ({"preferred_username": "ｓｔａｆｆｙ", "sub": "1"}, "staffy"),
+        ({"preferred_username": "ａｄａ　ｌ", "sub": "1"}, "adal"),
+        ({"preferred_username": "x½", "sub": "1"}, "x12"),
+        # Nothing a username may hold anywhere: a name still, never a failed sign-in.
+        ({"preferred_username": "🙂", "email": "!!@example.com", "sub": "|"}, "user"),
+        ({"sub": ""}, "user"),
+        # At most 150 characters, counted after normalising (one "ﷺ" is 18).
+        ({"preferred_username": "a" * 200, "sub": "1"}, "a" * 150),
+        ({"preferred_username": "ﷺ" * 10, "sub": "1"}, ("صلىاللهعليهوسلم" * 10)[:150]),
     ],
 )
 def test_claim_username(claims, expected):
@@ -27,11 +38,6 @@ def test_claim_username(claims, expected):
 def test_claim_username_from_another_claim():
     claims = {"preferred_username": "ada", "upn": "ada.lovelace@corp.example", "sub": "1"}
     assert sso.claim_username(claims=claims, claim="upn") == "ada.lovelace@corp.example"
-
-
-def test_claim_username_needs_something():
-    with pytest.raises(ValueError):
-        sso.claim_username(claims={"sub": ""}, claim="preferred_username")
 
 
 @pytest.mark.parametrize(
@@ -104,6 +110,28 @@ def test_profile_update_follows_the_provider():
     sso.user_profile_update(user=user, claims={"email": "new@example.com", "given_name": "Ada", "family_name": "L"})
     user.refresh_from_db()
     assert (user.email, user.first_name, user.last_name) == ("new@example.com", "Ada", "L")
+
+
+@pytest.mark.django_db
+def test_first_sign_in_after_a_full_width_name_gets_the_next_free_one():
+    User.objects.create_user("staffy")
+    claims = {"sub": "s-2", "preferred_username": "ｓｔａｆｆｙ"}
+    user = sso.identity_user_create(issuer=ISSUER, claims=claims, username_claim="preferred_username")
+    assert user.username == "staffy-2"
+    another = sso.identity_user_create(
+        issuer=ISSUER, claims={"sub": "s-3", "preferred_username": "ＳＴＡＦＦＹ"}, username_claim="preferred_username"
+    )
+    assert another.username == "STAFFY-3"
+
+
+@pytest.mark.django_db
+def test_a_long_name_taken_keeps_its_suffix_within_150_characters():
+    User.objects.create_user("a" * 150)
+    user = sso.identity_user_create(
+        issuer=ISSUER, claims={"sub": "s-1", "preferred_username": "a" * 200}, username_claim="preferred_username"
+    )
+    assert user.username == "a" * 148 + "-2"
+    user.full_clean()
 
 
 @pytest.mark.django_db
