@@ -176,5 +176,7 @@ class SsoBackend(OIDCAuthenticationBackend):
         sso.user_profile_update(user=user, claims=claims)
         groups = sso.claim_groups(claims=claims, claim=settings.SSO_GROUPS_CLAIM)
         if groups is not None:
-            sso.user_groups_sync(user=user, names=groups, create=settings.SSO_GROUPS_CREATE)
+            sso.user_groups_sync(
+                user=user, names=groups, create=settings.SSO_GROUPS_CREATE, prefix=settings.SSO_GROUPS_PREFIX
+            )
         return user

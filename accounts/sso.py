@@ -1,16 +1,21 @@
 """Who a single sign-on is: the provider's claims mapped to a portal user,
 their groups and whether they may sign in at all (docs/sso.md)."""
 
+import logging
+
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.contrib.auth.validators import UnicodeUsernameValidator
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from .models import ProviderGroup, ProviderIdentity
+from .models import ProviderGroup, ProviderIdentity, ProviderMembership
 
-# Django's username field takes at most this many characters.
+logger = logging.getLogger(__name__)
+
+# Django's username and group name fields take at most this many characters.
 USERNAME_MAX = 150
+GROUP_NAME_MAX = 150
 # The username of someone whose claims hold no character a username may have.
 USERNAME_FALLBACK = "user"
 
@@ -118,21 +123,44 @@ def user_profile_update(*, user, claims: dict) -> None:
         user.save(update_fields=changed)
 
 
-@transaction.atomic
-def user_groups_sync(*, user, names: set[str], create: bool) -> None:
-    """The user is in exactly the provider's groups among those the provider
-    manages (ProviderGroup): added to those the claim names, taken out of
-    those it no longer names. Groups the admin made alone are not touched.
-    A group the portal lacks is created when `create`, else ignored."""
-    groups = {group.name: group for group in Group.objects.filter(name__in=names)}
+def _claim_groups_mapped(*, names: set[str], create: bool, prefix: str) -> list[Group]:
+    """The groups the provider fills for these claim values (ProviderGroup):
+    mapped by an admin, or made by an earlier sign-in. With `create`, a value
+    without one gets a new group named `prefix` + value; never a group that
+    exists already, which an admin made and did not map."""
+    mapped = {row.claim: row.group for row in ProviderGroup.objects.select_related("group").filter(claim__in=names)}
     if create:
-        for name in names - groups.keys():
-            groups[name] = Group.objects.create(name=name)
-    for group in groups.values():
-        ProviderGroup.objects.get_or_create(group=group)
-    managed = set(user.groups.filter(provider__isnull=False).values_list("pk", flat=True))
-    wanted = {group.pk for group in groups.values()}
-    if managed - wanted:
-        user.groups.remove(*(managed - wanted))
-    if wanted - managed:
-        user.groups.add(*(wanted - managed))
+        for value in sorted(names - mapped.keys()):
+            group, made = Group.objects.get_or_create(name=(prefix + value)[:GROUP_NAME_MAX])
+            if made:
+                ProviderGroup.objects.create(group=group, claim=value)
+            elif not ProviderGroup.objects.filter(group=group, claim=value).exists():
+                # Unless another sign-in made it for this value a moment ago.
+                logger.warning(
+                    "The groups claim names %r; the group %r exists and is not mapped to it: not joined",
+                    value,
+                    group.name,
+                )
+                continue
+            mapped[value] = group
+    return list(mapped.values())
+
+
+@transaction.atomic
+def user_groups_sync(*, user, names: set[str], create: bool, prefix: str) -> None:
+    """The user's provider-made memberships (ProviderMembership) are those the
+    claim names now: added to the groups the claim values fill
+    (_claim_groups_mapped), taken out of those it no longer names. A
+    membership an admin made by hand is neither recorded nor removed, even in
+    a group the provider fills and even when the claim names it too."""
+    wanted = {group.pk for group in _claim_groups_mapped(names=names, create=create, prefix=prefix)}
+    made = set(ProviderMembership.objects.filter(user=user).values_list("group_id", flat=True))
+    if made - wanted:
+        # Their records go with them (accounts.signals).
+        user.groups.remove(*(made - wanted))
+    joining = wanted - set(user.groups.values_list("pk", flat=True))
+    if joining:
+        user.groups.add(*joining)
+        ProviderMembership.objects.bulk_create(
+            [ProviderMembership(user=user, group_id=pk) for pk in joining], ignore_conflicts=True
+        )

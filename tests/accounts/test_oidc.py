@@ -13,12 +13,15 @@ from jwcrypto import jwk
 
 from accounts.models import ProviderIdentity
 from accounts.oidc import SignInRefused, SsoBackend
+from tests.factories import ConversationShareFactory, UserFactory
 from tests.oidc_provider.process import provider_running
 
 PORTAL = "http://testserver"
 USERS = {
     "ada": ("ada@example.com", "ada-secret-1"),
     "bob": ("bob@other.org", "bob-secret-1"),
+    # Named like the admin's group of the groups tests.
+    "reviewers": ("reviewers@example.com", "reviewers-secret-1"),
     "staffy": ("staffy@example.com", "staffy-secret-1"),
     # Their username claim is given in full-width letters by the test.
     "wide": ("wide@example.com", "wide-secret-1"),
@@ -112,6 +115,33 @@ def test_first_sign_in_creates_the_user_with_groups_and_the_next_updates_them(cl
     assert response.status_code == 302
     assert User.objects.filter(username__startswith="ada").count() == 1
     assert groups_of("ada") == {"research", "design", "reviewers"}
+
+
+@pytest.mark.django_db
+def test_groups_claim_never_takes_a_group_an_admin_made(client, sso):
+    reviewers = Group.objects.create(name="reviewers")
+    UserFactory(username="carol").groups.add(reviewers)
+    shared = ConversationShareFactory(group=reviewers).conversation
+    # bob signs in through the provider; the admin adds him to their group by hand.
+    signed_in_through_provider(client, sso, "bob")
+    User.objects.get(username="bob").groups.add(reviewers)
+
+    # ada's claim names the admin's group: she neither joins it nor reads what is shared with it.
+    sso.groups_set({"ada": ["reviewers", "research"]})
+    signed_in_through_provider(client, sso, "ada")
+    assert groups_of("ada") == {"research"}
+    assert client.get(reverse("conversation-detail", args=[shared.pk])).status_code == 404
+
+    # bob's next sign-in, his claim naming other groups, keeps the membership the admin gave him.
+    sso.groups_set({"bob": ["research"]})
+    signed_in_through_provider(client, sso, "bob")
+    assert groups_of("bob") == {"reviewers", "research"}
+    assert groups_of("carol") == {"reviewers"}
+
+    # A person named like the group is not in it either.
+    signed_in_through_provider(client, sso, "reviewers")
+    assert groups_of("reviewers") == set()
+    assert client.get(reverse("conversation-detail", args=[shared.pk])).status_code == 404
 
 
 @pytest.mark.django_db

@@ -1,8 +1,11 @@
+import importlib
+
 import pytest
+from django.apps import apps
 from django.contrib.auth.models import Group, User
 
 from accounts import sso
-from accounts.models import ProviderGroup, ProviderIdentity
+from accounts.models import ProviderGroup, ProviderIdentity, ProviderMembership
 
 ISSUER = "https://id.example.com/realms/team"
 
@@ -134,28 +137,121 @@ def test_a_long_name_taken_keeps_its_suffix_within_150_characters():
     user.full_clean()
 
 
+def memberships(user) -> dict[str, bool]:
+    """The user's groups, each with whether a sign-in made the membership."""
+    made = set(ProviderMembership.objects.filter(user=user).values_list("group__name", flat=True))
+    return {name: name in made for name in user.groups.values_list("name", flat=True)}
+
+
 @pytest.mark.django_db
-def test_groups_sync_adds_and_removes_only_the_providers_groups():
+def test_groups_sync_fills_the_groups_it_makes_and_never_an_admins():
     user = User.objects.create_user("ada")
-    admins_own = Group.objects.create(name="reviewers")
-    user.groups.add(admins_own)
+    reviewers = Group.objects.create(name="reviewers")
+    user.groups.add(reviewers)
+    staff = Group.objects.create(name="staff")
 
-    sso.user_groups_sync(user=user, names={"research", "ops"}, create=True)
-    assert set(user.groups.values_list("name", flat=True)) == {"reviewers", "research", "ops"}
-    assert set(ProviderGroup.objects.values_list("group__name", flat=True)) == {"research", "ops"}
+    sso.user_groups_sync(user=user, names={"research", "ops", "staff"}, create=True, prefix="")
+    # "staff" is the admin's: named by the claim, not joined, not taken.
+    assert memberships(user) == {"reviewers": False, "research": True, "ops": True}
+    assert dict(ProviderGroup.objects.values_list("claim", "group__name")) == {"research": "research", "ops": "ops"}
+    assert not staff.user_set.exists()
 
-    sso.user_groups_sync(user=user, names={"research"}, create=True)
+    sso.user_groups_sync(user=user, names={"research"}, create=True, prefix="")
     # Taken out of "ops", which the provider no longer names; the admin's group stays.
-    assert set(user.groups.values_list("name", flat=True)) == {"reviewers", "research"}
+    assert memberships(user) == {"reviewers": False, "research": True}
 
-    sso.user_groups_sync(user=user, names=set(), create=True)
-    assert set(user.groups.values_list("name", flat=True)) == {"reviewers"}
+    sso.user_groups_sync(user=user, names=set(), create=True, prefix="")
+    assert memberships(user) == {"reviewers": False}
 
 
 @pytest.mark.django_db
-def test_groups_sync_without_creating_joins_existing_groups_only():
+def test_groups_sync_names_the_groups_it_makes_with_the_prefix():
     user = User.objects.create_user("ada")
     Group.objects.create(name="research")
-    sso.user_groups_sync(user=user, names={"research", "unknown"}, create=False)
-    assert list(user.groups.values_list("name", flat=True)) == ["research"]
+    sso.user_groups_sync(user=user, names={"research", "研究组"}, create=True, prefix="sso-")
+    assert memberships(user) == {"sso-research": True, "sso-研究组": True}
+    assert dict(ProviderGroup.objects.values_list("claim", "group__name")) == {
+        "research": "sso-research",
+        "研究组": "sso-研究组",
+    }
+    # An admin's group named with the prefix is not the provider's either.
+    Group.objects.create(name="sso-ops")
+    sso.user_groups_sync(user=user, names={"ops"}, create=True, prefix="sso-")
+    assert memberships(user) == {}
+
+
+@pytest.mark.django_db
+def test_groups_sync_fills_an_admins_group_the_admin_mapped():
+    ada, bob = User.objects.create_user("ada"), User.objects.create_user("bob")
+    research = Group.objects.create(name="Research")
+    ProviderGroup.objects.create(claim="research-team", group=research)
+    # The admin added bob by hand before the provider named him: it stays the admin's.
+    bob.groups.add(research)
+
+    for user in (ada, bob):
+        sso.user_groups_sync(user=user, names={"research-team"}, create=False, prefix="")
+    assert memberships(ada) == {"Research": True}
+    assert memberships(bob) == {"Research": False}
+
+    for user in (ada, bob):
+        sso.user_groups_sync(user=user, names=set(), create=False, prefix="")
+    assert memberships(ada) == {}
+    assert memberships(bob) == {"Research": False}
+
+
+@pytest.mark.django_db
+def test_groups_sync_without_creating_joins_mapped_groups_only():
+    user = User.objects.create_user("ada")
+    Group.objects.create(name="research")
+    sso.user_groups_sync(user=user, names={"research", "unknown"}, create=False, prefix="")
+    assert memberships(user) == {}
     assert not Group.objects.filter(name="unknown").exists()
+
+
+@pytest.mark.django_db
+def test_a_membership_the_admin_ends_and_makes_again_is_the_admins():
+    user = User.objects.create_user("ada")
+    sso.user_groups_sync(user=user, names={"research"}, create=True, prefix="")
+    research = Group.objects.get(name="research")
+
+    user.groups.remove(research)
+    user.groups.add(research)
+    sso.user_groups_sync(user=user, names=set(), create=True, prefix="")
+    assert memberships(user) == {"research": False}
+
+    # From the group's side, and by clearing, alike.
+    sso.user_groups_sync(user=User.objects.create_user("bob"), names={"research"}, create=True, prefix="")
+    research.user_set.clear()
+    assert not ProviderMembership.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_deleted_provider_membership_leaves_the_person_in_the_group_as_the_admins():
+    user = User.objects.create_user("ada")
+    sso.user_groups_sync(user=user, names={"research"}, create=True, prefix="")
+    ProviderMembership.objects.filter(user=user).delete()
+    sso.user_groups_sync(user=user, names=set(), create=True, prefix="")
+    assert memberships(user) == {"research": False}
+
+
+@pytest.mark.django_db
+def test_the_migration_keeps_the_groups_the_provider_filled_and_its_memberships():
+    """As 0003 left them: provider groups marked without a claim value, and no
+    record of who put whom in them."""
+    migration = importlib.import_module("accounts.migrations.0004_sso_memberships")
+    research, reviewers = Group.objects.create(name="research"), Group.objects.create(name="reviewers")
+    ProviderGroup.objects.create(group=research, claim="")
+    sso_user, local = User.objects.create_user("ada"), User.objects.create_user("carol")
+    ProviderIdentity.objects.create(user=sso_user, issuer=ISSUER, subject="s-1")
+    for user in (sso_user, local):
+        user.groups.add(research, reviewers)
+
+    migration.provider_groups_keep_their_claim(apps, None)
+    migration.provider_memberships_record(apps, None)
+
+    assert dict(ProviderGroup.objects.values_list("claim", "group__name")) == {"research": "research"}
+    assert memberships(sso_user) == {"research": True, "reviewers": False}
+    assert memberships(local) == {"research": False, "reviewers": False}
+    # Which the next sign-in ends as before: the claim no longer names it.
+    sso.user_groups_sync(user=sso_user, names=set(), create=True, prefix="")
+    assert memberships(sso_user) == {"reviewers": False}
