@@ -151,6 +151,8 @@ class SsoBackend(OIDCAuthenticationBackend):
         return claims
 
     def verify_claims(self, claims):
+        if not sso.subject_usable(subject=claims.get("sub")):
+            raise SignInRefused("token", f"a subject the portal cannot keep: {claims.get('sub')!r}")
         groups = sso.claim_groups(claims=claims, claim=settings.SSO_GROUPS_CLAIM)
         refusal = sso.sign_in_refusal(
             claims=claims,

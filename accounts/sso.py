@@ -20,6 +20,17 @@ GROUP_NAME_MAX = 150
 USERNAME_FALLBACK = "user"
 
 
+def _storable(value) -> bool:
+    """Whether this is text the database keeps: Postgres refuses NUL and lone
+    surrogates (which JSON can carry), and a sign-in must not fail on them."""
+    return isinstance(value, str) and "\x00" not in value and not any("\ud800" <= c <= "\udfff" for c in value)
+
+
+def subject_usable(*, subject) -> bool:
+    """Whether `sub` can be kept as a provider identity (at most 255 characters, as OpenID Connect has it)."""
+    return _storable(subject) and 0 < len(subject) <= ProviderIdentity._meta.get_field("subject").max_length
+
+
 def _username_clean(value: str) -> str:
     """`value` as Django keeps a username (NFKC: AbstractBaseUser.normalize_username),
     with only the characters its validator allows, at most USERNAME_MAX of them;
@@ -55,7 +66,7 @@ def claim_groups(*, claims: dict, claim: str) -> set[str] | None:
         value = [value]
     if not isinstance(value, list):
         return None
-    return {name.strip()[:150] for name in value if isinstance(name, str) and name.strip()}
+    return {name.strip()[:150] for name in value if _storable(name) and name.strip()}
 
 
 def email_verified(*, claims: dict) -> bool:
@@ -102,21 +113,23 @@ def identity_user(*, issuer: str, subject: str):
 
 @transaction.atomic
 def identity_user_create(*, issuer: str, claims: dict, username_claim: str):
-    """A new user for this provider account, with an unusable password: it signs in through the provider."""
+    """A new user for this provider account, with an unusable password: it
+    signs in through the provider. Its e-mail and name come next (user_profile_update)."""
     username = _username_free(base=claim_username(claims=claims, claim=username_claim))
-    user = get_user_model().objects.create_user(username, email=claims.get("email") or "")
+    user = get_user_model().objects.create_user(username)
     ProviderIdentity.objects.create(user=user, issuer=issuer, subject=claims["sub"])
     return user
 
 
 def user_profile_update(*, user, claims: dict) -> None:
-    """The name and e-mail as the provider has them now."""
+    """The name and e-mail as the provider has them now; a value the database
+    cannot keep leaves the one before."""
     fields = {
         "email": claims.get("email"),
         "first_name": claims.get("given_name"),
         "last_name": claims.get("family_name"),
     }
-    changed = [f for f, v in fields.items() if isinstance(v, str) and getattr(user, f) != v[:150]]
+    changed = [f for f, v in fields.items() if _storable(v) and getattr(user, f) != v[:150]]
     for field in changed:
         setattr(user, field, fields[field][:150])
     if changed:

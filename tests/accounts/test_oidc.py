@@ -160,6 +160,16 @@ def test_a_full_width_username_signs_in_under_the_next_free_name(client, sso):
 
 
 @pytest.mark.django_db
+def test_claims_the_database_cannot_keep_do_not_fail_a_sign_in(client, sso):
+    """Postgres refuses NUL and lone surrogates, which a provider's JSON can carry."""
+    sso.claims_set({"ada": {"preferred_username": "ada\x00\ud800", "given_name": "A\x00da", "family_name": "\ud800"}})
+    sso.groups_set({"ada": ["ops\x00", "研究组"]})
+    signed_in_through_provider(client, sso, "ada")
+    assert User.objects.get(username="ada").first_name == ""
+    assert groups_of("ada") == {"研究组"}
+
+
+@pytest.mark.django_db
 @pytest.mark.parametrize(
     ("verified", "language", "said"),
     [

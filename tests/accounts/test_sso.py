@@ -53,6 +53,8 @@ def test_claim_username_from_another_claim():
         ({}, "groups", None),
         ({"groups": ["research"]}, "", None),
         ({"groups": {"a": 1}}, "groups", None),
+        # Names the database cannot keep (Postgres refuses NUL and lone surrogates) are left out.
+        ({"groups": ["ops\x00", "\ud800", "研究组"]}, "groups", {"研究组"}),
     ],
 )
 def test_claim_groups(claims, claim, expected):
@@ -113,6 +115,29 @@ def test_profile_update_follows_the_provider():
     sso.user_profile_update(user=user, claims={"email": "new@example.com", "given_name": "Ada", "family_name": "L"})
     user.refresh_from_db()
     assert (user.email, user.first_name, user.last_name) == ("new@example.com", "Ada", "L")
+
+    # A value the database cannot keep leaves the one before.
+    sso.user_profile_update(
+        user=user, claims={"email": "x\x00@example.com", "given_name": "\ud800", "family_name": "李"}
+    )
+    user.refresh_from_db()
+    assert (user.email, user.first_name, user.last_name) == ("new@example.com", "Ada", "李")
+
+
+@pytest.mark.parametrize(
+    ("subject", "usable"),
+    [
+        ("0b5e-11", True),
+        ("a" * 255, True),
+        ("a" * 256, False),
+        ("", False),
+        ("a\x00", False),
+        ("\udfff", False),
+        (7, False),
+    ],
+)
+def test_subject_usable(subject, usable):
+    assert sso.subject_usable(subject=subject) is usable
 
 
 @pytest.mark.django_db
