@@ -5,5 +5,5 @@ class AccountsConfig(AppConfig):
     name = "accounts"
 
     def ready(self):
-        # Connects the receiver that brings a user's language into each new session.
+        # Connects the receivers: a user's language into each new session; ended provider memberships.
         from . import signals  # noqa: F401

@@ -40,10 +40,41 @@ class ProviderIdentity(models.Model):
 
 
 class ProviderGroup(models.Model):
-    """A group the provider's groups claim has named: sign-ins add users to it
-    and take them out of it. Groups the admin made alone are left to the admin."""
+    """A group the provider's groups claim fills: a sign-in whose claim names
+    `claim` puts the user in it, and takes them out when it stops naming it
+    (ProviderMembership). An admin maps a claim value to a group of theirs; a
+    sign-in maps one it made for a value nobody mapped (accounts.sso). A group
+    nothing maps is never joined by a sign-in, whatever its name."""
 
     group = models.OneToOneField("auth.Group", on_delete=models.CASCADE, primary_key=True, related_name="provider")
+    claim = models.CharField(
+        _("claim value"),
+        max_length=150,
+        unique=True,
+        help_text=_("A value of the groups claim, exactly as the provider sends it."),
+    )
+
+    class Meta:
+        verbose_name = _("provider group")
+        verbose_name_plural = _("provider groups")
 
     def __str__(self):
-        return str(self.group)
+        return f"{self.claim} → {self.group}"
+
+
+class ProviderMembership(models.Model):
+    """A membership a sign-in made (the user in the group because the groups
+    claim said so), which a later sign-in ends when the claim stops saying so.
+    A membership without one was made by an admin and is left to the admin;
+    deleting this record makes it so."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="provider_memberships")
+    group = models.ForeignKey("auth.Group", on_delete=models.CASCADE, related_name="provider_memberships")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "group"], name="provider_membership_unique")]
+        verbose_name = _("provider membership")
+        verbose_name_plural = _("provider memberships")
+
+    def __str__(self):
+        return f"{self.user} ∈ {self.group}"

@@ -151,14 +151,17 @@ class SsoBackend(OIDCAuthenticationBackend):
         return claims
 
     def verify_claims(self, claims):
+        if not sso.subject_usable(subject=claims.get("sub")):
+            raise SignInRefused("token", f"a subject the portal cannot keep: {claims.get('sub')!r}")
         groups = sso.claim_groups(claims=claims, claim=settings.SSO_GROUPS_CLAIM)
-        if not sso.sign_in_allowed(
+        refusal = sso.sign_in_refusal(
             claims=claims,
             groups=groups,
             domains=settings.SSO_ALLOWED_DOMAINS,
             allowed_groups=settings.SSO_ALLOWED_GROUPS,
-        ):
-            raise SignInRefused("not_allowed", f"subject {claims.get('sub')!r}")
+        )
+        if refusal:
+            raise SignInRefused(refusal, f"subject {claims.get('sub')!r}")
         return True
 
     def filter_users_by_claims(self, claims):
@@ -175,5 +178,7 @@ class SsoBackend(OIDCAuthenticationBackend):
         sso.user_profile_update(user=user, claims=claims)
         groups = sso.claim_groups(claims=claims, claim=settings.SSO_GROUPS_CLAIM)
         if groups is not None:
-            sso.user_groups_sync(user=user, names=groups, create=settings.SSO_GROUPS_CREATE)
+            sso.user_groups_sync(
+                user=user, names=groups, create=settings.SSO_GROUPS_CREATE, prefix=settings.SSO_GROUPS_PREFIX
+            )
         return user

@@ -332,8 +332,11 @@ SSO_BUTTON_LABEL = env.str("ARTIFACTFLOW_OIDC_BUTTON_LABEL", default="")
 SSO_USERNAME_CLAIM = env.str("ARTIFACTFLOW_OIDC_USERNAME_CLAIM", default="preferred_username")
 # A claim listing the user's groups (e.g. "groups"): empty leaves groups to the admin.
 SSO_GROUPS_CLAIM = env.str("ARTIFACTFLOW_OIDC_GROUPS_CLAIM", default="")
-# Whether a group the claim names and the portal lacks is created (else it is ignored).
+# Whether a claim value no admin mapped to a group (admin: Provider groups) gets a
+# group of its own, named with the prefix (else it is ignored). An existing group
+# is never taken for it: that is an admin's to map.
 SSO_GROUPS_CREATE = env.bool("ARTIFACTFLOW_OIDC_GROUPS_CREATE", default=True)
+SSO_GROUPS_PREFIX = env.str("ARTIFACTFLOW_OIDC_GROUPS_PREFIX", default="")
 # Who may sign in: an e-mail domain listed or a group listed; both empty, anyone the provider signs in.
 SSO_ALLOWED_DOMAINS = [d.lower().lstrip("@") for d in env.list("ARTIFACTFLOW_OIDC_ALLOWED_DOMAINS", default=[])]
 SSO_ALLOWED_GROUPS = env.list("ARTIFACTFLOW_OIDC_ALLOWED_GROUPS", default=[])

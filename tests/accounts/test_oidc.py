@@ -13,10 +13,19 @@ from jwcrypto import jwk
 
 from accounts.models import ProviderIdentity
 from accounts.oidc import SignInRefused, SsoBackend
+from tests.factories import ConversationShareFactory, UserFactory
 from tests.oidc_provider.process import provider_running
 
 PORTAL = "http://testserver"
-USERS = {"ada": ("ada@example.com", "ada-secret-1"), "bob": ("bob@other.org", "bob-secret-1")}
+USERS = {
+    "ada": ("ada@example.com", "ada-secret-1"),
+    "bob": ("bob@other.org", "bob-secret-1"),
+    # Named like the admin's group of the groups tests.
+    "reviewers": ("reviewers@example.com", "reviewers-secret-1"),
+    "staffy": ("staffy@example.com", "staffy-secret-1"),
+    # Their username claim is given in full-width letters by the test.
+    "wide": ("wide@example.com", "wide-secret-1"),
+}
 
 
 @pytest.fixture(scope="module")
@@ -39,6 +48,7 @@ def sso(settings, provider):
     settings.SSO_GROUPS_CLAIM = "groups"
     settings.AUTHENTICATION_BACKENDS = [*settings.AUTHENTICATION_BACKENDS, "accounts.oidc.SsoBackend"]
     provider.groups_set({})
+    provider.claims_set({})
     return provider
 
 
@@ -74,6 +84,13 @@ def groups_of(username: str) -> set[str]:
     return set(User.objects.get(username=username).groups.values_list("name", flat=True))
 
 
+def signed_in_through_provider(client, provider, username: str) -> None:
+    client.post(reverse("logout"))
+    response = client.get(to_provider_and_back(client, provider_browser(provider, username)))
+    assert response.status_code == 302, response.content.decode()
+    assert response["Location"] == reverse("chat")
+
+
 @pytest.mark.django_db
 def test_first_sign_in_creates_the_user_with_groups_and_the_next_updates_them(client, sso):
     sso.groups_set({"ada": ["research", "ops"]})
@@ -98,6 +115,91 @@ def test_first_sign_in_creates_the_user_with_groups_and_the_next_updates_them(cl
     assert response.status_code == 302
     assert User.objects.filter(username__startswith="ada").count() == 1
     assert groups_of("ada") == {"research", "design", "reviewers"}
+
+
+@pytest.mark.django_db
+def test_groups_claim_never_takes_a_group_an_admin_made(client, sso):
+    reviewers = Group.objects.create(name="reviewers")
+    UserFactory(username="carol").groups.add(reviewers)
+    shared = ConversationShareFactory(group=reviewers).conversation
+    # bob signs in through the provider; the admin adds him to their group by hand.
+    signed_in_through_provider(client, sso, "bob")
+    User.objects.get(username="bob").groups.add(reviewers)
+
+    # ada's claim names the admin's group: she neither joins it nor reads what is shared with it.
+    sso.groups_set({"ada": ["reviewers", "research"]})
+    signed_in_through_provider(client, sso, "ada")
+    assert groups_of("ada") == {"research"}
+    assert client.get(reverse("conversation-detail", args=[shared.pk])).status_code == 404
+
+    # bob's next sign-in, his claim naming other groups, keeps the membership the admin gave him.
+    sso.groups_set({"bob": ["research"]})
+    signed_in_through_provider(client, sso, "bob")
+    assert groups_of("bob") == {"reviewers", "research"}
+    assert groups_of("carol") == {"reviewers"}
+
+    # A person named like the group is not in it either.
+    signed_in_through_provider(client, sso, "reviewers")
+    assert groups_of("reviewers") == set()
+    assert client.get(reverse("conversation-detail", args=[shared.pk])).status_code == 404
+
+
+@pytest.mark.django_db
+def test_a_full_width_username_signs_in_under_the_next_free_name(client, sso):
+    signed_in_through_provider(client, sso, "staffy")
+    # Django keeps usernames in NFKC: "ｓｔａｆｆｙ" is "staffy", whom it must not become.
+    sso.claims_set({"wide": {"preferred_username": "ｓｔａｆｆｙ"}})
+    signed_in_through_provider(client, sso, "wide")
+    assert set(User.objects.values_list("username", flat=True)) == {"staffy", "staffy-2"}
+    assert User.objects.get(username="staffy-2").email == "wide@example.com"
+    assert client.get(reverse("chat")).status_code == 200
+
+    # Signing in again finds the same person.
+    signed_in_through_provider(client, sso, "wide")
+    assert User.objects.count() == 2
+
+
+@pytest.mark.django_db
+def test_claims_the_database_cannot_keep_do_not_fail_a_sign_in(client, sso):
+    """Postgres refuses NUL and lone surrogates, which a provider's JSON can carry."""
+    sso.claims_set({"ada": {"preferred_username": "ada\x00\ud800", "given_name": "A\x00da", "family_name": "\ud800"}})
+    sso.groups_set({"ada": ["ops\x00", "研究组"]})
+    signed_in_through_provider(client, sso, "ada")
+    assert User.objects.get(username="ada").first_name == ""
+    assert groups_of("ada") == {"研究组"}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("verified", "language", "said"),
+    [
+        ("false", "en", "has not verified your e-mail address"),
+        ("False", "zh-hans", "身份提供方尚未验证你的电子邮件地址"),
+        ("", "en", "has not verified your e-mail address"),
+        ("yes", "en", "has not verified your e-mail address"),
+        (0, "en", "has not verified your e-mail address"),
+        (None, "en", "has not verified your e-mail address"),
+    ],
+)
+def test_an_e_mail_the_provider_does_not_say_is_verified_is_refused_by_the_domain_allow_list(
+    client, sso, settings, verified, language, said
+):
+    settings.SSO_ALLOWED_DOMAINS = ["example.com"]
+    sso.claims_set({"ada": {"email_verified": verified}})
+    callback = to_provider_and_back(client, provider_browser(sso, "ada"))
+    response = client.get(callback, headers={"accept-language": language})
+    assert response.status_code == 403
+    assert said in response.content.decode()
+    assert "_auth_user_id" not in client.session
+    assert not User.objects.filter(username="ada").exists()
+
+
+@pytest.mark.django_db
+def test_a_verified_e_mail_may_be_said_as_the_string_true(client, sso, settings):
+    settings.SSO_ALLOWED_DOMAINS = ["example.com"]
+    sso.claims_set({"ada": {"email_verified": "TRUE"}})
+    signed_in_through_provider(client, sso, "ada")
+    assert User.objects.filter(username="ada").exists()
 
 
 @pytest.mark.django_db

@@ -51,11 +51,16 @@ class Provider:
     client_secret: str
     private_key_pem: bytes
     groups_file: Path
+    claims_file: Path
     log: Path
 
     def groups_set(self, groups: dict[str, list[str]]) -> None:
         """The groups each user's next token names."""
         self.groups_file.write_text(json.dumps(groups))
+
+    def claims_set(self, claims: dict[str, dict]) -> None:
+        """Claims each user's next token carries instead of (or besides) the usual ones."""
+        self.claims_file.write_text(json.dumps(claims))
 
 
 @contextlib.contextmanager
@@ -82,9 +87,11 @@ def provider_running(
         client_secret=secrets.token_urlsafe(32),
         private_key_pem=pem,
         groups_file=data_dir / "provider-groups.json",
+        claims_file=data_dir / "provider-claims.json",
         log=data_dir / "provider.log",
     )
     provider.groups_set({})
+    provider.claims_set({})
     env = {
         **os.environ,
         "PYTHONPATH": str(ROOT),
@@ -94,6 +101,7 @@ def provider_running(
         "OIDC_PROVIDER_ISSUER": provider.issuer,
         "OIDC_PROVIDER_KEY_FILE": str(key_file),
         "OIDC_PROVIDER_GROUPS_FILE": str(provider.groups_file),
+        "OIDC_PROVIDER_CLAIMS_FILE": str(provider.claims_file),
     }
     spec = {
         "users": users,
