@@ -17,8 +17,9 @@ never reaches the model, the event log, a page, the trace or a log line.
 import json
 import re
 import time
+import unicodedata
 from dataclasses import dataclass
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 from xml.sax.saxutils import escape, quoteattr
 
 import httpx
@@ -44,6 +45,11 @@ _PARAM_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 _BINARY = ("image/", "audio/", "video/", "application/pdf", "application/octet-stream", "application/zip")
 _USER_AGENT = "ArtifactFlow HTTP tool"
+# What a server may read as a dot or a slash after NFKC leaves it alone: the
+# ideographic full stops (IDNA's label separators) and the division and fraction slashes.
+_LOOKALIKES = str.maketrans({"\u3002": ".", "\uff61": ".", "\u2215": "/", "\u2044": "/"})
+# Where servers end a path segment's name: a ";parameter" (Tomcat), a query or fragment once decoded, a NUL.
+_SEGMENT_END = re.compile(r"[;?#\x00]")
 
 
 class HttpToolError(Exception):
@@ -171,18 +177,60 @@ def arguments_checked(*, schema: dict, params: dict) -> dict:
 
 def request_prepared(*, tool, params: dict) -> Prepared:
     """Where each argument goes: the path (quoted, so it cannot leave its
-    segment), the query or the JSON body, as the schema's x-in says."""
+    segment; HttpToolError for a value some server could read as another
+    path, path_value_problem), the query or the JSON body, as the schema's
+    x-in says."""
     properties = tool.parameters.get("properties", {})
     where = {name: properties[name][IN] for name in params if name in properties}
 
     def fill(match: re.Match) -> str:
-        return quote(_text(params[match.group(1)]), safe="")
+        name = match.group(1)
+        text = _text(params[name])
+        if problem := path_value_problem(text):
+            shown = text if len(text) <= 80 else f"{text[:80]}…"
+            raise HttpToolError(
+                f"invalid arguments ({name}): {shown!r} would not stay one segment of the URL's path: {problem}"
+            )
+        return quote(text, safe="")
 
     url = _PLACEHOLDER.sub(fill, tool.url_template)
     query = {name: _query_value(value) for name, value in params.items() if where.get(name) == "query"}
     has_body = any(spec.get(IN) == "body" for spec in properties.values())
     body = {name: value for name, value in params.items() if where.get(name) == "body"} if has_body else None
     return Prepared(method=tool.method, url=url, query=query, body=body)
+
+
+def path_value_problem(text: str) -> str:
+    """Why a path value could take the request to another path of the host on
+    some server, or "" when it cannot. Quoting keeps a value in its segment for
+    the client, and httpx, like every RFC 3986 client, removes a segment that
+    is "." or ".."; servers, proxies and frameworks go further: they decode
+    percent-escapes (nginx, once; some twice), fold Unicode (full-width and
+    leader dots, IIS), read "\\" as "/", end a segment at ";" (Tomcat) or a
+    NUL, trim blanks, merge "//". Encoding dots as %2E would leave all of
+    that to the server, so a value is refused when, read every way at once,
+    it or any part of it between slashes is empty or only dots. No id, name
+    or file path is like that."""
+    decoded = text
+    try:
+        # Each pass that decodes something shortens the text, so this ends.
+        while (once := unquote(decoded, errors="strict")) != decoded:
+            decoded = once
+    except UnicodeDecodeError:
+        # Old decoders read overlong forms such as %c0%ae as a dot.
+        return "its percent-escapes do not decode to UTF-8 text"
+    folded = unicodedata.normalize("NFKC", decoded).translate(_LOOKALIKES)
+    for part in re.split(r"[/\\]", folded):
+        # Blanks, controls and invisible format characters, which servers trim or drop, are not read.
+        kept = "".join(c for c in _SEGMENT_END.split(part, 1)[0] if unicodedata.category(c)[0] not in "CZ")
+        if not kept:
+            return "a path value may not be empty or blank, nor have an empty part between slashes"
+        if not kept.strip("."):
+            return (
+                "a path value may not be only dots (in any spelling: .., %2e%2e, ．．), "
+                "nor have such a part between slashes"
+            )
+    return ""
 
 
 def _text(value) -> str:
@@ -372,7 +420,10 @@ def http_tool_test(*, tool) -> TestReport:
     path_names = [name for name, spec in properties.items() if spec.get(IN) == "path"]
     if tool.method == "GET" and all(name in examples for name in path_names):
         wanted = {n: v for n, v in examples.items() if properties[n].get(IN) in ("path", "query")}
-        prepared = request_prepared(tool=tool, params=wanted)
+        try:
+            prepared = request_prepared(tool=tool, params=wanted)
+        except HttpToolError as error:
+            return TestReport(ok=False, request=f"GET {tool.url_template}", outcome=f"not sent, an example: {error}")
     else:
         prepared = Prepared(method="HEAD", url=_origin(tool.url_template) + "/", query={}, body=None)
     shown = str(httpx.URL(prepared.url, params=prepared.query or None))

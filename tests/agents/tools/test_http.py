@@ -88,10 +88,103 @@ def test_a_json_pointer_extracts_too_and_a_missing_part_is_an_error(service):
 
 
 def test_a_path_value_stays_in_its_segment(service):
-    call(make_tool(service.url), ticket_id="../admin?drop=1#x")
+    call(make_tool(service.url), ticket_id="T-1/admin?drop=1#x")
 
     [received] = service.received
-    assert received.path == "/api/tickets/..%2Fadmin%3Fdrop%3D1%23x" and received.query == {}
+    assert received.path == "/api/tickets/T-1%2Fadmin%3Fdrop%3D1%23x" and received.query == {}
+
+
+ITEM_SCHEMA = {
+    "type": "object",
+    "properties": {"item_id": {"type": "string", "x-in": "path"}},
+    "required": ["item_id"],
+}
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        ".",
+        "..",
+        "...",
+        "%2e",
+        "%2E%2e",
+        ".%2e",
+        "%252e%252e",
+        "%c0%ae%c0%ae",
+        "．．",
+        "\u2024\u2024",
+        "\u2025",
+        "\ufe52\ufe52",
+        "。。",
+        ".\u200b.",
+        "..;",
+        "..;x=1",
+        "..%3Bx",
+        "..?x",
+        "..#x",
+        "..\x00x",
+        ". .",
+        " .. ",
+        "\t..\n",
+        "",
+        "   ",
+        "/",
+        "\\",
+        "../admin",
+        "..\\admin",
+        "a/../../admin",
+        "a/./b",
+        "a//b",
+        "..%2Fadmin",
+        "%2e%2e%2fadmin",
+        "．．／admin",
+        "..\u2215admin",
+    ],
+)
+def test_a_path_value_that_some_server_could_read_as_another_path_is_refused_and_nothing_sent(service, value):
+    tool = make_tool(service.url, path="/api/v1/items/{item_id}/detail", parameters=ITEM_SCHEMA, method="GET")
+
+    result = call(tool, item_id=value)
+
+    assert not result.success and "would not stay one segment" in result.content, result.content
+    assert service.received == []
+
+
+@pytest.mark.parametrize(
+    ("value", "sent"),
+    [
+        ("T-7", "T-7"),
+        ("v1.2", "v1.2"),
+        ("..a", "..a"),
+        ("a..", "a.."),
+        (".hidden", ".hidden"),
+        ("工单.7", "%E5%B7%A5%E5%8D%95.7"),
+        ("group/project", "group%2Fproject"),
+        ("%41", "%2541"),
+        ("100%", "100%25"),
+        ("a;b", "a%3Bb"),
+    ],
+)
+def test_any_other_path_value_reaches_the_service_as_one_segment(service, value, sent):
+    tool = make_tool(service.url, path="/api/v1/items/{item_id}/detail", parameters=ITEM_SCHEMA, method="GET")
+
+    result = call(tool, item_id=value)
+
+    assert result.success, result.content
+    [received] = service.received
+    assert received.path == f"/api/v1/items/{sent}/detail"
+
+
+def test_test_connection_refuses_an_example_path_value_of_dots_and_sends_nothing(service):
+    schema = {**ITEM_SCHEMA, "properties": {"item_id": {**ITEM_SCHEMA["properties"]["item_id"], "examples": [".."]}}}
+    tool = make_tool(service.url, path="/api/v1/items/{item_id}/detail", parameters=schema, method="GET")
+
+    report = http_tool_test(tool=tool)
+
+    assert not report.ok and "would not stay one segment" in report.outcome
+    assert report.request == f"GET {service.url}/api/v1/items/{{item_id}}/detail"
+    assert service.received == []
 
 
 def test_arguments_written_as_text_are_typed_by_the_schema(service):
