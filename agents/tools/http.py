@@ -10,8 +10,10 @@ private addresses does not apply; redirects are not followed, so an answer
 cannot send the call (and its secret header) anywhere else.
 
 The secret header's value is decrypted only to make the request, and wiped
-from anything the call reports (an error page that echoes headers), so it
-never reaches the model, the event log, a page, the trace or a log line.
+from anything the call reports (an error page that echoes headers), in every
+form a service may echo it (agents.secrets.secret_scrub), so it never
+reaches the model, the event log, a page, the trace, the checkpoint or a log
+line.
 """
 
 import json
@@ -26,7 +28,7 @@ import httpx
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError, best_match
 
-from ..secrets import SecretError
+from ..secrets import SecretError, secret_pieces, secret_scrub
 from .base import AUTO, CONFIRM, Tool, ToolContext, ToolResult, tool_error
 from .files import file_artifact_keep
 from .web import body_read_capped
@@ -37,9 +39,6 @@ IN = "x-in"
 MAX_BYTES = 2 * 1024 * 1024
 # How much of an error answer's body the model is told.
 ERROR_BODY_CHARS = 500
-# Pieces of a secret shorter than this are too common to wipe from text.
-SCRUB_MIN_CHARS = 6
-SCRUBBED = "[secret]"
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 _PARAM_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
@@ -243,18 +242,6 @@ def _query_value(value):
     return [_text(item) for item in value] if isinstance(value, list) else _text(value)
 
 
-def _secrets_of(value: str) -> list[str]:
-    """The secret and its words ("Bearer abc…": the token alone too), longest first."""
-    pieces = {value, *value.split()}
-    return sorted((p for p in pieces if len(p) >= SCRUB_MIN_CHARS), key=len, reverse=True)
-
-
-def scrub(text: str, secrets: list[str]) -> str:
-    for secret in secrets:
-        text = text.replace(secret, SCRUBBED)
-    return text
-
-
 @dataclass
 class Answer:
     status: int
@@ -322,7 +309,7 @@ def extract(value, path: str):
     return value
 
 
-def _result(*, tool, answer: Answer, secrets: list[str], context: ToolContext | None) -> ToolResult:
+def _result(*, tool, answer: Answer, secrets: tuple[str, ...], context: ToolContext | None) -> ToolResult:
     attributes = (
         f"tool={quoteattr(tool.name)} status={quoteattr(str(answer.status))} "
         f"content_type={quoteattr(answer.content_type or 'unknown')}"
@@ -354,34 +341,41 @@ def _result(*, tool, answer: Answer, secrets: list[str], context: ToolContext | 
             if tool.response_path:
                 value = extract(value, tool.response_path)
             text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, indent=1)
-    content = f"<http_result {attributes}>{escape(scrub(text, secrets))}</http_result>"
+    content = f"<http_result {attributes}>{escape(secret_scrub(text, secrets))}</http_result>"
     return ToolResult(success=True, content=content, notes=notes, metadata=metadata)
 
 
 def http_tool_call(tool, context: ToolContext | None, /, **params) -> ToolResult:
     """The handler of a configured HttpTool: every failure is a tool error the model reads."""
-    secrets: list[str] = []
+    secrets: tuple[str, ...] = ()
     try:
         typed = arguments_checked(schema=tool.parameters, params=params)
         try:
             secret = tool.secret_read()
         except SecretError as error:
             raise HttpToolError(str(error)) from None
-        secrets = _secrets_of(secret) if secret else []
+        secrets = secret_pieces(secret)
         prepared = request_prepared(tool=tool, params=typed)
         answer = request_send(tool=tool, prepared=prepared, secret=secret)
         if 300 <= answer.status < 400:
+            location = _excerpt(answer.location, secrets) or "nowhere said"
             raise HttpToolError(
-                f"the service answered HTTP {answer.status}, a redirect to {answer.location or 'nowhere said'}; "
+                f"the service answered HTTP {answer.status}, a redirect to {location}; "
                 "HTTP tools follow no redirect (the administrator sets the final URL)"
             )
         if answer.status >= 400:
-            start = " ".join(answer.body[: ERROR_BODY_CHARS * 4].decode("utf-8", errors="replace").split())
-            said = f": {start[:ERROR_BODY_CHARS]}" if start else ""
-            raise HttpToolError(f"the service answered HTTP {answer.status} {answer.reason}{said}")
+            start = _excerpt(answer.body.decode("utf-8", errors="replace"), secrets)
+            said = f": {start}" if start else ""
+            raise HttpToolError(f"the service answered HTTP {answer.status} {_excerpt(answer.reason, secrets)}{said}")
         return _result(tool=tool, answer=answer, secrets=secrets, context=context)
     except HttpToolError as error:
-        return tool_error(tool=tool.name, message=scrub(f"{tool.name}: {error}", secrets))
+        return tool_error(tool=tool.name, message=secret_scrub(f"{tool.name}: {error}", secrets))
+
+
+def _excerpt(text: str, secrets: tuple[str, ...]) -> str:
+    """The start of what a service said, for the model: the whole scrubbed
+    first, so that no cut leaves a part of the secret too short to be known."""
+    return " ".join(secret_scrub(text, secrets).split())[:ERROR_BODY_CHARS]
 
 
 def http_tool_build(tool) -> Tool:
@@ -427,18 +421,20 @@ def http_tool_test(*, tool) -> TestReport:
     else:
         prepared = Prepared(method="HEAD", url=_origin(tool.url_template) + "/", query={}, body=None)
     shown = str(httpx.URL(prepared.url, params=prepared.query or None))
-    secrets: list[str] = []
+    secrets: tuple[str, ...] = ()
     try:
         secret = tool.secret_read()
-        secrets = _secrets_of(secret) if secret else []
+        secrets = secret_pieces(secret)
         answer = request_send(tool=tool, prepared=prepared, secret=secret)
     except (SecretError, HttpToolError) as error:
-        return TestReport(ok=False, request=f"{prepared.method} {shown}", outcome=scrub(str(error), secrets))
+        return TestReport(ok=False, request=f"{prepared.method} {shown}", outcome=secret_scrub(str(error), secrets))
     kind = answer.content_type or "no content type"
     outcome = f"HTTP {answer.status} {answer.reason}, {kind}, {len(answer.body):,} bytes, {answer.elapsed_ms} ms"
     if answer.location:
         outcome += f", redirect to {answer.location}"
-    return TestReport(ok=answer.status < 400, request=f"{prepared.method} {shown}", outcome=scrub(outcome, secrets))
+    return TestReport(
+        ok=answer.status < 400, request=f"{prepared.method} {shown}", outcome=secret_scrub(outcome, secrets)
+    )
 
 
 def _example(spec: dict):

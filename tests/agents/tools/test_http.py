@@ -1,5 +1,6 @@
 """HTTP tools against a real service on 127.0.0.1 (tests.agents.tools.http_service)."""
 
+import base64
 import json
 import logging
 import socket
@@ -7,21 +8,24 @@ import socket
 import pytest
 
 from agents.models import HttpTool
+from agents.secrets import SCRUBBED
 from agents.tools.base import ToolContext
 from agents.tools.http import (
     MAX_BYTES,
-    SCRUBBED,
     http_tool_build,
     http_tool_problems,
     http_tool_test,
     model_parameters,
 )
-from tests.agents.tools.http_service import Service
+from tests.agents.tools.http_service import ECHOES, Service
 from tests.bounded import finishes_within
 
 pytestmark = pytest.mark.django_db
 
 SECRET = "Bearer s3cr3t-token-4f9a2c"
+# Secrets whose characters every encoding changes: "/", "+", "=".
+SLASHED = "Bearer abc/def+ghi=jkl/MNO+pqr=="
+BASIC = "Basic " + base64.b64encode(b"api-user:pa/ss+wo=rd-9f8e").decode()
 TICKET_SCHEMA = {
     "type": "object",
     "properties": {
@@ -356,3 +360,48 @@ def test_of_several_misfits_one_is_named(service):
     result = call(make_tool(service.url), ticket_id="T-2", limit=0, tags=[1, 2], urgent="maybe")
 
     assert not result.success and "invalid arguments (" in result.content and service.received == []
+
+
+def echoes_of(secret: str) -> dict[str, str]:
+    """Each form ECHOES gives of `secret` and of its last word (the token, or
+    Basic's credentials), and that word's start, which no cut may leave."""
+    word = secret.split()[-1]
+    forms = {"the start of its last word": word[:9]}
+    for name, echo in ECHOES.items():
+        if name == "late":
+            continue
+        if not name.startswith("basic"):
+            forms |= {name: echo(secret), f"{name} of its last word": echo(word)}
+        elif secret == BASIC:
+            forms[name] = echo(secret)
+    return forms
+
+
+def leaked(text: str, secret: str) -> list[str]:
+    """The forms of `secret` that `text` holds."""
+    return [name for name, form in echoes_of(secret).items() if form in text]
+
+
+@pytest.mark.parametrize(
+    ("secret", "form"),
+    [(SLASHED, name) for name in ECHOES if not name.startswith("basic")] + [(BASIC, name) for name in ECHOES],
+)
+def test_an_error_answer_echoing_the_secret_in_any_encoding_is_scrubbed_before_it_is_quoted(service, secret, form):
+    tool = make_tool(
+        service.url, path=f"/echo401/{form}", parameters={"type": "object", "properties": {}}, secret=secret
+    )
+
+    result = call(tool)
+
+    assert service.received[0].headers["Authorization"] == secret
+    assert not result.success and "HTTP 401 Unauthorized" in result.content and SCRUBBED in result.output["message"]
+    assert leaked(result.output["message"], secret) == [] and leaked(result.content, secret) == []
+
+
+def test_a_redirect_whose_location_carries_the_secret_is_scrubbed_too(service):
+    tool = make_tool(service.url, path="/moved-echo", parameters={"type": "object", "properties": {}}, secret=SLASHED)
+
+    result = call(tool)
+
+    assert not result.success and "redirect to http://elsewhere.invalid/login?token=[secret]" in result.content
+    assert leaked(result.output["message"], SLASHED) == []

@@ -4,6 +4,7 @@ discovery, the calls' results (text, image, error, hang), a server that is
 down, the secret, the group restriction and the admin's Test connection, in
 real turns with the scripted model where it matters."""
 
+import base64
 import json
 import logging
 import socket
@@ -33,6 +34,12 @@ pytestmark = pytest.mark.django_db
 
 ROOT = str(Path(__file__).resolve().parents[3])
 KEY = "mcp-key-7f3a9c2e51"
+
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
 NAMES = {"demo__echo", "demo__draw_picture", "demo__token", "demo__fail", "demo__hang"}
 
 
@@ -332,6 +339,18 @@ def test_over_stdio_the_secret_is_passed_in_its_variable_and_wiped_from_the_resu
     complete = run.events.get(type=RunEvent.Type.TOOL_COMPLETE)
     assert complete.data["success"] and "my token is [secret]" in complete.data["result"]
     assert KEY not in json.dumps(scripted_model.requests) and KEY not in json.dumps(complete.data)
+
+
+@pytest.mark.parametrize(("spelt", "echoed"), [("json", KEY.replace("-", "\\u002d")), ("basic", _b64(f"svc:{KEY}"))])
+def test_a_result_holding_the_secret_encoded_has_it_wiped_too(spelt, echoed):
+    server = make_server("stdio", secret_env="MCP_TEST_TOKEN")
+    server.secret_set(KEY)
+    server.save()
+
+    result = _tools(server)["demo__token"].handler(ToolContext(artifacts=None), spelt=spelt)
+
+    assert result.success and "my token is [secret]" in result.content, result.content
+    assert echoed not in result.content
 
 
 def test_a_confirm_server_pauses_the_turn_until_the_user_approves(user, scripted_model, http_url):
