@@ -17,6 +17,7 @@ import functools
 import html.entities
 import re
 
+import httpx
 from cryptography.fernet import Fernet, InvalidToken
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
@@ -62,6 +63,22 @@ def secret_decrypt(token: str) -> str:
             "its stored secret cannot be decrypted with this portal's key (ARTIFACTFLOW_SECRETS_KEY, or "
             "SECRET_KEY when that is unset, changed since it was saved); an administrator must enter it again"
         ) from None
+
+
+def url_origin(url: str) -> str:
+    """The origin a secret entered for `url` is bound to: scheme://host:port,
+    the host as DNS is asked for it and the port always said, so that two
+    spellings of one origin are one; "" when `url` names no host."""
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL:
+        return ""
+    if not parsed.host:
+        return ""
+    host = parsed.raw_host.decode("ascii")
+    host = f"[{host}]" if ":" in host else host
+    port = parsed.port or {"http": 80, "https": 443}.get(parsed.scheme, "")
+    return f"{parsed.scheme}://{host}:{port}"
 
 
 # --- wiping a secret from what a service says back -------------------------------------------
