@@ -152,6 +152,13 @@ class Prepared:
     query: dict
     body: dict | None
 
+    @property
+    def target(self) -> httpx.URL:
+        """The URL the request goes to, query included (added to any the
+        administrator's URL has): what request_send requests, and what Test
+        connection and the approval prompt show."""
+        return httpx.URL(self.url).copy_merge_params(self.query) if self.query else httpx.URL(self.url)
+
 
 def arguments_checked(*, schema: dict, params: dict) -> dict:
     """The arguments as the schema types them (a call written as text gives
@@ -266,9 +273,7 @@ def request_send(*, tool, prepared: Prepared, secret: str) -> Answer:
     try:
         with (
             httpx.Client(timeout=tool.timeout, follow_redirects=False, trust_env=False) as client,
-            client.stream(
-                prepared.method, prepared.url, params=prepared.query or None, json=prepared.body, headers=headers
-            ) as response,
+            client.stream(prepared.method, prepared.target, json=prepared.body, headers=headers) as response,
         ):
             body, cut = body_read_capped(response, deadline=deadline, limit=MAX_BYTES)
     except httpx.TimeoutException:
@@ -378,6 +383,19 @@ def _excerpt(text: str, secrets: tuple[str, ...]) -> str:
     return " ".join(secret_scrub(text, secrets).split())[:ERROR_BODY_CHARS]
 
 
+def http_request_shown(*, tool, params: dict) -> dict:
+    """What a call with these arguments would send, for the person asked to
+    approve it (agents.event_schema.RequestShown): the method and the URL as
+    request_send requests it, from the same code (request_prepared,
+    Prepared.target); with why it would be refused before any request when it
+    would be, and then the tool's URL template."""
+    try:
+        prepared = request_prepared(tool=tool, params=arguments_checked(schema=tool.parameters, params=params))
+    except HttpToolError as error:
+        return {"method": tool.method, "url": tool.url_template, "refused": str(error)}
+    return {"method": prepared.method, "url": str(prepared.target)}
+
+
 def http_tool_build(tool) -> Tool:
     """The Tool the engine offers for a configured HttpTool row."""
 
@@ -391,6 +409,7 @@ def http_tool_build(tool) -> Tool:
         parameters=model_parameters(tool.parameters),
         handler=handler,
         permission=CONFIRM if tool.permission == CONFIRM else AUTO,
+        request_shown=lambda params: http_request_shown(tool=tool, params=params),
     )
 
 
@@ -420,7 +439,7 @@ def http_tool_test(*, tool) -> TestReport:
             return TestReport(ok=False, request=f"GET {tool.url_template}", outcome=f"not sent, an example: {error}")
     else:
         prepared = Prepared(method="HEAD", url=_origin(tool.url_template) + "/", query={}, body=None)
-    shown = str(httpx.URL(prepared.url, params=prepared.query or None))
+    shown = str(prepared.target)
     secrets: tuple[str, ...] = ()
     try:
         secret = tool.secret_read()

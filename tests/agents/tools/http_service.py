@@ -59,6 +59,8 @@ class Received:
     query: dict
     headers: dict
     body: bytes
+    # The request's target as it came, path and query, not decoded.
+    target: str = ""
 
 
 @dataclass
@@ -98,7 +100,9 @@ def _handler_for(service: Service):
         def _answer(self):
             parts = urlsplit(self.path)
             body = self.rfile.read(int(self.headers.get("Content-Length", 0) or 0))
-            received = Received(self.command, parts.path, parse_qs(parts.query), dict(self.headers.items()), body)
+            received = Received(
+                self.command, parts.path, parse_qs(parts.query), dict(self.headers.items()), body, target=self.path
+            )
             service.received.append(received)
             try:
                 self._route(received)

@@ -191,6 +191,14 @@ def test_test_connection_refuses_an_example_path_value_of_dots_and_sends_nothing
     assert service.received == []
 
 
+def test_query_parameters_are_added_to_the_query_the_administrator_fixed(service):
+    schema = {"type": "object", "properties": {"q": {"type": "string", "x-in": "query"}}}
+
+    result = call(make_tool(service.url, path="/search?v=2", parameters=schema, method="GET"), q="热泵 效率")
+
+    assert result.success and service.received[0].target == "/search?v=2&q=%E7%83%AD%E6%B3%B5+%E6%95%88%E7%8E%87"
+
+
 def test_arguments_written_as_text_are_typed_by_the_schema(service):
     # The XML fallback gives every value as text.
     result = call(make_tool(service.url), ticket_id="T-2", limit="7", urgent="false", tags='["a"]')

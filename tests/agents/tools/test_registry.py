@@ -268,3 +268,22 @@ def test_a_tool_disabled_while_its_call_waited_for_approval_is_not_called(user, 
     run.refresh_from_db()
     assert run.status == Run.Status.COMPLETED and service.received == []
     assert "no longer available" in scripted_model.requests[1]["messages"][-1]["content"]
+
+
+def test_a_tool_changed_while_its_call_waited_for_approval_is_not_called(user, scripted_model, service):
+    tool = make_tool(service.url, permission="confirm")
+    scripted_model.add(Text(call("ticket_lookup", ticket_id="T-9")), Text("It changed."))
+    run = _turn(user)
+    asked = run.events.get(type=RunEvent.Type.PERMISSION_REQUEST).data["request"]
+    # Another path of the same service: the secret stays, but the person approved the other one.
+    HttpTool.objects.filter(pk=tool.pk).update(url_template=f"{service.url}/api/admin/{{ticket_id}}")
+
+    pending = pending_request(run.checkpoint)
+    permission_answer(run_id=run.pk, user=user, request_id=pending.id, decision="approve", enqueue=False)
+    run_execute(run_id=run.pk)
+
+    run.refresh_from_db()
+    assert asked == {"method": "POST", "url": f"{service.url}/api/tickets/T-9"}
+    assert run.status == Run.Status.COMPLETED and service.received == []
+    told = scripted_model.requests[1]["messages"][-1]["content"]
+    assert "was changed while the call waited for approval" in told and "it was not called" in told
