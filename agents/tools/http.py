@@ -187,7 +187,9 @@ def request_prepared(*, tool, params: dict) -> Prepared:
     path, path_value_problem), the query or the JSON body, as the schema's
     x-in says."""
     properties = tool.parameters.get("properties", {})
-    where = {name: properties[name][IN] for name in params if name in properties}
+    # In the schema's order, not the call's: the call read back from a checkpoint
+    # (Postgres's jsonb orders keys its own way) makes the request its prompt showed.
+    given = [name for name in properties if name in params]
 
     def fill(match: re.Match) -> str:
         name = match.group(1)
@@ -200,9 +202,9 @@ def request_prepared(*, tool, params: dict) -> Prepared:
         return quote(text, safe="")
 
     url = _PLACEHOLDER.sub(fill, tool.url_template)
-    query = {name: _query_value(value) for name, value in params.items() if where.get(name) == "query"}
+    query = {name: _query_value(params[name]) for name in given if properties[name][IN] == "query"}
     has_body = any(spec.get(IN) == "body" for spec in properties.values())
-    body = {name: value for name, value in params.items() if where.get(name) == "body"} if has_body else None
+    body = {name: params[name] for name in given if properties[name][IN] == "body"} if has_body else None
     return Prepared(method=tool.method, url=url, query=query, body=body)
 
 
