@@ -280,8 +280,8 @@ class ToolSource(models.Model):
 
         if self.secret_moved:
             raise SecretError(
-                f"its secret was entered for {self.secret_destination or 'another destination'}, and it would now go "
-                f"to {self.destination}; it is sent nowhere else: an administrator must enter it again"
+                f"its secret was entered for {self.secret_destination or 'another destination'} and would now go to "
+                f"{self.destination}; it goes only where it was entered for: an administrator must enter it again"
             )
         return secret_decrypt(self.secret_encrypted) if self.secret_encrypted else ""
 

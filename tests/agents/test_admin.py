@@ -618,6 +618,6 @@ def test_a_secret_whose_tool_was_moved_outside_the_admin_is_sent_nowhere(staff_c
     page = staff_client.get(reverse("admin:agents_httptool_change", args=[tool.pk]))
 
     said = str(list(tested.context["messages"])[-1])
-    assert f"its secret was entered for {ticket_service.url}, and it would now go to" in said
+    assert f"its secret was entered for {ticket_service.url} and would now go to" in said
     assert "an administrator must enter it again" in said and ticket_service.received == []
     assert f"set for {ticket_service.url}, where this no longer goes" in _text(page)

@@ -463,5 +463,5 @@ def test_an_http_servers_secret_goes_to_no_other_origin_than_it_was_entered_for(
     assert refused.status_code == 200
     assert f"would now go to {elsewhere.url}:" in refused.text.replace("&#x27;", "'")
     [said] = [str(m) for m in tested.context["messages"]]
-    assert f"its secret was entered for {http_url.rsplit('/', 1)[0]}, and it would now go to {elsewhere.url}" in said
+    assert f"its secret was entered for {http_url.rsplit('/', 1)[0]} and would now go to {elsewhere.url}" in said
     assert elsewhere.received == []
