@@ -357,7 +357,10 @@ class TokenBudgetAdmin(admin.ModelAdmin):
 class ToolSourceForm(forms.ModelForm):
     """The form of any tool an administrator plugs in (agents.models.ToolSource):
     the agents as checkboxes, and the secret write-only: its value is never
-    sent back to the browser, only whether one is set (ToolSourceAdmin)."""
+    sent back to the browser, only whether one is set (ToolSourceAdmin). A
+    change of where the secret would go (another origin, another command)
+    needs the secret entered again or removed: whoever may change a URL must
+    not be able to send a secret they do not know to a host of their choosing."""
 
     agents = forms.MultipleChoiceField(
         label=_("Agents"),
@@ -371,9 +374,30 @@ class ToolSourceForm(forms.ModelForm):
         required=False,
         strip=False,
         widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
-        help_text=_("Sent as the secret header's value, e.g. “Bearer …”. Left empty, the stored secret is kept."),
+        help_text=_(
+            "Sent as the secret header's value, e.g. “Bearer …”, and only to the origin (scheme, host and port) "
+            "of the URL it is entered with. Left empty, the stored secret is kept."
+        ),
     )
     clear_secret = forms.BooleanField(label=_("Remove the stored secret"), required=False)
+
+    def _post_clean(self):
+        super()._post_clean()
+        # The instance holds the new values by now, so its destination is where the secret would go.
+        source = self.instance
+        if (
+            source.secret_moved
+            and not self.cleaned_data.get("new_secret")
+            and not self.cleaned_data.get("clear_secret")
+        ):
+            self.add_error(
+                "new_secret",
+                gettext(
+                    "The stored secret was entered for %(old)s and would now go to %(new)s: enter it again for "
+                    "%(new)s, or remove it."
+                )
+                % {"old": source.secret_destination or gettext("another destination"), "new": source.destination},
+            )
 
     def clean(self):
         cleaned = super().clean()
@@ -423,7 +447,13 @@ class ToolSourceAdmin(admin.ModelAdmin):
 
     @admin.display(description=_("secret"))
     def secret_status(self, source):
-        return gettext("set") if source.has_secret else gettext("not set")
+        if not source.has_secret:
+            return gettext("not set")
+        if source.secret_moved:
+            return gettext("set for %(origin)s, where this no longer goes: sent nowhere until it is entered again") % {
+                "origin": source.secret_destination or gettext("another destination")
+            }
+        return gettext("set, for %(origin)s") % {"origin": source.secret_destination}
 
     # Test connection, on each source's page and as an action: each kind says what it tried (_report).
     change_form_template = "admin/agents/tool_source_change_form.html"

@@ -104,7 +104,8 @@ def permission_request_data(pending: PendingRequest) -> dict:
     takes a run's status from its row never sees the question before the
     row says the run waits, nor misses it after."""
     params = _event_params(pending.params, limit=PERMISSION_PARAM_CHARS)
-    return {"id": pending.id, "tool": pending.tool, "expires_at": pending.expires_at, **params}
+    request = {"request": pending.request} if pending.request else {}
+    return {"id": pending.id, "tool": pending.tool, "expires_at": pending.expires_at, **params, **request}
 
 
 def permission_unshowable(params: dict) -> str:
@@ -254,7 +255,7 @@ class Turn:
             return None
         tool = tools[call.name]
         if _needs_permission(tool, state):
-            return self._permission_request(state, frame, call)
+            return self._permission_request(state, frame, call, tool)
         self._tool_execute(state, frame, tool, call)
         return None
 
@@ -687,7 +688,7 @@ class Turn:
 
     # --- permissions --------------------------------------------------------------
 
-    def _permission_request(self, state: TurnState, frame: Frame, call: ToolCall) -> TurnOutcome:
+    def _permission_request(self, state: TurnState, frame: Frame, call: ToolCall, tool: Tool) -> TurnOutcome:
         expires_at = timezone.now() + timedelta(seconds=settings.PERMISSION_TIMEOUT)
         state.pending = PendingRequest(
             id=uuid.uuid4().hex,
@@ -696,6 +697,7 @@ class Turn:
             params=call.params,
             call_id=call.id,
             expires_at=expires_at.isoformat(),
+            request=tool.request_shown(call.params) if tool.request_shown else {},
         )
         state.phase = Phase.WAITING_PERMISSION
         # The service logs the question with the run's pause (permission_request_data).
@@ -725,6 +727,14 @@ class Turn:
                 # An administrator disabled or restricted it while the user decided.
                 gone = f"The tool {call.name} is no longer available; continue without it."
                 self._tool_report(state, frame, call, tool_error(tool=call.name, message=gone), decision=decision)
+                return
+            if tool.request_shown and tool.request_shown(call.params) != pending.request:
+                # An administrator changed it while the user decided: they approved another request.
+                changed = (
+                    f"The tool {call.name} was changed while the call waited for approval, so it would no longer "
+                    "send the request the user approved; it was not called. Call it again if it is still needed."
+                )
+                self._tool_report(state, frame, call, tool_error(tool=call.name, message=changed), decision=decision)
                 return
             self._tool_execute(state, frame, tool, call)
             return

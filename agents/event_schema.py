@@ -252,12 +252,22 @@ class ToolComplete(TypedDict):
 
 
 @with_config(_EXACT)
+class RequestShown(TypedDict):
+    """What an HTTP tool's call would send (agents.tools.http.http_request_shown)."""
+
+    method: str
+    url: str
+    refused: NotRequired[str]
+
+
+@with_config(_EXACT)
 class PermissionRequest(TypedDict):
     id: str
     tool: str
     params: dict[str, JsonValue]
     params_truncated: NotRequired[dict[str, int]]
     expires_at: str
+    request: NotRequired[RequestShown]
 
 
 @with_config(_EXACT)

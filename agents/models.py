@@ -223,7 +223,9 @@ class ToolSource(models.Model):
     (an HTTP tool, an MCP server yielding several): who may use it, when the
     user must confirm a call, how long a call may take, and one secret header
     (agents.secrets) sent with its requests. The secret is stored encrypted and
-    only read (secret_read) when a request is made."""
+    only read (secret_read) when a request is made, and only for where it was
+    entered to go (`destination`: a URL's origin), so that whoever may change
+    the URL cannot send the secret elsewhere without knowing it."""
 
     class Permission(models.TextChoices):
         AUTO = "auto", _("Run without asking")
@@ -255,6 +257,8 @@ class ToolSource(models.Model):
     )
     # The Fernet token of the secret header's value; never shown, never logged.
     secret_encrypted = models.TextField(blank=True, editable=False)
+    # Where the secret was entered to go (`destination` when it was set): it is read for nowhere else.
+    secret_destination = models.CharField(max_length=2100, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -269,16 +273,33 @@ class ToolSource(models.Model):
     def has_secret(self) -> bool:
         return bool(self.secret_encrypted)
 
+    @property
+    def destination(self) -> str:
+        """Where the secret would go now: the origin (scheme://host:port) of a URL, or a command."""
+        raise NotImplementedError
+
+    @property
+    def secret_moved(self) -> bool:
+        """Whether the secret was entered for another destination than this source's now."""
+        return self.has_secret and self.secret_destination != self.destination
+
     def secret_set(self, value: str) -> None:
-        """Store `value` encrypted; an empty value removes the secret."""
+        """Store `value` encrypted, for the source's destination now; an empty value removes the secret."""
         from .secrets import secret_encrypt
 
         self.secret_encrypted = secret_encrypt(value) if value else ""
+        self.secret_destination = self.destination if value else ""
 
     def secret_read(self) -> str:
-        """The secret in plain text, for the request being made; SecretError when it cannot be read."""
-        from .secrets import secret_decrypt
+        """The secret in plain text, for the request being made; SecretError
+        when it cannot be read, or when it was entered for another destination."""
+        from .secrets import SecretError, secret_decrypt
 
+        if self.secret_moved:
+            raise SecretError(
+                f"its secret was entered for {self.secret_destination or 'another destination'} and would now go to "
+                f"{self.destination}; it goes only where it was entered for: an administrator must enter it again"
+            )
         return secret_decrypt(self.secret_encrypted) if self.secret_encrypted else ""
 
 
@@ -318,6 +339,12 @@ class HttpTool(ToolSource):
     class Meta(ToolSource.Meta):
         verbose_name = _("HTTP tool")
         verbose_name_plural = _("HTTP tools")
+
+    @property
+    def destination(self) -> str:
+        from .secrets import url_origin
+
+        return url_origin(self.url_template)
 
     def clean(self):
         from .tools.http import http_tool_problems
@@ -363,6 +390,14 @@ class McpServer(ToolSource):
     class Meta(ToolSource.Meta):
         verbose_name = _("MCP server")
         verbose_name_plural = _("MCP servers")
+
+    @property
+    def destination(self) -> str:
+        from .secrets import url_origin
+
+        if self.transport == self.Transport.HTTP:
+            return url_origin(self.url)
+        return f"the command {self.command}"
 
     def clean(self):
         from .tools.mcp import mcp_server_problems

@@ -50,6 +50,29 @@ LIBRARY_TITLES_SCANNED = 200
 
 
 @dataclass(frozen=True)
+class RequestTarget:
+    """What an HTTP tool's call would send, as its permission_request says
+    (agents.tools.http.http_request_shown), for the person asked to approve it."""
+
+    method: str
+    # The whole URL, query included, as it will be requested.
+    url: str
+    # Its host as web_fetch's prompt shows one (fetch_target): as people read it, and in ASCII when spelt otherwise.
+    host: FetchTarget
+    # Why the call will be refused before any request, whoever approves it.
+    refused: str
+
+
+def _request_target(request) -> RequestTarget | None:
+    if not isinstance(request, dict) or not request.get("url"):
+        return None
+    url = str(request["url"])
+    return RequestTarget(
+        method=str(request.get("method", "")), url=url, host=fetch_target(url), refused=str(request.get("refused", ""))
+    )
+
+
+@dataclass(frozen=True)
 class PermissionQuestion:
     """An open permission request as its prompt shows it: who asks, for what,
     and every parameter whole, as (name, text) pairs — model-chosen names are
@@ -66,6 +89,8 @@ class PermissionQuestion:
     cut: tuple[tuple[str, int], ...] = ()
     # Where a web_fetch call would go.
     target: FetchTarget | None = None
+    # What an HTTP tool's call would send.
+    request: RequestTarget | None = None
 
     @property
     def can_approve(self) -> bool:
@@ -102,6 +127,7 @@ def _permission_question(*, data: dict, agent: str, subject: str, why: str) -> P
         params=tuple((str(name), _shown(value)) for name, value in params.items()),
         cut=tuple((str(name), length) for name, length in cut.items()),
         target=fetch_target(url) if fetches_web else None,
+        request=_request_target(data.get("request")),
     )
 
 

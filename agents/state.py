@@ -76,6 +76,8 @@ class PendingRequest(BaseModel):
     params: dict
     expires_at: str = ""
     call_id: str = ""
+    # What the call would send (Tool.request_shown), as the person is shown it; {} for other tools.
+    request: dict = Field(default_factory=dict)
     # Set once answered; the engine logs the answer when the turn resumes.
     decision: PermissionDecision | None = None
     decided_by: str = ""

@@ -187,6 +187,8 @@ def _event_fold(trace: Trace, row: TraceRow, event: RunEvent) -> None:
         case RunEvent.Type.PERMISSION_REQUEST:
             trace.decisions.append(Decision(tool=data.get("tool", ""), agent=agent, asked_at=event.created_at))
             row.summary = f"asks permission for {data.get('tool')}({_short(_call_text(data.get('params') or {}), 200)})"
+            if isinstance(request := data.get("request"), dict):
+                row.summary += f": {request.get('method')} {_short(str(request.get('url', '')), 300)}"
         case RunEvent.Type.PERMISSION_RESULT:
             decision = next((d for d in reversed(trace.decisions) if not d.decision), None)
             if decision is None:

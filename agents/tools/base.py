@@ -58,6 +58,13 @@ class Tool:
     # A result too long for the context is stored as an artifact. Off for
     # tools that read artifacts, which would only store them again.
     spill: bool = True
+    # For a tool whose call is a request to a service (an HTTP tool): what a
+    # call with these params would send, {"method", "url"} and "refused" when
+    # it would be refused before any request, computed as the handler
+    # computes it, for the person asked to approve the call
+    # (agents.event_schema.RequestShown). The call is made only if it would
+    # still send what they approved.
+    request_shown: Callable[[dict], dict] | None = None
 
 
 @dataclass

@@ -10,22 +10,25 @@ private addresses does not apply; redirects are not followed, so an answer
 cannot send the call (and its secret header) anywhere else.
 
 The secret header's value is decrypted only to make the request, and wiped
-from anything the call reports (an error page that echoes headers), so it
-never reaches the model, the event log, a page, the trace or a log line.
+from anything the call reports (an error page that echoes headers), in every
+form a service may echo it (agents.secrets.secret_scrub), so it never
+reaches the model, the event log, a page, the trace, the checkpoint or a log
+line.
 """
 
 import json
 import re
 import time
+import unicodedata
 from dataclasses import dataclass
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 from xml.sax.saxutils import escape, quoteattr
 
 import httpx
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError, best_match
 
-from ..secrets import SecretError
+from ..secrets import SecretError, secret_pieces, secret_scrub
 from .base import AUTO, CONFIRM, Tool, ToolContext, ToolResult, tool_error
 from .files import file_artifact_keep
 from .web import body_read_capped
@@ -36,14 +39,16 @@ IN = "x-in"
 MAX_BYTES = 2 * 1024 * 1024
 # How much of an error answer's body the model is told.
 ERROR_BODY_CHARS = 500
-# Pieces of a secret shorter than this are too common to wipe from text.
-SCRUB_MIN_CHARS = 6
-SCRUBBED = "[secret]"
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 _PARAM_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 _BINARY = ("image/", "audio/", "video/", "application/pdf", "application/octet-stream", "application/zip")
 _USER_AGENT = "ArtifactFlow HTTP tool"
+# What a server may read as a dot or a slash after NFKC leaves it alone: the
+# ideographic full stops (IDNA's label separators) and the division and fraction slashes.
+_LOOKALIKES = str.maketrans({"\u3002": ".", "\uff61": ".", "\u2215": "/", "\u2044": "/"})
+# Where servers end a path segment's name: a ";parameter" (Tomcat), a query or fragment once decoded, a NUL.
+_SEGMENT_END = re.compile(r"[;?#\x00]")
 
 
 class HttpToolError(Exception):
@@ -147,6 +152,13 @@ class Prepared:
     query: dict
     body: dict | None
 
+    @property
+    def target(self) -> httpx.URL:
+        """The URL the request goes to, query included (added to any the
+        administrator's URL has): what request_send requests, and what Test
+        connection and the approval prompt show."""
+        return httpx.URL(self.url).copy_merge_params(self.query) if self.query else httpx.URL(self.url)
+
 
 def arguments_checked(*, schema: dict, params: dict) -> dict:
     """The arguments as the schema types them (a call written as text gives
@@ -171,18 +183,62 @@ def arguments_checked(*, schema: dict, params: dict) -> dict:
 
 def request_prepared(*, tool, params: dict) -> Prepared:
     """Where each argument goes: the path (quoted, so it cannot leave its
-    segment), the query or the JSON body, as the schema's x-in says."""
+    segment; HttpToolError for a value some server could read as another
+    path, path_value_problem), the query or the JSON body, as the schema's
+    x-in says."""
     properties = tool.parameters.get("properties", {})
-    where = {name: properties[name][IN] for name in params if name in properties}
+    # In the schema's order, not the call's: the call read back from a checkpoint
+    # (Postgres's jsonb orders keys its own way) makes the request its prompt showed.
+    given = [name for name in properties if name in params]
 
     def fill(match: re.Match) -> str:
-        return quote(_text(params[match.group(1)]), safe="")
+        name = match.group(1)
+        text = _text(params[name])
+        if problem := path_value_problem(text):
+            shown = text if len(text) <= 80 else f"{text[:80]}…"
+            raise HttpToolError(
+                f"invalid arguments ({name}): {shown!r} would not stay one segment of the URL's path: {problem}"
+            )
+        return quote(text, safe="")
 
     url = _PLACEHOLDER.sub(fill, tool.url_template)
-    query = {name: _query_value(value) for name, value in params.items() if where.get(name) == "query"}
+    query = {name: _query_value(params[name]) for name in given if properties[name][IN] == "query"}
     has_body = any(spec.get(IN) == "body" for spec in properties.values())
-    body = {name: value for name, value in params.items() if where.get(name) == "body"} if has_body else None
+    body = {name: params[name] for name in given if properties[name][IN] == "body"} if has_body else None
     return Prepared(method=tool.method, url=url, query=query, body=body)
+
+
+def path_value_problem(text: str) -> str:
+    """Why a path value could take the request to another path of the host on
+    some server, or "" when it cannot. Quoting keeps a value in its segment for
+    the client, and httpx, like every RFC 3986 client, removes a segment that
+    is "." or ".."; servers, proxies and frameworks go further: they decode
+    percent-escapes (nginx, once; some twice), fold Unicode (full-width and
+    leader dots, IIS), read "\\" as "/", end a segment at ";" (Tomcat) or a
+    NUL, trim blanks, merge "//". Encoding dots as %2E would leave all of
+    that to the server, so a value is refused when, read every way at once,
+    it or any part of it between slashes is empty or only dots. No id, name
+    or file path is like that."""
+    decoded = text
+    try:
+        # Each pass that decodes something shortens the text, so this ends.
+        while (once := unquote(decoded, errors="strict")) != decoded:
+            decoded = once
+    except UnicodeDecodeError:
+        # Old decoders read overlong forms such as %c0%ae as a dot.
+        return "its percent-escapes do not decode to UTF-8 text"
+    folded = unicodedata.normalize("NFKC", decoded).translate(_LOOKALIKES)
+    for part in re.split(r"[/\\]", folded):
+        # Blanks, controls and invisible format characters, which servers trim or drop, are not read.
+        kept = "".join(c for c in _SEGMENT_END.split(part, 1)[0] if unicodedata.category(c)[0] not in "CZ")
+        if not kept:
+            return "a path value may not be empty or blank, nor have an empty part between slashes"
+        if not kept.strip("."):
+            return (
+                "a path value may not be only dots (in any spelling: .., %2e%2e, ．．), "
+                "nor have such a part between slashes"
+            )
+    return ""
 
 
 def _text(value) -> str:
@@ -193,18 +249,6 @@ def _text(value) -> str:
 
 def _query_value(value):
     return [_text(item) for item in value] if isinstance(value, list) else _text(value)
-
-
-def _secrets_of(value: str) -> list[str]:
-    """The secret and its words ("Bearer abc…": the token alone too), longest first."""
-    pieces = {value, *value.split()}
-    return sorted((p for p in pieces if len(p) >= SCRUB_MIN_CHARS), key=len, reverse=True)
-
-
-def scrub(text: str, secrets: list[str]) -> str:
-    for secret in secrets:
-        text = text.replace(secret, SCRUBBED)
-    return text
 
 
 @dataclass
@@ -231,9 +275,7 @@ def request_send(*, tool, prepared: Prepared, secret: str) -> Answer:
     try:
         with (
             httpx.Client(timeout=tool.timeout, follow_redirects=False, trust_env=False) as client,
-            client.stream(
-                prepared.method, prepared.url, params=prepared.query or None, json=prepared.body, headers=headers
-            ) as response,
+            client.stream(prepared.method, prepared.target, json=prepared.body, headers=headers) as response,
         ):
             body, cut = body_read_capped(response, deadline=deadline, limit=MAX_BYTES)
     except httpx.TimeoutException:
@@ -274,7 +316,7 @@ def extract(value, path: str):
     return value
 
 
-def _result(*, tool, answer: Answer, secrets: list[str], context: ToolContext | None) -> ToolResult:
+def _result(*, tool, answer: Answer, secrets: tuple[str, ...], context: ToolContext | None) -> ToolResult:
     attributes = (
         f"tool={quoteattr(tool.name)} status={quoteattr(str(answer.status))} "
         f"content_type={quoteattr(answer.content_type or 'unknown')}"
@@ -306,34 +348,54 @@ def _result(*, tool, answer: Answer, secrets: list[str], context: ToolContext | 
             if tool.response_path:
                 value = extract(value, tool.response_path)
             text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, indent=1)
-    content = f"<http_result {attributes}>{escape(scrub(text, secrets))}</http_result>"
+    content = f"<http_result {attributes}>{escape(secret_scrub(text, secrets))}</http_result>"
     return ToolResult(success=True, content=content, notes=notes, metadata=metadata)
 
 
 def http_tool_call(tool, context: ToolContext | None, /, **params) -> ToolResult:
     """The handler of a configured HttpTool: every failure is a tool error the model reads."""
-    secrets: list[str] = []
+    secrets: tuple[str, ...] = ()
     try:
         typed = arguments_checked(schema=tool.parameters, params=params)
         try:
             secret = tool.secret_read()
         except SecretError as error:
             raise HttpToolError(str(error)) from None
-        secrets = _secrets_of(secret) if secret else []
+        secrets = secret_pieces(secret)
         prepared = request_prepared(tool=tool, params=typed)
         answer = request_send(tool=tool, prepared=prepared, secret=secret)
         if 300 <= answer.status < 400:
+            location = _excerpt(answer.location, secrets) or "nowhere said"
             raise HttpToolError(
-                f"the service answered HTTP {answer.status}, a redirect to {answer.location or 'nowhere said'}; "
+                f"the service answered HTTP {answer.status}, a redirect to {location}; "
                 "HTTP tools follow no redirect (the administrator sets the final URL)"
             )
         if answer.status >= 400:
-            start = " ".join(answer.body[: ERROR_BODY_CHARS * 4].decode("utf-8", errors="replace").split())
-            said = f": {start[:ERROR_BODY_CHARS]}" if start else ""
-            raise HttpToolError(f"the service answered HTTP {answer.status} {answer.reason}{said}")
+            start = _excerpt(answer.body.decode("utf-8", errors="replace"), secrets)
+            said = f": {start}" if start else ""
+            raise HttpToolError(f"the service answered HTTP {answer.status} {_excerpt(answer.reason, secrets)}{said}")
         return _result(tool=tool, answer=answer, secrets=secrets, context=context)
     except HttpToolError as error:
-        return tool_error(tool=tool.name, message=scrub(f"{tool.name}: {error}", secrets))
+        return tool_error(tool=tool.name, message=secret_scrub(f"{tool.name}: {error}", secrets))
+
+
+def _excerpt(text: str, secrets: tuple[str, ...]) -> str:
+    """The start of what a service said, for the model: the whole scrubbed
+    first, so that no cut leaves a part of the secret too short to be known."""
+    return " ".join(secret_scrub(text, secrets).split())[:ERROR_BODY_CHARS]
+
+
+def http_request_shown(*, tool, params: dict) -> dict:
+    """What a call with these arguments would send, for the person asked to
+    approve it (agents.event_schema.RequestShown): the method and the URL as
+    request_send requests it, from the same code (request_prepared,
+    Prepared.target); with why it would be refused before any request when it
+    would be, and then the tool's URL template."""
+    try:
+        prepared = request_prepared(tool=tool, params=arguments_checked(schema=tool.parameters, params=params))
+    except HttpToolError as error:
+        return {"method": tool.method, "url": tool.url_template, "refused": str(error)}
+    return {"method": prepared.method, "url": str(prepared.target)}
 
 
 def http_tool_build(tool) -> Tool:
@@ -349,6 +411,7 @@ def http_tool_build(tool) -> Tool:
         parameters=model_parameters(tool.parameters),
         handler=handler,
         permission=CONFIRM if tool.permission == CONFIRM else AUTO,
+        request_shown=lambda params: http_request_shown(tool=tool, params=params),
     )
 
 
@@ -372,22 +435,27 @@ def http_tool_test(*, tool) -> TestReport:
     path_names = [name for name, spec in properties.items() if spec.get(IN) == "path"]
     if tool.method == "GET" and all(name in examples for name in path_names):
         wanted = {n: v for n, v in examples.items() if properties[n].get(IN) in ("path", "query")}
-        prepared = request_prepared(tool=tool, params=wanted)
+        try:
+            prepared = request_prepared(tool=tool, params=wanted)
+        except HttpToolError as error:
+            return TestReport(ok=False, request=f"GET {tool.url_template}", outcome=f"not sent, an example: {error}")
     else:
         prepared = Prepared(method="HEAD", url=_origin(tool.url_template) + "/", query={}, body=None)
-    shown = str(httpx.URL(prepared.url, params=prepared.query or None))
-    secrets: list[str] = []
+    shown = str(prepared.target)
+    secrets: tuple[str, ...] = ()
     try:
         secret = tool.secret_read()
-        secrets = _secrets_of(secret) if secret else []
+        secrets = secret_pieces(secret)
         answer = request_send(tool=tool, prepared=prepared, secret=secret)
     except (SecretError, HttpToolError) as error:
-        return TestReport(ok=False, request=f"{prepared.method} {shown}", outcome=scrub(str(error), secrets))
+        return TestReport(ok=False, request=f"{prepared.method} {shown}", outcome=secret_scrub(str(error), secrets))
     kind = answer.content_type or "no content type"
     outcome = f"HTTP {answer.status} {answer.reason}, {kind}, {len(answer.body):,} bytes, {answer.elapsed_ms} ms"
     if answer.location:
         outcome += f", redirect to {answer.location}"
-    return TestReport(ok=answer.status < 400, request=f"{prepared.method} {shown}", outcome=scrub(outcome, secrets))
+    return TestReport(
+        ok=answer.status < 400, request=f"{prepared.method} {shown}", outcome=secret_scrub(outcome, secrets)
+    )
 
 
 def _example(spec: dict):

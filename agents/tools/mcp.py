@@ -40,10 +40,10 @@ from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from ..secrets import SecretError
+from ..secrets import SecretError, secret_pieces, secret_scrub
 from .base import AUTO, CONFIRM, Tool, ToolContext, ToolResult, tool_error
 from .files import file_artifact_keep
-from .http import HttpToolError, _secrets_of, arguments_checked, scrub
+from .http import HttpToolError, arguments_checked
 
 logger = logging.getLogger(__name__)
 
@@ -140,7 +140,7 @@ def _run(server, work, *, secret: str):
     if runner.is_alive() or isinstance(outcome.get("error"), TimeoutError):
         raise McpError(f"no answer within its timeout of {server.timeout} seconds")
     if "error" in outcome:
-        raise McpError(_error_text(outcome["error"])) from None
+        raise McpError(_error_text(outcome["error"], secret_pieces(secret))) from None
     return outcome["value"]
 
 
@@ -179,8 +179,9 @@ class _HttpStreams:
             await self.client.aclose()
 
 
-def _error_text(error: BaseException) -> str:
-    """One line for a failure, from inside the SDK's exception groups."""
+def _error_text(error: BaseException, secrets: tuple[str, ...]) -> str:
+    """One line for a failure, from inside the SDK's exception groups; scrubbed
+    before it is cut, so that no cut leaves a part of the secret."""
     while isinstance(error, BaseExceptionGroup) and error.exceptions:
         error = error.exceptions[0]
     if isinstance(error, httpx.HTTPStatusError):
@@ -188,7 +189,7 @@ def _error_text(error: BaseException) -> str:
     if isinstance(error, httpx.ConnectError | ConnectionError | OSError):
         return f"could not reach it: {error or type(error).__name__}"
     text = " ".join(str(error).split()) or type(error).__name__
-    return text[:500]
+    return secret_scrub(text, secrets)[:500]
 
 
 # --- discovery ----------------------------------------------------------------------------
@@ -266,7 +267,7 @@ def tools_discovered(server) -> list[Served]:
         try:
             listed = tools_listed(server, secret=secret)
         except McpError as error:
-            message = scrub(str(error), _secrets_of(secret) if secret else [])
+            message = secret_scrub(str(error), secret_pieces(secret))
             # For the operator: the Activity line is the conversation's owner's.
             logger.warning("MCP server %s is unavailable: %s", server.name, message)
             cache.set(_failure_key(server), message, DISCOVERY_FAILURE_SECONDS)
@@ -303,8 +304,9 @@ def _file_keep(*, context: ToolContext | None, name: str, data: str, mime: str) 
 
 
 def _content_text(
-    result: types.CallToolResult, *, served: Served, context: ToolContext | None
+    result: types.CallToolResult, *, served: Served, context: ToolContext | None, secrets: tuple[str, ...]
 ) -> tuple[str, list[str]]:
+    """The result as text, scrubbed before it is cut (no cut leaves a part of the secret), and its notes."""
     notes: list[str] = []
     parts, files = [], 0
     for block in result.content:
@@ -328,30 +330,29 @@ def _content_text(
             parts.append(f"[a link to {block.uri}]")
     if not parts and result.structuredContent is not None:
         parts.append(json.dumps(result.structuredContent, ensure_ascii=False, indent=1))
-    return _text_cut("\n".join(parts), notes), notes
+    return _text_cut(secret_scrub("\n".join(parts), secrets), notes), notes
 
 
 def mcp_tool_call(server, served: Served, context: ToolContext | None, /, **params) -> ToolResult:
     """The handler of one served tool: every failure is a tool error the model reads."""
-    secrets: list[str] = []
+    secrets: tuple[str, ...] = ()
     try:
         try:
             typed = arguments_checked(schema=served.schema, params=params)
         except HttpToolError as error:
             raise McpError(str(error)) from None
         secret = _secret(server)
-        secrets = _secrets_of(secret) if secret else []
+        secrets = secret_pieces(secret)
 
         async def work(session: ClientSession):
             return await session.call_tool(served.tool, typed)
 
         result = _run(server, work, secret=secret)
-        text, notes = _content_text(result, served=served, context=context)
-        text = scrub(text, secrets)
+        text, notes = _content_text(result, served=served, context=context, secrets=secrets)
         if result.isError:
             raise McpError(text or "the tool failed and said nothing more")
     except McpError as error:
-        return tool_error(tool=served.name, message=scrub(f"{served.name}: {error}", secrets))
+        return tool_error(tool=served.name, message=secret_scrub(f"{served.name}: {error}", secrets))
     attributes = f"tool={quoteattr(served.name)} server={quoteattr(server.name)}"
     return ToolResult(success=True, content=f"<mcp_result {attributes}>{escape(text)}</mcp_result>", notes=notes)
 
@@ -386,13 +387,13 @@ class TestReport:
 
 def mcp_server_test(*, server) -> TestReport:
     """List the server's tools now, past the cache, as the model would be offered them."""
-    secrets: list[str] = []
+    secrets: tuple[str, ...] = ()
     try:
         secret = _secret(server)
-        secrets = _secrets_of(secret) if secret else []
+        secrets = secret_pieces(secret)
         listed = tools_listed(server, secret=secret)
     except McpError as error:
-        return TestReport(ok=False, outcome=scrub(str(error), secrets))
+        return TestReport(ok=False, outcome=secret_scrub(str(error), secrets))
     _listed_keep(server, listed)
     if not listed:
         return TestReport(ok=True, outcome="connected; it serves no tool")
@@ -400,4 +401,4 @@ def mcp_server_test(*, server) -> TestReport:
         f"{offered_name(server=server.name, tool=item['name'])}: {' '.join((item['description'] or '').split())[:200]}"
         for item in listed
     ]
-    return TestReport(ok=True, outcome=scrub("; ".join(lines), secrets))
+    return TestReport(ok=True, outcome=secret_scrub("; ".join(lines), secrets))

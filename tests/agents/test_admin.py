@@ -536,3 +536,84 @@ def test_test_connection_shows_the_status_the_service_answered(staff_client, tic
     assert ticket_service.received[0].headers["Authorization"] == "tok-abcdef12"
     assert "tok-abcdef12" not in response.content.decode()
     assert staff_client.get(reverse("admin:agents_httptool_test", args=[tool.pk])).status_code == 403
+
+
+@pytest.fixture
+def elsewhere():
+    """A second service: the host a staff member might point a tool at."""
+    running = Service().start()
+    yield running
+    running.stop()
+
+
+def test_staff_who_move_a_tool_to_another_host_must_enter_its_secret_again_and_it_never_goes_there(
+    staff_client, client, ticket_service, elsewhere
+):
+    staff_client.post(
+        reverse("admin:agents_httptool_add"), _http_tool_form(ticket_service.url, new_secret="Bearer tok-9e8d7c6b")
+    )
+    tool = HttpTool.objects.get()
+    # Staff who may change HTTP tools, but are no superuser and never saw the secret.
+    client.force_login(staff_with("agents.change_httptool"))
+    change = reverse("admin:agents_httptool_change", args=[tool.pk])
+    test = reverse("admin:agents_httptool_test", args=[tool.pk])
+
+    refused = client.post(change, _http_tool_form(elsewhere.url))
+
+    assert refused.status_code == 200
+    assert (
+        f"The stored secret was entered for {ticket_service.url} and would now go to {elsewhere.url}: "
+        f"enter it again for {elsewhere.url}, or remove it."
+    ) in _text(refused)
+    tool.refresh_from_db()
+    assert tool.url_template.startswith(ticket_service.url) and tool.secret_read() == "Bearer tok-9e8d7c6b"
+    client.post(test)
+    assert elsewhere.received == [] and ticket_service.received[-1].headers["Authorization"] == "Bearer tok-9e8d7c6b"
+    # Another path of the same origin, however the origin is spelt, keeps it.
+    same_origin = ticket_service.url.replace("http://", "HTTP://")
+    moved_path = client.post(
+        change, _http_tool_form(same_origin, url_template=f"{same_origin}/api/v2/tickets/{{ticket_id}}")
+    )
+    assert moved_path.status_code == 302, _text(moved_path)
+    client.post(test)
+    assert ticket_service.received[-1].headers["Authorization"] == "Bearer tok-9e8d7c6b"
+
+    # Removing the secret lets the move be saved; Test connection then sends none.
+    moved = client.post(change, _http_tool_form(elsewhere.url, clear_secret="on"))
+    assert moved.status_code == 302, _text(moved)
+    tested = client.post(test, follow=True)
+    assert f"GET {elsewhere.url}/api/tickets/T-1 → HTTP 200 OK" in str(list(tested.context["messages"])[-1])
+    [received] = elsewhere.received
+    assert "Authorization" not in received.headers and "tok-9e8d7c6b" not in repr(received)
+    # Entered again by someone who knows it, it goes there.
+    client.post(change, _http_tool_form(elsewhere.url, new_secret="Bearer tok-for-elsewhere"))
+    client.post(test)
+    assert elsewhere.received[-1].headers["Authorization"] == "Bearer tok-for-elsewhere"
+    page = client.get(change)
+    assert f"set, for {elsewhere.url}" in _text(page) and "tok-for-elsewhere" not in page.text
+
+
+@pytest.mark.parametrize(
+    "moved",
+    [
+        lambda url: url.replace("http://", "https://"),
+        lambda url: url.rsplit(":", 1)[0] + ":1",
+        lambda url: url.replace("127.0.0.1", "localhost"),
+    ],
+    ids=["scheme", "port", "host"],
+)
+def test_a_secret_whose_tool_was_moved_outside_the_admin_is_sent_nowhere(staff_client, ticket_service, moved):
+    staff_client.post(
+        reverse("admin:agents_httptool_add"), _http_tool_form(ticket_service.url, new_secret="Bearer tok-9e8d7c6b")
+    )
+    tool = HttpTool.objects.get()
+    target = moved(ticket_service.url)
+    HttpTool.objects.filter(pk=tool.pk).update(url_template=f"{target}/api/tickets/{{ticket_id}}")
+
+    tested = staff_client.post(reverse("admin:agents_httptool_test", args=[tool.pk]), follow=True)
+    page = staff_client.get(reverse("admin:agents_httptool_change", args=[tool.pk]))
+
+    said = str(list(tested.context["messages"])[-1])
+    assert f"its secret was entered for {ticket_service.url} and would now go to" in said
+    assert "an administrator must enter it again" in said and ticket_service.received == []
+    assert f"set for {ticket_service.url}, where this no longer goes" in _text(page)

@@ -15,10 +15,13 @@ from agents.library import PAGE_MAX_CHARS
 from agents.models import LibraryDocument, Run, RunEvent
 from agents.services import asking
 from agents.services.execution import run_execute
+from agents.services.permissions import permission_answer
 from agents.state import pending_request
 from artifacts.services import artifact_delete
 from tests.agents.test_admin import HOSTILE_NAMES
 from tests.agents.test_engine import call, run_with_a_cut_compaction
+from tests.agents.tools.http_service import Service
+from tests.agents.tools.test_http import make_tool
 from tests.asgi import conversation_socket, session_cookie
 from tests.factories import ConversationFactory, LibraryDocumentFactory, MessageFactory, RunFactory, UserFactory
 from tests.model_server import Text
@@ -145,6 +148,7 @@ def _prompt(html: str):
     return {
         "host": texts("fetch-host"),
         "ascii": texts("fetch-ascii"),
+        "request": texts("http-request"),
         "refused": texts("fetch-refused"),
         "params": [
             (dt.text_content(), dd.text_content())
@@ -153,6 +157,79 @@ def _prompt(html: str):
         "unshowable": texts("unshowable"),
         "decisions": form.xpath(".//button[@name='decision']/@value"),
     }
+
+
+QUERY_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "which": {"type": "string", "x-in": "path"},
+        "limit": {"type": "integer", "x-in": "query"},
+        "tags": {"type": "array", "items": {"type": "string"}, "x-in": "query"},
+    },
+    "required": ["which"],
+}
+
+
+@pytest.fixture
+def service():
+    running = Service().start()
+    yield running
+    running.stop()
+
+
+def _http_waiting(user, scripted_model, service, **params) -> Run:
+    """A turn whose lead asks to call a confirm HTTP tool with `params` and waits for the answer."""
+    make_tool(
+        service.url, path="/api/items/{which}/comments", method="GET", parameters=QUERY_SCHEMA, permission="confirm"
+    )
+    scripted_model.add(Text(call("ticket_lookup", **params)), Text("Done."))
+    conversation = asking.conversation_start(user=user, content="看看这个工单的评论", enqueue=False)
+    run = conversation.active_branch.runs.get()
+    run_execute(run_id=run.pk)
+    run.refresh_from_db()
+    assert run.status == Run.Status.WAITING_PERMISSION
+    return run
+
+
+def test_an_http_tools_prompt_shows_the_request_it_will_send_and_an_approval_sends_exactly_that(
+    signed_in, user, scripted_model, service
+):
+    run = _http_waiting(user, scripted_model, service, which="T-9", limit="3", tags='["数据", "a b"]')
+
+    prompt = _prompt(signed_in.get(reverse("conversation-detail", args=[run.message.conversation_id])).content.decode())
+    pending = pending_request(run.checkpoint)
+    permission_answer(run_id=run.pk, user=user, request_id=pending.id, decision="approve", enqueue=False)
+    run_execute(run_id=run.pk)
+
+    assert prompt["host"] == [service.url.removeprefix("http://")] and prompt["refused"] == []
+    [shown] = prompt["request"]
+    method, url = shown.split(" ")
+    path, query = url.removeprefix(service.url).split("?")
+    # The query in the schema's order, which Postgres's jsonb keeps its own way.
+    assert (method, path) == ("GET", "/api/items/T-9/comments")
+    assert sorted(query.split("&")) == ["limit=3", "tags=%E6%95%B0%E6%8D%AE", "tags=a+b"]
+    # Postgres's jsonb keeps the parameters in an order of its own.
+    assert dict(prompt["params"]) == {"which": "T-9", "limit": "3", "tags": '["数据", "a b"]'}
+    asked = run.events.get(type=RunEvent.Type.PERMISSION_REQUEST)
+    assert asked.data["request"] == {"method": "GET", "url": url}
+    [received] = service.received
+    assert received.method == "GET" and f"{service.url}{received.target}" == url
+    run.refresh_from_db()
+    assert run.status == Run.Status.COMPLETED
+
+
+def test_an_http_tools_prompt_says_a_call_that_will_be_refused_is_and_names_the_host(
+    signed_in, user, scripted_model, service
+):
+    run = _http_waiting(user, scripted_model, service, which="..")
+
+    prompt = _prompt(signed_in.get(reverse("conversation-detail", args=[run.message.conversation_id])).content.decode())
+
+    assert prompt["host"] == [service.url.removeprefix("http://")]
+    assert prompt["request"] == [f"GET {service.url}/api/items/{{which}}/comments"]
+    [refused] = prompt["refused"]
+    assert refused.startswith("This call will be refused, whoever approves it: invalid arguments (which): '..'")
+    assert service.received == []
 
 
 @pytest.mark.parametrize("case", HOSTILE_URLS, ids=list(HOSTILE_URLS))

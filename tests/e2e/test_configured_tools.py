@@ -1,9 +1,10 @@
 """A tool an administrator configured, in the browser: an HTTP tool that asks
-before each call pauses the turn on an approval prompt naming it and its
-parameters; approved, the call goes to a real service on 127.0.0.1 with the
-tool's secret header and the turn goes on with its answer; denied, the model
-is told so and the turn goes on without it. The secret shows on no page and
-in no log line of the portal."""
+before each call pauses the turn on an approval prompt naming it, the host
+and the whole request it will send, and its parameters; approved, exactly
+that request goes to a real service on 127.0.0.1 with the tool's secret
+header and the turn goes on with its answer; denied, the model is told so and
+the turn goes on without it. The secret shows on no page and in no log line
+of the portal."""
 
 import json
 import secrets
@@ -31,6 +32,8 @@ PARAMETERS = {
     "required": ["ticket_id"],
 }
 ARGUMENTS = {"ticket_id": "T-42", "note": "客户还在等"}
+# The request ARGUMENTS make, past the service's origin, as it is sent.
+REQUEST = "/api/tickets/T-42?note=%E5%AE%A2%E6%88%B7%E8%BF%98%E5%9C%A8%E7%AD%89"
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +116,10 @@ def test_a_confirm_tool_waits_for_approval_then_calls_the_service_and_its_secret
     ask(page, question="What is the state of ticket T-42?")
 
     prompt, run_id = _waiting_for_approval(portal, page)
-    expect(prompt).to_contain_text("lead_agent wants to run it on")
+    expect(prompt).to_contain_text("lead_agent wants to send a request to")
+    # The host first and alone, then the request whole, as it will be sent.
+    expect(prompt.locator(".fetch-host")).to_have_text(service.url.removeprefix("http://"))
+    expect(prompt.locator(".http-request")).to_have_text(f"GET {service.url}{REQUEST}")
     # Postgres's jsonb keeps the parameters in an order of its own.
     expect(prompt.locator("dl.params dt")).to_have_count(2)
     names = prompt.locator("dl.params dt").all_inner_texts()
@@ -123,7 +129,14 @@ def test_a_confirm_tool_waits_for_approval_then_calls_the_service_and_its_secret
     offered = {tool["function"]["name"] for tool in model_server.requests[0]["tools"]}
     assert TOOL in offered
     assert TOKEN not in page.content()
-    screenshot(page, name="approval")
+    for width, height in ((1366, 900), (390, 844)):
+        page.set_viewport_size({"width": width, "height": height})
+        for scheme in ("light", "dark"):
+            page.emulate_media(color_scheme=scheme)
+            prompt.scroll_into_view_if_needed()
+            screenshot(page, name=f"approval-{width}-{scheme}")
+    page.set_viewport_size({"width": 1366, "height": 900})
+    page.emulate_media(color_scheme="light")
     # The portal's only worker is free: another turn is taken and ends while this one waits.
     meanwhile = new_page(viewport={"width": 1366, "height": 900})
     sign_in(meanwhile, base_url=portal.base_url, user=member)
@@ -138,7 +151,7 @@ def test_a_confirm_tool_waits_for_approval_then_calls_the_service_and_its_secret
     expect(turn).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
     expect(page.locator(ANSWER_SELECTOR)).to_have_text("Ticket T-42 is open and assigned to Wang.")
     [received] = service.received
-    assert (received.path, received.query) == ("/api/tickets/T-42", {"note": ["客户还在等"]})
+    assert received.target == REQUEST and received.query == {"note": ["客户还在等"]}
     assert received.headers["Authorization"] == SECRET
     # The service's answer reached the model as the call's result; the secret never did.
     result = model_server.requests[2]["messages"][-1]

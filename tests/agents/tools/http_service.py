@@ -2,14 +2,54 @@
 127.0.0.1 that records every request it gets (method, path, query, headers,
 body) and answers by path."""
 
+import base64
+import html
 import json
 import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, quote, quote_plus, urlsplit
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64
+
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def _basic(value: str) -> str:
+    """Of "Basic <base64 of user:password>", the user:password."""
+    return base64.b64decode(value.split()[1]).decode()
+
+
+# The ways a service's error page may repeat an Authorization header's value
+# (`/echo401/<form>` answers 401 with it so), by name.
+ECHOES = {
+    "plain": lambda value: value,
+    # PHP's json_encode escapes "/" by default.
+    "json_slash": lambda value: json.dumps(value)[1:-1].replace("/", "\\/"),
+    "json_unicode": lambda value: "".join(c if c.isalnum() else f"\\u{ord(c):04X}" for c in value),
+    "json_unicode_lower": lambda value: "".join(c if c.isalnum() else f"\\u{ord(c):04x}" for c in value),
+    "percent": lambda value: quote(value, safe=""),
+    "percent_lower": lambda value: "".join(
+        c if c.isalnum() else "".join(f"%{b:02x}" for b in c.encode()) for c in value
+    ),
+    "form": lambda value: quote_plus(value),
+    "base64": lambda value: _b64(value),
+    "base64_token": lambda value: _b64(value.split()[-1]),
+    "base64_urlsafe": lambda value: base64.urlsafe_b64encode(value.split()[-1].encode()).decode().rstrip("="),
+    "base64_user": lambda value: _b64(f"api-user:{value.split()[-1]}"),
+    "base64_glued": lambda value: "sessionid" + _b64(f"k={value.split()[-1]}"),
+    "html": lambda value: html.escape(value).replace("/", "&#x2F;").replace("+", "&#43;"),
+    "html_named": lambda value: value.replace("/", "&sol;").replace("+", "&plus;").replace("=", "&equals;"),
+    "mixed": lambda value: value.replace("/", "\\/").replace("+", "%2b").replace("=", "&#61;"),
+    "basic_decoded": lambda value: _basic(value),
+    "basic_password": lambda value: _basic(value).partition(":")[2],
+    "basic_password_json": lambda value: json.dumps(_basic(value).partition(":")[2])[1:-1].replace("/", "\\/"),
+    # Past the start of the body that a tool error quotes: a cut there must not leave part of it.
+    "late": lambda value: "x" * 440 + " " + value,
+}
 
 
 @dataclass
@@ -19,6 +59,8 @@ class Received:
     query: dict
     headers: dict
     body: bytes
+    # The request's target as it came, path and query, not decoded.
+    target: str = ""
 
 
 @dataclass
@@ -58,7 +100,9 @@ def _handler_for(service: Service):
         def _answer(self):
             parts = urlsplit(self.path)
             body = self.rfile.read(int(self.headers.get("Content-Length", 0) or 0))
-            received = Received(self.command, parts.path, parse_qs(parts.query), dict(self.headers.items()), body)
+            received = Received(
+                self.command, parts.path, parse_qs(parts.query), dict(self.headers.items()), body, target=self.path
+            )
             service.received.append(received)
             try:
                 self._route(received)
@@ -74,6 +118,17 @@ def _handler_for(service: Service):
             elif path == "/echo":
                 # An error page that repeats the request's headers, as some do.
                 self._send(500, "text/plain", json.dumps(received.headers).encode())
+            elif path.startswith("/echo401/"):
+                echo = ECHOES[path.removeprefix("/echo401/")](received.headers.get("Authorization", ""))
+                self._send(401, "application/json", f'{{"error": "bad token", "got": "{echo}"}}'.encode())
+            elif path == "/moved-echo":
+                self.send_response(302)
+                self.send_header(
+                    "Location",
+                    "http://elsewhere.invalid/login?token=" + quote(received.headers.get("Authorization", ""), safe=""),
+                )
+                self.send_header("Content-Length", "0")
+                self.end_headers()
             elif path == "/fail":
                 self._send(500, "text/plain", b"the database is down")
             elif path == "/slow":

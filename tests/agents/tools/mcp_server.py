@@ -35,9 +35,16 @@ def picture() -> Image:
 
 
 @server.tool()
-def token() -> str:
-    """Tells the token it was passed in MCP_TEST_TOKEN (over stdio)."""
-    return f"my token is {os.environ.get('MCP_TEST_TOKEN', 'none')}"
+def token(spelt: str = "plain") -> str:
+    """Tells the token it was passed in MCP_TEST_TOKEN (over stdio), spelt
+    plain, JSON-escaped (every other character than a letter or digit as
+    \\uXXXX) or as base64 of Basic credentials (svc:<token>)."""
+    value = os.environ.get("MCP_TEST_TOKEN", "none")
+    if spelt == "json":
+        value = "".join(c if c.isalnum() else f"\\u{ord(c):04x}" for c in value)
+    elif spelt == "basic":
+        value = base64.b64encode(f"svc:{value}".encode()).decode()
+    return f"my token is {value}"
 
 
 @server.tool()

@@ -1,5 +1,6 @@
 """HTTP tools against a real service on 127.0.0.1 (tests.agents.tools.http_service)."""
 
+import base64
 import json
 import logging
 import socket
@@ -7,21 +8,24 @@ import socket
 import pytest
 
 from agents.models import HttpTool
+from agents.secrets import SCRUBBED
 from agents.tools.base import ToolContext
 from agents.tools.http import (
     MAX_BYTES,
-    SCRUBBED,
     http_tool_build,
     http_tool_problems,
     http_tool_test,
     model_parameters,
 )
-from tests.agents.tools.http_service import Service
+from tests.agents.tools.http_service import ECHOES, Service
 from tests.bounded import finishes_within
 
 pytestmark = pytest.mark.django_db
 
 SECRET = "Bearer s3cr3t-token-4f9a2c"
+# Secrets whose characters every encoding changes: "/", "+", "=".
+SLASHED = "Bearer abc/def+ghi=jkl/MNO+pqr=="
+BASIC = "Basic " + base64.b64encode(b"api-user:pa/ss+wo=rd-9f8e").decode()
 TICKET_SCHEMA = {
     "type": "object",
     "properties": {
@@ -88,10 +92,111 @@ def test_a_json_pointer_extracts_too_and_a_missing_part_is_an_error(service):
 
 
 def test_a_path_value_stays_in_its_segment(service):
-    call(make_tool(service.url), ticket_id="../admin?drop=1#x")
+    call(make_tool(service.url), ticket_id="T-1/admin?drop=1#x")
 
     [received] = service.received
-    assert received.path == "/api/tickets/..%2Fadmin%3Fdrop%3D1%23x" and received.query == {}
+    assert received.path == "/api/tickets/T-1%2Fadmin%3Fdrop%3D1%23x" and received.query == {}
+
+
+ITEM_SCHEMA = {
+    "type": "object",
+    "properties": {"item_id": {"type": "string", "x-in": "path"}},
+    "required": ["item_id"],
+}
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        ".",
+        "..",
+        "...",
+        "%2e",
+        "%2E%2e",
+        ".%2e",
+        "%252e%252e",
+        "%c0%ae%c0%ae",
+        "．．",
+        "\u2024\u2024",
+        "\u2025",
+        "\ufe52\ufe52",
+        "。。",
+        ".\u200b.",
+        "..;",
+        "..;x=1",
+        "..%3Bx",
+        "..?x",
+        "..#x",
+        "..\x00x",
+        ". .",
+        " .. ",
+        "\t..\n",
+        "",
+        "   ",
+        "/",
+        "\\",
+        "../admin",
+        "..\\admin",
+        "a/../../admin",
+        "a/./b",
+        "a//b",
+        "..%2Fadmin",
+        "%2e%2e%2fadmin",
+        "．．／admin",
+        "..\u2215admin",
+    ],
+)
+def test_a_path_value_that_some_server_could_read_as_another_path_is_refused_and_nothing_sent(service, value):
+    tool = make_tool(service.url, path="/api/v1/items/{item_id}/detail", parameters=ITEM_SCHEMA, method="GET")
+
+    result = call(tool, item_id=value)
+
+    assert not result.success and "would not stay one segment" in result.content, result.content
+    assert service.received == []
+
+
+@pytest.mark.parametrize(
+    ("value", "sent"),
+    [
+        ("T-7", "T-7"),
+        ("v1.2", "v1.2"),
+        ("..a", "..a"),
+        ("a..", "a.."),
+        (".hidden", ".hidden"),
+        ("工单.7", "%E5%B7%A5%E5%8D%95.7"),
+        ("group/project", "group%2Fproject"),
+        ("%41", "%2541"),
+        ("100%", "100%25"),
+        ("a;b", "a%3Bb"),
+    ],
+)
+def test_any_other_path_value_reaches_the_service_as_one_segment(service, value, sent):
+    tool = make_tool(service.url, path="/api/v1/items/{item_id}/detail", parameters=ITEM_SCHEMA, method="GET")
+
+    result = call(tool, item_id=value)
+
+    assert result.success, result.content
+    [received] = service.received
+    assert received.path == f"/api/v1/items/{sent}/detail"
+
+
+def test_test_connection_refuses_an_example_path_value_of_dots_and_sends_nothing(service):
+    schema = {**ITEM_SCHEMA, "properties": {"item_id": {**ITEM_SCHEMA["properties"]["item_id"], "examples": [".."]}}}
+    tool = make_tool(service.url, path="/api/v1/items/{item_id}/detail", parameters=schema, method="GET")
+
+    report = http_tool_test(tool=tool)
+
+    assert not report.ok and "would not stay one segment" in report.outcome
+    assert report.request == f"GET {service.url}/api/v1/items/{{item_id}}/detail"
+    assert service.received == []
+
+
+def test_query_parameters_are_added_to_the_query_the_administrator_fixed(service):
+    schema = {"type": "object", "properties": {"q": {"type": "string", "x-in": "query"}}}
+
+    result = call(make_tool(service.url, path="/search?v=2", parameters=schema, method="GET"), q="热泵 效率")
+
+    assert result.success and service.received[0].target == "/search?v=2&q=%E7%83%AD%E6%B3%B5+%E6%95%88%E7%8E%87"
 
 
 def test_arguments_written_as_text_are_typed_by_the_schema(service):
@@ -263,3 +368,48 @@ def test_of_several_misfits_one_is_named(service):
     result = call(make_tool(service.url), ticket_id="T-2", limit=0, tags=[1, 2], urgent="maybe")
 
     assert not result.success and "invalid arguments (" in result.content and service.received == []
+
+
+def echoes_of(secret: str) -> dict[str, str]:
+    """Each form ECHOES gives of `secret` and of its last word (the token, or
+    Basic's credentials), and that word's start, which no cut may leave."""
+    word = secret.split()[-1]
+    forms = {"the start of its last word": word[:9]}
+    for name, echo in ECHOES.items():
+        if name == "late":
+            continue
+        if not name.startswith("basic"):
+            forms |= {name: echo(secret), f"{name} of its last word": echo(word)}
+        elif secret == BASIC:
+            forms[name] = echo(secret)
+    return forms
+
+
+def leaked(text: str, secret: str) -> list[str]:
+    """The forms of `secret` that `text` holds."""
+    return [name for name, form in echoes_of(secret).items() if form in text]
+
+
+@pytest.mark.parametrize(
+    ("secret", "form"),
+    [(SLASHED, name) for name in ECHOES if not name.startswith("basic")] + [(BASIC, name) for name in ECHOES],
+)
+def test_an_error_answer_echoing_the_secret_in_any_encoding_is_scrubbed_before_it_is_quoted(service, secret, form):
+    tool = make_tool(
+        service.url, path=f"/echo401/{form}", parameters={"type": "object", "properties": {}}, secret=secret
+    )
+
+    result = call(tool)
+
+    assert service.received[0].headers["Authorization"] == secret
+    assert not result.success and "HTTP 401 Unauthorized" in result.content and SCRUBBED in result.output["message"]
+    assert leaked(result.output["message"], secret) == [] and leaked(result.content, secret) == []
+
+
+def test_a_redirect_whose_location_carries_the_secret_is_scrubbed_too(service):
+    tool = make_tool(service.url, path="/moved-echo", parameters={"type": "object", "properties": {}}, secret=SLASHED)
+
+    result = call(tool)
+
+    assert not result.success and "redirect to http://elsewhere.invalid/login?token=[secret]" in result.content
+    assert leaked(result.output["message"], SLASHED) == []

@@ -4,6 +4,7 @@ discovery, the calls' results (text, image, error, hang), a server that is
 down, the secret, the group restriction and the admin's Test connection, in
 real turns with the scripted model where it matters."""
 
+import base64
 import json
 import logging
 import socket
@@ -18,6 +19,7 @@ from django.contrib.auth.models import Group
 from django.urls import reverse
 
 from agents.models import McpServer, Run, RunEvent
+from agents.secrets import url_origin
 from agents.services import asking
 from agents.services.execution import run_execute
 from agents.services.permissions import permission_answer
@@ -26,6 +28,7 @@ from agents.tools.base import ToolContext
 from agents.tools.mcp import McpError, mcp_server_problems, mcp_tools_build, offered_name, tools_discovered
 from artifacts.models import Artifact
 from tests.agents.test_engine import call
+from tests.agents.tools.http_service import Service
 from tests.factories import UserFactory
 from tests.model_server import Text
 
@@ -33,6 +36,12 @@ pytestmark = pytest.mark.django_db
 
 ROOT = str(Path(__file__).resolve().parents[3])
 KEY = "mcp-key-7f3a9c2e51"
+
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
 NAMES = {"demo__echo", "demo__draw_picture", "demo__token", "demo__fail", "demo__hang"}
 
 
@@ -141,6 +150,7 @@ def test_discovery_is_cached_until_the_server_row_changes(http_url):
     server = make_server("http", http_url)
     tools_discovered(server)
     server.url = "http://127.0.0.1:9/mcp"  # unsaved: the cache still answers for the row as it was
+    server.secret_set(KEY)  # entered again for the new origin, as the admin asks
 
     assert {s.name for s in tools_discovered(server)} == NAMES
     server.save()
@@ -173,10 +183,11 @@ def test_a_successful_test_connection_ends_the_wait_after_a_failure(client, http
     client.force_login(UserFactory(is_staff=True, is_superuser=True))
     server = make_server("http", http_url, name="flaky")
     # The server goes away and comes back; the row (and so its cache key) stays as it was.
-    McpServer.objects.filter(pk=server.pk).update(url="http://127.0.0.1:9/mcp")
+    down = "http://127.0.0.1:9/mcp"
+    McpServer.objects.filter(pk=server.pk).update(url=down, secret_destination=url_origin(down))
     with pytest.raises(McpError, match="could not reach it"):
         tools_discovered(McpServer.objects.get(pk=server.pk))
-    McpServer.objects.filter(pk=server.pk).update(url=http_url)
+    McpServer.objects.filter(pk=server.pk).update(url=http_url, secret_destination=url_origin(http_url))
     with pytest.raises(McpError, match="could not reach it"):
         tools_discovered(McpServer.objects.get(pk=server.pk))
 
@@ -334,6 +345,18 @@ def test_over_stdio_the_secret_is_passed_in_its_variable_and_wiped_from_the_resu
     assert KEY not in json.dumps(scripted_model.requests) and KEY not in json.dumps(complete.data)
 
 
+@pytest.mark.parametrize(("spelt", "echoed"), [("json", KEY.replace("-", "\\u002d")), ("basic", _b64(f"svc:{KEY}"))])
+def test_a_result_holding_the_secret_encoded_has_it_wiped_too(spelt, echoed):
+    server = make_server("stdio", secret_env="MCP_TEST_TOKEN")
+    server.secret_set(KEY)
+    server.save()
+
+    result = _tools(server)["demo__token"].handler(ToolContext(artifacts=None), spelt=spelt)
+
+    assert result.success and "my token is [secret]" in result.content, result.content
+    assert echoed not in result.content
+
+
 def test_a_confirm_server_pauses_the_turn_until_the_user_approves(user, scripted_model, http_url):
     make_server("http", http_url, permission="confirm")
     scripted_model.add(Text(call("demo__echo", text="ok")), Text("Echoed."))
@@ -410,3 +433,35 @@ def test_only_superusers_see_or_configure_mcp_servers(client, http_url):
     assert client.get(reverse("admin:agents_mcpserver_changelist")).status_code == 403
     assert client.get(reverse("admin:agents_mcpserver_change", args=[server.pk])).status_code in (302, 403)
     assert client.post(reverse("admin:agents_mcpserver_test", args=[server.pk])).status_code == 403
+
+
+def test_an_http_servers_secret_goes_to_no_other_origin_than_it_was_entered_for(client, http_url):
+    server = make_server("http", http_url)
+    elsewhere = Service().start()
+    client.force_login(UserFactory(is_staff=True, is_superuser=True))
+    change = reverse("admin:agents_mcpserver_change", args=[server.pk])
+    form = {
+        "name": "demo",
+        "description": "The test server.",
+        "transport": "http",
+        "timeout": "10",
+        "url": f"{elsewhere.url}/mcp",
+        "args": "[]",
+        "env": "{}",
+        "enabled": "on",
+        "permission": "auto",
+        "agents": ["lead_agent"],
+        "secret_header": "X-Api-Key",
+    }
+    try:
+        refused = client.post(change, form)
+        McpServer.objects.filter(pk=server.pk).update(url=f"{elsewhere.url}/mcp")
+        tested = client.post(reverse("admin:agents_mcpserver_test", args=[server.pk]), follow=True)
+    finally:
+        elsewhere.stop()
+
+    assert refused.status_code == 200
+    assert f"would now go to {elsewhere.url}:" in refused.text.replace("&#x27;", "'")
+    [said] = [str(m) for m in tested.context["messages"]]
+    assert f"its secret was entered for {http_url.rsplit('/', 1)[0]} and would now go to {elsewhere.url}" in said
+    assert elsewhere.received == []

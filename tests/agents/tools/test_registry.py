@@ -4,12 +4,14 @@ service (after the user's approval when the tool asks for it), and the secret
 header never shows in an event, a page or the trace."""
 
 import json
+import logging
 
 import pytest
 from django.contrib.auth.models import Group
 from django.urls import reverse
 
 from agents.models import HttpTool, Run, RunEvent
+from agents.secrets import SCRUBBED
 from agents.services import asking
 from agents.services.execution import run_execute
 from agents.services.permissions import permission_answer
@@ -17,7 +19,7 @@ from agents.state import pending_request
 from artifacts.models import Artifact
 from tests.agents.test_engine import call
 from tests.agents.tools.http_service import Service
-from tests.agents.tools.test_http import SECRET, make_tool
+from tests.agents.tools.test_http import BASIC, SECRET, SLASHED, leaked, make_tool
 from tests.factories import UserFactory
 from tests.model_server import Text
 
@@ -71,6 +73,54 @@ def test_the_lead_calls_an_http_tool_and_its_secret_shows_nowhere(user, scripted
     assert "ticket_lookup" in trace.text and token not in trace.text
     tool_page = client.get(reverse("admin:agents_httptool_change", args=[HttpTool.objects.get().pk]))
     assert tool_page.status_code == 200 and token not in tool_page.text
+
+
+def _strings(value):
+    """Every string in a JSON-like value, keys too, as stored (not JSON-escaped again)."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield key
+            yield from _strings(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _strings(item)
+    elif isinstance(value, str):
+        yield value
+
+
+@pytest.mark.parametrize(
+    ("secret", "form"),
+    [
+        (SLASHED, "json_slash"),
+        (SLASHED, "base64_user"),
+        (SLASHED, "html"),
+        (SLASHED, "late"),
+        (BASIC, "basic_password_json"),
+    ],
+)
+def test_an_error_answer_echoing_the_secret_leaves_it_in_no_context_event_checkpoint_or_log(
+    user, scripted_model, service, caplog, secret, form
+):
+    caplog.set_level(logging.DEBUG)
+    parameters = {"type": "object", "properties": {}}
+    make_tool(service.url, path=f"/echo401/{form}", parameters=parameters, permission="auto", secret=secret)
+    scripted_model.add(Text(call("ticket_lookup")), Text("The tracker refused the portal's token."))
+
+    run = _turn(user)
+
+    assert run.status == Run.Status.COMPLETED and service.received[0].headers["Authorization"] == secret
+    told = scripted_model.requests[1]["messages"][-1]["content"]
+    assert "HTTP 401 Unauthorized" in told and SCRUBBED in told
+    stored = {
+        "the model's context": list(_strings(scripted_model.requests)),
+        "the run's events": list(_strings([event.data for event in RunEvent.objects.filter(run=run)])),
+        "the checkpoint": list(_strings(run.checkpoint)),
+        "the run's error and metrics": [run.error, *_strings(run.metrics)],
+        "the log": [caplog.text],
+    }
+    assert {where: leaked("\n".join(texts), secret) for where, texts in stored.items()} == {
+        where: [] for where in stored
+    }
 
 
 def test_a_long_answer_is_spilled_to_an_artifact_like_a_built_in_tools(user, scripted_model, service, settings):
@@ -218,3 +268,22 @@ def test_a_tool_disabled_while_its_call_waited_for_approval_is_not_called(user, 
     run.refresh_from_db()
     assert run.status == Run.Status.COMPLETED and service.received == []
     assert "no longer available" in scripted_model.requests[1]["messages"][-1]["content"]
+
+
+def test_a_tool_changed_while_its_call_waited_for_approval_is_not_called(user, scripted_model, service):
+    tool = make_tool(service.url, permission="confirm")
+    scripted_model.add(Text(call("ticket_lookup", ticket_id="T-9")), Text("It changed."))
+    run = _turn(user)
+    asked = run.events.get(type=RunEvent.Type.PERMISSION_REQUEST).data["request"]
+    # Another path of the same service: the secret stays, but the person approved the other one.
+    HttpTool.objects.filter(pk=tool.pk).update(url_template=f"{service.url}/api/admin/{{ticket_id}}")
+
+    pending = pending_request(run.checkpoint)
+    permission_answer(run_id=run.pk, user=user, request_id=pending.id, decision="approve", enqueue=False)
+    run_execute(run_id=run.pk)
+
+    run.refresh_from_db()
+    assert asked == {"method": "POST", "url": f"{service.url}/api/tickets/T-9"}
+    assert run.status == Run.Status.COMPLETED and service.received == []
+    told = scripted_model.requests[1]["messages"][-1]["content"]
+    assert "was changed while the call waited for approval" in told and "it was not called" in told
