@@ -4,6 +4,7 @@ from setup_django import setup
 
 setup()
 
+import budgets  # noqa: E402
 import event_log  # noqa: E402
 import extraction  # noqa: E402
 import faults  # noqa: E402
@@ -33,6 +34,7 @@ for benchmark in (
     matching,
     tokens,
     security,
+    budgets,
     renderers,
     extraction,
     streaming,
