@@ -4,11 +4,11 @@ message, which starts a turn) and deleting are agents.services.asking's."""
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError
-from django.core.validators import ProhibitNullCharactersValidator
 from django.utils import timezone
 from django.utils.translation import gettext
 
 from artifactflow import realtime
+from artifactflow.names import name_clean
 
 from .models import Conversation, ConversationShare, Message
 
@@ -33,10 +33,10 @@ def branch_switch(*, conversation: Conversation, message: Message) -> Message:
 
 
 def conversation_rename(*, conversation: Conversation, title: str) -> Conversation:
-    title = " ".join(title.split())
+    # Without what hides or reorders text (a right-to-left override, NUL, zero-width spaces).
+    title = " ".join(name_clean(title).split())
     if not title:
         raise ValidationError(gettext("A conversation needs a title."))
-    ProhibitNullCharactersValidator()(title)
     max_length = Conversation._meta.get_field("title").max_length
     if len(title) > max_length:
         raise ValidationError(gettext("A title may have at most %(max)s characters.") % {"max": max_length})

@@ -60,6 +60,18 @@ def test_rename_tidies_the_title():
     assert Conversation.objects.get(pk=conversation.pk).title == "Heat pumps"
 
 
+def test_a_renamed_title_keeps_nothing_that_hides_or_reorders_text():
+    conversation = ConversationFactory(title="Kept")
+
+    # Would read "热泵报告fdp.exe" with the override.
+    services.conversation_rename(conversation=conversation, title="热泵报告\u202eexe.pdf\u200f\u2066\u200b\x01")
+
+    assert Conversation.objects.get(pk=conversation.pk).title == "热泵报告exe.pdf"
+    with pytest.raises(ValidationError, match="needs a title"):
+        services.conversation_rename(conversation=conversation, title="\u202e\u200b\x00 \ufeff")
+    assert Conversation.objects.get(pk=conversation.pk).title == "热泵报告exe.pdf"
+
+
 def test_sharing_with_a_user_by_name_once_however_often_it_is_asked(user, other_user):
     conversation = ConversationFactory(owner=user)
 

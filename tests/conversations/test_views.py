@@ -23,6 +23,7 @@ from artifacts.manager import ArtifactManager
 from artifacts.models import Artifact, ArtifactSession
 from conversations import selectors, services
 from conversations.models import Conversation, ConversationShare, Message
+from tests.artifacts.test_views import download_name
 from tests.conversations.test_selectors import expected_label
 from tests.factories import PASSWORD, ConversationFactory, ConversationShareFactory, MessageFactory, RunFactory
 
@@ -1041,6 +1042,26 @@ def test_exports_are_the_owners_alone(client, user, other_user, name):
     assert response.status_code == 200
     assert response["Content-Disposition"].startswith("attachment;")
     assert response["X-Content-Type-Options"] == "nosniff"
+
+
+@pytest.mark.parametrize(
+    ("title", "saved_as"),
+    [
+        # Would read "reportxxx.exe" with the override; an ASCII name goes in filename.
+        ("report\u202eexe.xxx", "reportexe.xxx"),
+        # A non-ASCII one in filename*: none of the percent-encoded controls (%E2%80%AE, %E2%81%A6…).
+        ("热泵\u2066的冬季\u2069表现\u200f\u061c\u200e\u200b\ufeff\u202e", "热泵的冬季表现"),
+    ],
+)
+@pytest.mark.parametrize(("name", "extension"), list(zip(EXPORTS, (".md", ".docx", ".zip"), strict=True)))
+def test_an_export_is_named_without_what_hides_or_reorders_text(signed_in, user, title, saved_as, name, extension):
+    # Stored as the admin or a script could, around the portal's own titles.
+    conversation = ConversationFactory(owner=user, title=title)
+    MessageFactory(conversation=conversation, content="热泵冬天怎么工作？", response="照常工作。")
+
+    response = signed_in.get(reverse(name, args=[conversation.pk]))
+
+    assert download_name(response) == saved_as + extension
 
 
 def test_a_long_thread_exports_in_every_format(signed_in, user, monkeypatch):
