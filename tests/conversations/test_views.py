@@ -898,6 +898,7 @@ def _shared_conversation(owner):
 def test_the_owner_shares_with_a_user_a_group_and_everyone_and_removes_each(signed_in, user, other_user):
     conversation, _ = _shared_conversation(user)
     team = Group.objects.create(name="研究组")
+    user.groups.add(team)
     url = reverse("share-create", args=[conversation.pk])
 
     page = signed_in.get(conversation.get_absolute_url()).content.decode()
@@ -914,6 +915,34 @@ def test_the_owner_shares_with_a_user_a_group_and_everyone_and_removes_each(sign
         response = signed_in.post(reverse("share-delete", args=[conversation.pk]), {"share": share}, **HTMX)
         assert response.status_code == 200
     assert selectors.conversation_shares(conversation=conversation) == []
+
+
+def test_the_panel_offers_only_the_owners_groups_and_a_foreign_one_is_refused(client, user, other_user):
+    conversation, _ = _shared_conversation(user)
+    mine = Group.objects.create(name="我的研究组")
+    theirs = Group.objects.create(name="机密项目组")
+    user.groups.add(mine)
+    other_user.groups.add(theirs)
+    client.force_login(user)
+    url = reverse("share-create", args=[conversation.pk])
+
+    page = client.get(conversation.get_absolute_url()).content.decode()
+    # What a hand-crafted request gets, with HTMX and without.
+    refused = client.post(url, {"audience": "group", "group": theirs.pk}, **HTMX)
+    refused_form = client.post(url, {"audience": "group", "group": theirs.pk})
+
+    assert "我的研究组" in page and "机密项目组" not in page
+    assert f'<option value="{mine.pk}">' in page and f'<option value="{theirs.pk}">' not in page
+    for response in (refused, refused_form):
+        html = response.content.decode()
+        assert response.status_code == 422
+        assert "That group cannot be chosen here. Choose one of the groups listed." in html
+        assert "机密项目组" not in html
+    assert not ConversationShare.objects.exists()
+    # Other people's groups are not even named to the other user, who is in one.
+    client.force_login(other_user)
+    own = ConversationFactory(owner=other_user)
+    assert "我的研究组" not in client.get(own.get_absolute_url()).content.decode()
 
 
 def test_sharing_with_someone_unknown_says_so_in_the_panel(signed_in, user):
