@@ -408,7 +408,7 @@ def artifact_raw(request, conversation_id, artifact_id):
         response = FileResponse(
             artifact.file.open("rb"),
             as_attachment=True,
-            # Cleaned again: an upload's name from before name_clean may hold a right-to-left override.
+            # Cleaned here too, whatever wrote the row (the admin's metadata field, a script).
             filename=name_clean(artifact.metadata.get("original_name") or artifact.artifact_id),
             content_type=artifact.content_type if artifact.content_type in INERT_TYPES else "application/octet-stream",
         )
