@@ -2,6 +2,7 @@ from django import forms
 from django.contrib.auth.models import Group
 from django.utils.translation import gettext_lazy as _
 
+from artifactflow.names import name_clean
 from artifacts.services import artifact_upload_check
 from artifacts.uploads import UploadError
 
@@ -34,5 +35,5 @@ class LibraryDocumentForm(forms.Form):
         return uploaded_file
 
     def clean_title(self):
-        # NUL cannot be stored in a Postgres text column.
-        return self.cleaned_data["title"].replace("\x00", "").strip()
+        # One line, without what hides or reorders text (a right-to-left override, zero-width spaces).
+        return " ".join(name_clean(self.cleaned_data["title"]).split())

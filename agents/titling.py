@@ -18,6 +18,7 @@ from django.conf import settings
 from django.db import transaction
 
 from artifactflow import realtime
+from artifactflow.names import name_clean
 from conversations.models import Conversation
 
 from .budgets import BudgetSpent, call_cost, spend_reserve, spend_settle
@@ -39,7 +40,6 @@ REPLY_MAX_CHARS = 400
 
 _HAN = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _LATIN_WORD = re.compile(r"[A-Za-z]+")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _LABEL = re.compile(r"^(?:title|标题)\s*[:：]\s*", re.IGNORECASE)
 _WRAPPING = "\"'“”‘’「」『』《》*_`#>- "
 
@@ -112,16 +112,19 @@ def _title_asked(*, model: ChatModel, user, question: str, answer: str) -> str |
 
 
 def title_clean(reply: str, *, question: str) -> str | None:
-    """The model's reply as a title: its first line, without quotes, markup or
-    a "Title:" label, at most TITLE_MAX_CHARS; None when nothing usable is
-    left, or when a Chinese question got a title with no Chinese in it."""
+    """The model's reply as a title: its first line, without quotes, markup,
+    a "Title:" label or characters that hide or reorder text (name_clean), at
+    most TITLE_MAX_CHARS; None when nothing usable is left, or when a Chinese
+    question got a title with no Chinese in it."""
     # A thinking model may write its reasoning in the text before the answer.
     reply = re.sub(r"<think>.*?(?:</think>|$)", "", reply, flags=re.DOTALL)
-    lines = [line.strip() for line in reply.splitlines() if line.strip()]
+    # Cleaned first: a line of invisible characters is no line, and an override
+    # before a quote would keep the quote.
+    lines = [" ".join(name_clean(line).split()) for line in reply.splitlines()]
+    lines = [line for line in lines if line]
     if not lines:
         return None
     title = _LABEL.sub("", lines[0]).strip(_WRAPPING + "。.")
-    title = " ".join(_CONTROL.sub(" ", title).split())
     if not title or "<tool_call" in title:
         return None
     if len(title) > TITLE_MAX_CHARS:

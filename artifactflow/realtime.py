@@ -156,10 +156,23 @@ def _publisher() -> _Publisher:
 
 
 def publisher_reset() -> None:
-    """Stop this process's publisher: the next send starts one on the channel
-    layer settings of the moment (for tests that point the layer elsewhere)."""
+    """Stop this process's publisher once its sends are done: the next send
+    starts one on the channel layer settings of the moment (for tests that
+    point the layer elsewhere). Also when the process exits."""
     global _instance
     with _instance_lock:
         publisher, _instance = _instance, None
     if publisher is not None:
         publisher.close()
+
+
+# The publisher's thread is a daemon, which the interpreter stops wherever it is
+# at exit: a process that lives for one change (manage.py shell, a management
+# command) would end before its wake-up left, and open pages would hear of it
+# only at their next periodic check. So the process waits for its sends once
+# its main thread is done. Not with atexit, which comes too late: by then
+# concurrent.futures refuses new work, and a layer that reaches its database
+# through asgiref's thread (the embedded SQLite layer) could send nothing. The
+# threading module's exit hooks run before that one's, the latest registered
+# first, and concurrent.futures registered its own on import (asgiref).
+threading._register_atexit(publisher_reset)

@@ -315,6 +315,10 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "chat"
 LOGOUT_REDIRECT_URL = "login"
 
+# The groups a person may share a conversation with (conversations.selectors.share_groups):
+# off, the groups they are in; on, every group of the portal.
+SHARE_ANY_GROUP = env.bool("ARTIFACTFLOW_SHARE_ANY_GROUP", default=False)
+
 # --- Single sign-on (OpenID Connect) --------------------------------------------
 
 # Off unless an issuer is set. The provider's endpoints come from its discovery

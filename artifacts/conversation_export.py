@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from django.utils.translation import gettext
 
+from artifactflow.names import name_clean
 from conversations.models import Conversation, Message
 from conversations.tree import message_path
 
@@ -35,8 +36,8 @@ ARTIFACTS_FOLDER = "artifacts"
 # folder and a "-2" must still fit.
 FILE_NAME_MAX_BYTES = 120
 _EXTENSIONS = {"text/markdown": ".md", "text/plain": ".txt", "text/csv": ".csv", "application/json": ".json"}
-# Path separators, characters Windows refuses, and control characters.
-_UNSAFE = re.compile(r'[\x00-\x1f\x7f/\\:*?"<>|]+')
+# Path separators and the other characters Windows refuses (control characters go before: name_clean).
+_UNSAFE = re.compile(r'[/\\:*?"<>|]+')
 _WINDOWS_RESERVED = {"CON", "PRN", "AUX", "NUL", *(f"COM{n}" for n in range(10)), *(f"LPT{n}" for n in range(10))}
 _TEXT_TYPE = "text/markdown; charset=utf-8"
 
@@ -124,16 +125,16 @@ def _artifact_file(head: ArtifactVersion) -> tuple[str, bytes]:
 
 
 def safe_file_name(name: str, *, extension: str, fallback: str) -> str:
-    """`name` as one file name on any system: no folder, no control or
-    reserved character, no leading dot, not too long, ending in `extension`."""
-    extension = _UNSAFE.sub("", extension)
-    stem = _UNSAFE.sub("_", unicodedata.normalize("NFC", name)).strip(" ._")
+    """`name` as one file name on any system: no folder, no control, format
+    or reserved character, no leading dot, not too long, ending in `extension`."""
+    extension = _UNSAFE.sub("", name_clean(extension))
+    stem = _UNSAFE.sub("_", unicodedata.normalize("NFC", name_clean(name))).strip(" ._")
     if extension and stem.lower().endswith(extension.lower()):
         stem = stem[: -len(extension)].rstrip(" .")
     budget = FILE_NAME_MAX_BYTES - len(extension.encode())
     stem = stem.encode()[:budget].decode(errors="ignore").rstrip(" .")
     if not stem:
-        stem = _UNSAFE.sub("_", fallback).strip(" ._")[:40] or "file"
+        stem = _UNSAFE.sub("_", name_clean(fallback)).strip(" ._")[:40] or "file"
     if stem.split(".")[0].upper() in _WINDOWS_RESERVED:
         stem = f"_{stem}"
     return stem + extension

@@ -25,6 +25,7 @@ from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from artifactflow.db import transient_retry
+from artifactflow.names import name_clean
 
 from . import live
 from .branches import Branch, branch_head, branch_heads, version_is_text, version_title
@@ -178,6 +179,8 @@ class ArtifactManager:
             content_type_validate(content_type)
         except ValidationError as exc:
             raise ArtifactError(exc.messages[0]) from None
+        # A line break is refused above, so the model hears of it; what hides or reorders text just goes.
+        title = name_clean(title)
         if self._get(artifact_id) is not None:
             raise ArtifactError(
                 f"Artifact '{artifact_id}' already exists. Use update_artifact or rewrite_artifact to change it."

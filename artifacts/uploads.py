@@ -20,6 +20,7 @@ from django.utils.translation import gettext
 
 from artifactflow.documents import DocumentError, docx_markdown, pdf_text
 from artifactflow.extraction import document_read, document_read_async
+from artifactflow.names import name_clean
 
 ID_MAX_LENGTH = 100
 TITLE_MAX_LENGTH = 300  # Artifact.title's max_length
@@ -78,8 +79,6 @@ TEXT_TYPES = {
 _DOCUMENT_READERS = {".docx": (docx_markdown, "text/markdown"), ".pdf": (pdf_text, "text/plain")}
 _UNKNOWN_TYPE = "application/octet-stream"
 
-# Bidirectional overrides count too: they make "gpj.exe" read as "exe.jpg".
-_CONTROL_CHARACTERS = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 _ID_UNSAFE = re.compile(r"[^\w\-.]")
 _UNDERSCORES = re.compile(r"_{2,}")
 _EXTENSION_MAX_LENGTH = 16
@@ -196,9 +195,10 @@ def _document_converted(upload: _Document, *, content: str, data: bytes) -> Conv
 
 
 def _base_name(filename: str) -> str:
-    """The file's own name: no directories (either separator), no control characters."""
+    """The file's own name: no directories (either separator), no control or
+    format characters (a right-to-left override makes "gpj.exe" read as "exe.jpg")."""
     # Browsers on macOS send decomposed accents; composed, they are letters.
-    name = unicodedata.normalize("NFC", _CONTROL_CHARACTERS.sub("", filename))
+    name = unicodedata.normalize("NFC", name_clean(filename))
     return re.split(r"[/\\]", name)[-1].strip()
 
 

@@ -9,6 +9,7 @@ from django_htmx.http import push_url, reswap, retarget
 
 from agents.selectors import branch_shown_live
 from artifactflow.ids import id_from_text
+from artifactflow.names import name_clean
 from conversations.selectors import conversation_get, conversation_viewable
 
 from . import paging, pane, selectors, services
@@ -360,7 +361,8 @@ def _upload_shown(request, branch, *, artifact_id):
 def _download_name(artifact, extension, *, version=None):
     """The artifact's id as a file name, with the artifact's number of the
     version in it when given: the one version name that never changes."""
-    name = artifact.artifact_id
+    # An id is letters, digits, "_", "-" and "." unless a script wrote it around the validators.
+    name = name_clean(artifact.artifact_id)
     if extension and name.lower().endswith(extension):
         name = name[: -len(extension)]
     return f"{name}-v{version}{extension}" if version else name + extension
@@ -406,7 +408,8 @@ def artifact_raw(request, conversation_id, artifact_id):
         response = FileResponse(
             artifact.file.open("rb"),
             as_attachment=True,
-            filename=artifact.metadata.get("original_name") or artifact.artifact_id,
+            # Cleaned here too, whatever wrote the row (the admin's metadata field, a script).
+            filename=name_clean(artifact.metadata.get("original_name") or artifact.artifact_id),
             content_type=artifact.content_type if artifact.content_type in INERT_TYPES else "application/octet-stream",
         )
     else:

@@ -4,9 +4,10 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
+from django.conf import settings
 from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 from django.utils.formats import date_format
 from django.utils.translation import gettext, pgettext
@@ -183,9 +184,12 @@ def conversation_shares(*, conversation: Conversation) -> list[ConversationShare
     return list(ConversationShare.objects.filter(conversation=conversation).select_related("user", "group"))
 
 
-def share_groups() -> list[Group]:
-    """The groups (teams) a conversation can be shared with."""
-    return list(Group.objects.order_by("name"))
+def share_groups(*, user) -> QuerySet[Group]:
+    """The groups (teams) the user may share a conversation with: those they
+    are in, or with ARTIFACTFLOW_SHARE_ANY_GROUP every group. Anyone else's
+    group, even its name, stays out of their sight; the admin shares with any."""
+    groups = Group.objects.all() if settings.SHARE_ANY_GROUP else Group.objects.filter(user=user)
+    return groups.order_by("name")
 
 
 def message_get(*, conversation: Conversation, message_id) -> Message | None:

@@ -2,15 +2,16 @@
 message, which starts a turn) and deleting are agents.services.asking's."""
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError
-from django.core.validators import ProhibitNullCharactersValidator
 from django.utils import timezone
 from django.utils.translation import gettext
 
 from artifactflow import realtime
+from artifactflow.ids import id_from_text
+from artifactflow.names import name_clean
 
 from .models import Conversation, ConversationShare, Message
+from .selectors import share_groups
 
 
 def branch_switch(*, conversation: Conversation, message: Message) -> Message:
@@ -33,10 +34,10 @@ def branch_switch(*, conversation: Conversation, message: Message) -> Message:
 
 
 def conversation_rename(*, conversation: Conversation, title: str) -> Conversation:
-    title = " ".join(title.split())
+    # Without what hides or reorders text (a right-to-left override, NUL, zero-width spaces).
+    title = " ".join(name_clean(title).split())
     if not title:
         raise ValidationError(gettext("A conversation needs a title."))
-    ProhibitNullCharactersValidator()(title)
     max_length = Conversation._meta.get_field("title").max_length
     if len(title) > max_length:
         raise ValidationError(gettext("A title may have at most %(max)s characters.") % {"max": max_length})
@@ -62,10 +63,15 @@ def share_with_user(*, conversation: Conversation, by, username: str) -> Convers
 
 
 def share_with_group(*, conversation: Conversation, by, group_id) -> ConversationShare:
-    """Let every member of the group read the conversation, whoever joins it later too."""
-    group = Group.objects.filter(pk=group_id).first() if str(group_id or "").isdigit() else None
-    if group is None:
+    """Let every member of the group read the conversation, whoever joins it
+    later too. Only a group `by` may share with (selectors.share_groups): a
+    request naming another, or none there is, is refused alike."""
+    if not str(group_id or "").strip():
         raise ValidationError(gettext("Choose a group."))
+    pk = id_from_text(group_id)
+    group = share_groups(user=by).filter(pk=pk).first() if pk is not None else None
+    if group is None:
+        raise ValidationError(gettext("That group cannot be chosen here. Choose one of the groups listed."))
     share, _ = ConversationShare.objects.get_or_create(
         conversation=conversation, group=group, defaults={"created_by": by}
     )

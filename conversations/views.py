@@ -55,7 +55,7 @@ def _share_context(request, *, conversation, error: str = "") -> dict:
         "conversation": conversation,
         "shares": [share for share in shares if not share.everyone],
         "shared_with_everyone": any(share.everyone for share in shares),
-        "share_groups": selectors.share_groups(),
+        "share_groups": selectors.share_groups(user=request.user),
         "share_error": error,
     }
 

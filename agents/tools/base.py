@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
+from artifactflow.names import name_clean
+
 from ..event_schema import ErrorOutput, SourceData
 
 AUTO = "auto"
@@ -42,9 +44,10 @@ def tool_error(*, tool: str, message: str) -> ToolResult:
 
 
 def source_data(*, title: str, url: str, text: str) -> SourceData:
-    """A page a tool found or read, with the start of `text` as its excerpt."""
+    """A page a tool found or read, with the start of `text` as its excerpt.
+    Its title is the page's: one line, with nothing that hides or reorders text."""
     excerpt = " ".join(text[: SOURCE_EXCERPT_CHARS * 2].split())[:SOURCE_EXCERPT_CHARS]
-    return SourceData(title=title, url=url, excerpt=excerpt)
+    return SourceData(title=" ".join(name_clean(title).split()), url=url, excerpt=excerpt)
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,41 @@ def test_a_chinese_question_gets_a_chinese_title(user, titles):
     assert conversation.title == "空气源热泵的低温效率"
 
 
+# Every bidirectional control, and the other characters that show nothing.
+HIDDEN = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c\u200b\ufeff\u00ad\U000e0041"
+
+
+def test_a_title_that_hides_or_reorders_text_reaches_neither_the_database_nor_the_page(
+    user, titles, client, monkeypatch
+):
+    sent = []
+    monkeypatch.setattr(realtime, "event_send_on_commit", lambda **event: sent.append(event))
+    # Would show as "…的低温效率exe.gpj": the override reverses what follows it.
+    reply = Text(f"\u202e《空气源热泵\u200b的低温效率》\u2066jpg.exe\u2069\u200f\n{HIDDEN}")
+
+    _, conversation = _turn(user, CHINESE_QUESTION, reply, model_server=titles)
+
+    assert conversation.title == "空气源热泵的低温效率》jpg.exe"
+    assert [event["title"] for event in sent if event["type"] == realtime.TITLE_CHANGED] == [conversation.title]
+    client.force_login(user)
+    page = client.get(conversation.get_absolute_url()).content.decode()
+    assert page.count("空气源热泵的低温效率") >= 2
+    assert not set(HIDDEN) & set(page)
+
+
+def test_a_title_of_nothing_but_hidden_characters_keeps_the_question(user, titles):
+    _, conversation = _turn(user, CHINESE_QUESTION, Text(f"{HIDDEN}\n\u202e"), model_server=titles)
+
+    assert conversation.title == asking._title_from(CHINESE_QUESTION)
+    assert "title_source" not in conversation.metadata
+
+
+def test_the_questions_title_hides_nothing_either(user):
+    conversation = asking.conversation_start(user=user, content=f"\u202e热泵{HIDDEN}效率如何？", enqueue=False)
+
+    assert conversation.title == "热泵效率如何？"
+
+
 @pytest.mark.parametrize(
     "reply",
     [

@@ -820,6 +820,8 @@ def test_a_document_limited_to_a_group_is_its_members_alone(two_clients, user, o
         ("nul\x00name.md", "nulname.md"),
         ("<script>alert(1)<b>.md", "<script>alert(1)<b>.md"),
         ("长" * 300 + ".md", None),
+        # Would read "报告dm.exe" with the override.
+        ("报告\u200f\u202eexe.md\u2066\u200b", "报告exe.md"),
     ],
 )
 def test_hostile_file_names_become_harmless_titles_and_files(signed_in, name, title, media_root):
@@ -836,6 +838,15 @@ def test_hostile_file_names_become_harmless_titles_and_files(signed_in, name, ti
         b"# Notes"
     )
     assert b"<script>alert" not in page.content
+
+
+def test_a_typed_title_keeps_nothing_that_hides_or_reorders_text(signed_in):
+    response = signed_in.post(
+        reverse("library"), {"file": _upload("notes.md"), "title": " \u202e我的\u200b标题\u200f\x01 第一版\u2069 "}
+    )
+
+    assert response.status_code == 302
+    assert LibraryDocument.objects.get().title == "我的标题 第一版"
 
 
 def test_an_unsupported_file_is_refused_with_a_clear_message_and_the_form_keeps_the_title(signed_in):

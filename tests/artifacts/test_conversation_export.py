@@ -143,7 +143,12 @@ def test_zip_carries_an_uploaded_file_as_it_was_uploaded():
         ("notes.md", ".md", "notes.md"),
         ("../../etc/passwd", ".md", "etc_passwd.md"),
         ("", ".md", "fallback.md"),
-        ("nul\x00byte", ".txt", "nul_byte.txt"),
+        ("nul\x00byte", ".txt", "nulbyte.txt"),
+        # Shown as "photoexe.zip" with the override; nothing that hides or reorders text is left.
+        ("photo\u202egnp.exe", ".zip", "photognp.exe.zip"),
+        ("\u2066報告\u2069\u200f\u061c\u200e\u200b\ufeff\u00ad", ".md", "報告.md"),
+        ("\u202e\u202a\u202b\u202c\u202d", ".md", "fallback.md"),
+        ("热泵的冬季表现", ".docx", "热泵的冬季表现.docx"),
         ("报告" * 300, ".md", ("报告" * 20)[:39] + ".md"),  # 117 bytes of UTF-8
         ("a" * 300, ".md", "a" * 117 + ".md"),
     ],

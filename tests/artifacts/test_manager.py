@@ -134,11 +134,26 @@ def test_create_refuses_titles_and_content_types_that_cannot_be_stored_or_sent(b
 def test_titles_and_content_types_at_their_bounds_are_stored_as_given(branch):
     manager = ArtifactManager(branch=branch)
     manager.create(artifact_id="a", content="x", title="标" * 300, content_type="text/" + "x" * 95)
-    manager.create(artifact_id="b", content="x", title="Tab\tkept", content_type="text/plain; charset=utf-8")
+    manager.create(artifact_id="b", content="x", title="报告 第一版", content_type="text/plain; charset=utf-8")
     manager.flush_all()
 
     stored = list(Artifact.objects.order_by("artifact_id").values_list("title", "content_type"))
-    assert stored == [("标" * 300, "text/" + "x" * 95), ("Tab\tkept", "text/plain; charset=utf-8")]
+    assert stored == [("标" * 300, "text/" + "x" * 95), ("报告 第一版", "text/plain; charset=utf-8")]
+
+
+def test_a_models_title_keeps_nothing_that_hides_or_reorders_text(branch):
+    manager = ArtifactManager(branch=branch)
+    # Would read "报告exe.fdp" with the override.
+    change = manager.create(artifact_id="report", content="x", title="报告\u202epdf.exe\u2066\u200f\u200b\ufeff")
+    manager.create(artifact_id="tabbed", content="x", title="Tab\tapart")
+    manager.create(artifact_id="hidden", content="x", title="\u202e\u200b\u061c")
+    manager.flush_all()
+
+    # What the tool tells the model is what is stored.
+    assert change.artifact.title == "报告pdf.exe"
+    stored = dict(Artifact.objects.values_list("artifact_id", "title"))
+    assert stored == {"report": "报告pdf.exe", "tabbed": "Tab apart", "hidden": "hidden"}
+    assert dict(ArtifactVersion.objects.values_list("artifact__artifact_id", "title")) == stored
 
 
 def test_a_refused_update_changes_nothing(branch):

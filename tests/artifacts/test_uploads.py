@@ -20,7 +20,7 @@ PARAGRAPH = b"<w:p><w:r><w:t>x</w:t></w:r></w:p>"
         ("..\\..\\win.ini", "win.ini"),
         ("C:\\Users\\me\\notes.md", "notes.md"),
         ("a\x00b.md", "ab.md"),
-        ("tab\there\n.txt", "tabhere.txt"),
+        ("tab\there\n.txt", "tab_here.txt"),
         (".htaccess", "htaccess"),
         ("..", "upload"),
         ("   ", "upload"),
@@ -82,10 +82,23 @@ def test_text_uploads_become_text_artifacts(filename, data, content, content_typ
     )
 
 
-def test_title_is_the_cleaned_base_name():
-    converted = convert_upload(filename="C:\\tmp\\重要 报告\x07\u202e.md", data=b"x")
+@pytest.mark.parametrize(
+    ("filename", "title"),
+    [
+        ("C:\\tmp\\重要 报告\x07\u202e.md", "重要 报告.md"),
+        # Every bidirectional control, and the other characters that show nothing.
+        ("photo\u200fgnp\u200e.exe", "photognp.exe"),
+        ("\u061c\u2067报告\u2069\u200b\ufeff\u00ad\u2060.md", "报告.md"),
+        ("\u202a\u202b\u202c\u202d\u2066\u2068notes.md", "notes.md"),
+        ("tag\U000e0041\U000e007f.md", "tag.md"),
+        # A joiner between two characters is part of the name (one emoji, Persian spelling).
+        ("👩\u200d🔬 می\u200cخواهم.md", "👩\u200d🔬 می\u200cخواهم.md"),
+    ],
+)
+def test_title_is_the_cleaned_base_name(filename, title):
+    converted = convert_upload(filename=filename, data=b"x")
 
-    assert converted.title == "重要 报告.md"
+    assert converted.title == title
 
 
 def test_non_utf8_text_is_refused():

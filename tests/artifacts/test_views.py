@@ -7,6 +7,7 @@ import time
 import traceback
 from importlib import import_module
 from pathlib import Path
+from urllib.parse import unquote
 
 import docx
 import pytest
@@ -443,6 +444,41 @@ def test_a_non_ascii_name_downloads_under_its_own_name(signed_in, conversation):
     assert (
         export["Content-Disposition"] == "attachment; filename*=utf-8''%E6%8A%A5%E5%91%8A_%E6%9C%80%E7%BB%88.md-v1.docx"
     )
+
+
+def download_name(response) -> str:
+    """The file name a browser saves the response under: filename* (RFC 6266, UTF-8) or filename."""
+    disposition = response["Content-Disposition"]
+    if extended := re.search(r"filename\*=utf-8''([^;\s]+)", disposition):
+        return unquote(extended[1], errors="strict")
+    return re.search(r'filename="((?:[^"\\]|\\.)*)"', disposition)[1]
+
+
+@pytest.mark.parametrize(
+    ("filename", "saved_as"),
+    [
+        # Would read "photoexe.png" with the override; an ASCII name goes in filename.
+        ("photo\u202egnp.exe", "photognp.exe"),
+        # A non-ASCII one in filename*: none of the percent-encoded controls (%E2%80%AE, %E2%80%8F…).
+        ("报告\u200f\u061c\u2067最终\u2069\u200b\ufeff.pdf\u202e.exe", "报告最终.pdf.exe"),
+    ],
+)
+def test_an_uploads_name_hides_and_reorders_nothing_in_the_pane_or_its_download(
+    signed_in, conversation, filename, saved_as
+):
+    signed_in.post(_url("artifact-pane", conversation), {"file": SimpleUploadedFile(filename, b"MZ bytes")}, **HTMX)
+    artifact = Artifact.objects.get(session=conversation.artifact_session)
+
+    pane = signed_in.get(_url("artifact-detail", conversation, artifact.artifact_id), **HTMX).content.decode()
+    download = signed_in.get(_url("artifact-raw", conversation, artifact.artifact_id))
+
+    assert artifact.title == artifact.metadata["original_name"] == saved_as
+    assert saved_as in pane and "\u202e" not in pane and "\u200f" not in pane
+    assert download_name(download) == saved_as
+    # A name stored before names were cleaned (or by a script) is cleaned on its way out.
+    artifact.metadata["original_name"] = filename
+    artifact.save()
+    assert download_name(signed_in.get(_url("artifact-raw", conversation, artifact.artifact_id))) == saved_as
 
 
 @pytest.mark.parametrize("name", ["upload", "diff", "edit", "raw", "export.docx"])

@@ -4,7 +4,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
 from artifactflow import realtime
-from conversations import services
+from conversations import selectors, services
 from conversations.models import Conversation, ConversationShare
 from tests.factories import ConversationFactory, ConversationShareFactory, MessageFactory, UserFactory
 
@@ -60,6 +60,18 @@ def test_rename_tidies_the_title():
     assert Conversation.objects.get(pk=conversation.pk).title == "Heat pumps"
 
 
+def test_a_renamed_title_keeps_nothing_that_hides_or_reorders_text():
+    conversation = ConversationFactory(title="Kept")
+
+    # Would read "热泵报告fdp.exe" with the override.
+    services.conversation_rename(conversation=conversation, title="热泵报告\u202eexe.pdf\u200f\u2066\u200b\x01")
+
+    assert Conversation.objects.get(pk=conversation.pk).title == "热泵报告exe.pdf"
+    with pytest.raises(ValidationError, match="needs a title"):
+        services.conversation_rename(conversation=conversation, title="\u202e\u200b\x00 \ufeff")
+    assert Conversation.objects.get(pk=conversation.pk).title == "热泵报告exe.pdf"
+
+
 def test_sharing_with_a_user_by_name_once_however_often_it_is_asked(user, other_user):
     conversation = ConversationFactory(owner=user)
 
@@ -84,6 +96,7 @@ def test_sharing_with_no_one_or_oneself_is_refused(user, name):
 def test_sharing_with_a_group_and_with_everyone_and_stopping(user):
     conversation = ConversationFactory(owner=user)
     team = Group.objects.create(name="研究组")
+    user.groups.add(team)
 
     by_group = services.share_with_group(conversation=conversation, by=user, group_id=str(team.pk))
     services.share_with_everyone(conversation=conversation, by=user, on=True)
@@ -97,6 +110,43 @@ def test_sharing_with_a_group_and_with_everyone_and_stopping(user):
     for group_id in ("", None, "x", str(team.pk + 1)):
         with pytest.raises(ValidationError):
             services.share_with_group(conversation=conversation, by=user, group_id=group_id)
+
+
+def test_a_person_shares_only_with_the_groups_they_are_in(user, other_user):
+    conversation = ConversationFactory(owner=user)
+    mine, theirs = Group.objects.create(name="我的组"), Group.objects.create(name="别人的组")
+    user.groups.add(mine)
+    other_user.groups.add(theirs)
+
+    assert list(selectors.share_groups(user=user)) == [mine]
+    with pytest.raises(ValidationError, match="That group cannot be chosen here"):
+        services.share_with_group(conversation=conversation, by=user, group_id=str(theirs.pk))
+    assert not ConversationShare.objects.exists()
+    assert services.share_with_group(conversation=conversation, by=user, group_id=str(mine.pk)).group == mine
+
+
+def test_with_share_any_group_a_person_shares_with_every_group(user, other_user, settings):
+    settings.SHARE_ANY_GROUP = True
+    conversation = ConversationFactory(owner=user)
+    theirs = Group.objects.create(name="别人的组")
+    other_user.groups.add(theirs)
+
+    assert list(selectors.share_groups(user=user)) == [theirs]
+    assert services.share_with_group(conversation=conversation, by=user, group_id=str(theirs.pk)).group == theirs
+
+
+def test_a_share_with_a_group_its_owner_left_keeps_letting_its_members_in(user, other_user):
+    # As an admin may have shared it, or the owner while still in the group: leaving it revokes nothing.
+    conversation = ConversationFactory(owner=user)
+    team = Group.objects.create(name="研究组")
+    user.groups.add(team)
+    other_user.groups.add(team)
+    services.share_with_group(conversation=conversation, by=user, group_id=str(team.pk))
+
+    user.groups.remove(team)
+
+    assert selectors.conversation_viewable(user=other_user, conversation_id=conversation.pk) == conversation
+    assert [share.group for share in selectors.conversation_shares(conversation=conversation)] == [team]
 
 
 def test_a_share_is_removed_only_from_its_own_conversation(user, other_user):

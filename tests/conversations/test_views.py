@@ -23,6 +23,7 @@ from artifacts.manager import ArtifactManager
 from artifacts.models import Artifact, ArtifactSession
 from conversations import selectors, services
 from conversations.models import Conversation, ConversationShare, Message
+from tests.artifacts.test_views import download_name
 from tests.conversations.test_selectors import expected_label
 from tests.factories import PASSWORD, ConversationFactory, ConversationShareFactory, MessageFactory, RunFactory
 
@@ -897,6 +898,7 @@ def _shared_conversation(owner):
 def test_the_owner_shares_with_a_user_a_group_and_everyone_and_removes_each(signed_in, user, other_user):
     conversation, _ = _shared_conversation(user)
     team = Group.objects.create(name="研究组")
+    user.groups.add(team)
     url = reverse("share-create", args=[conversation.pk])
 
     page = signed_in.get(conversation.get_absolute_url()).content.decode()
@@ -913,6 +915,34 @@ def test_the_owner_shares_with_a_user_a_group_and_everyone_and_removes_each(sign
         response = signed_in.post(reverse("share-delete", args=[conversation.pk]), {"share": share}, **HTMX)
         assert response.status_code == 200
     assert selectors.conversation_shares(conversation=conversation) == []
+
+
+def test_the_panel_offers_only_the_owners_groups_and_a_foreign_one_is_refused(client, user, other_user):
+    conversation, _ = _shared_conversation(user)
+    mine = Group.objects.create(name="我的研究组")
+    theirs = Group.objects.create(name="机密项目组")
+    user.groups.add(mine)
+    other_user.groups.add(theirs)
+    client.force_login(user)
+    url = reverse("share-create", args=[conversation.pk])
+
+    page = client.get(conversation.get_absolute_url()).content.decode()
+    # What a hand-crafted request gets, with HTMX and without.
+    refused = client.post(url, {"audience": "group", "group": theirs.pk}, **HTMX)
+    refused_form = client.post(url, {"audience": "group", "group": theirs.pk})
+
+    assert "我的研究组" in page and "机密项目组" not in page
+    assert f'<option value="{mine.pk}">' in page and f'<option value="{theirs.pk}">' not in page
+    for response in (refused, refused_form):
+        html = response.content.decode()
+        assert response.status_code == 422
+        assert "That group cannot be chosen here. Choose one of the groups listed." in html
+        assert "机密项目组" not in html
+    assert not ConversationShare.objects.exists()
+    # Other people's groups are not even named to the other user, who is in one.
+    client.force_login(other_user)
+    own = ConversationFactory(owner=other_user)
+    assert "我的研究组" not in client.get(own.get_absolute_url()).content.decode()
 
 
 def test_sharing_with_someone_unknown_says_so_in_the_panel(signed_in, user):
@@ -1041,6 +1071,26 @@ def test_exports_are_the_owners_alone(client, user, other_user, name):
     assert response.status_code == 200
     assert response["Content-Disposition"].startswith("attachment;")
     assert response["X-Content-Type-Options"] == "nosniff"
+
+
+@pytest.mark.parametrize(
+    ("title", "saved_as"),
+    [
+        # Would read "reportxxx.exe" with the override; an ASCII name goes in filename.
+        ("report\u202eexe.xxx", "reportexe.xxx"),
+        # A non-ASCII one in filename*: none of the percent-encoded controls (%E2%80%AE, %E2%81%A6…).
+        ("热泵\u2066的冬季\u2069表现\u200f\u061c\u200e\u200b\ufeff\u202e", "热泵的冬季表现"),
+    ],
+)
+@pytest.mark.parametrize(("name", "extension"), list(zip(EXPORTS, (".md", ".docx", ".zip"), strict=True)))
+def test_an_export_is_named_without_what_hides_or_reorders_text(signed_in, user, title, saved_as, name, extension):
+    # Stored as the admin or a script could, around the portal's own titles.
+    conversation = ConversationFactory(owner=user, title=title)
+    MessageFactory(conversation=conversation, content="热泵冬天怎么工作？", response="照常工作。")
+
+    response = signed_in.get(reverse(name, args=[conversation.pk]))
+
+    assert download_name(response) == saved_as + extension
 
 
 def test_a_long_thread_exports_in_every_format(signed_in, user, monkeypatch):

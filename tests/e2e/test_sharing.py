@@ -65,7 +65,8 @@ def test_a_group_member_watches_a_shared_turn_live_until_the_owner_revokes(porta
     portal.shell(
         "from django.contrib.auth.models import Group; from django.contrib.auth import get_user_model; "
         f"team, _ = Group.objects.get_or_create(name={TEAM!r}); "
-        f"team.user_set.add(get_user_model().objects.get(username={viewer.username!r}))"
+        # The owner too: a person shares with the groups they are in.
+        f"team.user_set.add(*get_user_model().objects.filter(username__in={[owner.username, viewer.username]!r}))"
     )
     owner_page = new_page(viewport={"width": 1366, "height": 900})
     sign_in(owner_page, base_url=portal.base_url, user=owner)

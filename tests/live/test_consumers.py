@@ -1,7 +1,10 @@
 import asyncio
 import json
 import logging
+import os
 import re
+import subprocess
+import sys
 import time
 
 import lxml.html
@@ -41,6 +44,7 @@ from tests.factories import (
     UserFactory,
 )
 from tests.model_server import Text
+from tests.processes import ROOT, database_url
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -979,6 +983,38 @@ async def test_leaving_the_group_closes_the_socket_while_everyone_else_keeps_the
     assert await _closed(leaving, timeout=5) == consumers.NO_LONGER_SHARED
     await _still_open(staying, colleague)
     await staying.disconnect()
+
+
+def _manage_shell(code: str) -> None:
+    """`code` run by `manage.py shell` in a process of its own, as an
+    administrator would, on the test's database and channel layer; it exits
+    as soon as the code has run."""
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings", "DATABASE_URL": database_url()}
+    shell = [sys.executable, "manage.py", "shell", "--no-imports", "-c", code]
+    done = subprocess.run(shell, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("change", ["member.groups.remove(team)", "team.delete()"])
+async def test_a_group_changed_from_another_process_closes_the_readers_socket_at_once(
+    user, other_user, settings, change
+):
+    # Long past the test's wait: only the change's own wake-up can close the socket.
+    settings.WEBSOCKET_SESSION_CHECK_INTERVAL = 600
+    conversation = await _conversation(user)
+    team = await _team("研究组", user, other_user)
+    await _shared(conversation, group=team)
+    reader = await _open(conversation, (await _browser(other_user))[1])
+    owner_socket = await _open(conversation, (await _browser(user))[1])
+
+    await sync_to_async(_manage_shell)(
+        "from django.contrib.auth import get_user_model; from django.contrib.auth.models import Group; "
+        f"team = Group.objects.get(pk={team.pk}); member = get_user_model().objects.get(pk={other_user.pk}); {change}"
+    )
+
+    assert await _closed(reader, timeout=30) == consumers.NO_LONGER_SHARED
+    await _still_open(owner_socket, user)
+    await owner_socket.disconnect()
 
 
 async def test_a_viewer_still_let_in_another_way_keeps_the_socket(user, other_user):
