@@ -21,7 +21,7 @@ from artifacts.uploads import UploadError
 from .budgets import budget_of, metrics_tokens, tokens_today
 from .config import AGENTS
 from .library import library_file_read
-from .models import HttpTool, LibraryDocument, McpServer, Run, RunEvent, TokenBudget
+from .models import HttpTool, LibraryDocument, McpServer, Run, RunEvent, TokenBudget, TokenSpend
 from .services.admission import waiting_place
 from .services.retention import runs_fold_requested
 from .services.runs import runs_cancel_by_staff
@@ -352,6 +352,25 @@ class TokenBudgetAdmin(admin.ModelAdmin):
     @admin.display(description=_("tokens today"))
     def used_today(self, budget):
         return f"{tokens_today(user_id=budget.user_id):,}" if budget.user_id else "—"
+
+
+@admin.register(TokenSpend)
+class TokenSpendAdmin(admin.ModelAdmin):
+    """What each user's model calls spent a day (agents.budgets), as counted:
+    read-only. Deleting a day's row gives that day's spending back to the user."""
+
+    list_display = ("user", "day", "tokens")
+    list_select_related = ("user",)
+    list_filter = ("day",)
+    date_hierarchy = "day"
+    search_fields = ("user__username",)
+    ordering = ("-day", "-tokens")
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
 
 
 class ToolSourceForm(forms.ModelForm):

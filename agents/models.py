@@ -113,11 +113,15 @@ class TokenSpend(models.Model):
     to what the service reported as it ends. Kept apart from runs, so that
     deleting a conversation gives no budget back."""
 
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="token_spends")
-    day = models.DateField()
-    tokens = models.PositiveBigIntegerField(default=0)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="token_spends", verbose_name=_("user")
+    )
+    day = models.DateField(_("day"))
+    tokens = models.PositiveBigIntegerField(_("tokens"), default=0)
 
     class Meta:
+        verbose_name = _("tokens spent")
+        verbose_name_plural = _("tokens spent")
         constraints = [models.UniqueConstraint(fields=["user", "day"], name="token_spend_user_day")]
 
     def __str__(self):

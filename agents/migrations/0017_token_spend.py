@@ -38,11 +38,13 @@ class Migration(migrations.Migration):
             name='TokenSpend',
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('day', models.DateField()),
-                ('tokens', models.PositiveBigIntegerField(default=0)),
-                ('user', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='token_spends', to=settings.AUTH_USER_MODEL)),
+                ('day', models.DateField(verbose_name='day')),
+                ('tokens', models.PositiveBigIntegerField(default=0, verbose_name='tokens')),
+                ('user', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='token_spends', to=settings.AUTH_USER_MODEL, verbose_name='user')),
             ],
             options={
+                'verbose_name': 'tokens spent',
+                'verbose_name_plural': 'tokens spent',
                 'constraints': [models.UniqueConstraint(fields=('user', 'day'), name='token_spend_user_day')],
             },
         ),

@@ -123,18 +123,23 @@ def _connected_to(listener) -> bool:
     return True
 
 
+def _waiting(user, question: str) -> Run:
+    """The turn asking `question`, run until it waits for the answer to a permission request."""
+    conversation = asking.conversation_start(user=user, content=question, enqueue=False)
+    run = conversation.active_branch.runs.get()
+    run_execute(run_id=run.pk)
+    run.refresh_from_db()
+    assert run.status == Run.Status.WAITING_PERMISSION
+    return run
+
+
 def _fetch_waiting(user, scripted_model, url) -> Run:
     """A turn whose crawl agent asks to read `url` and waits for the answer."""
     scripted_model.add(
         Text(call("call_subagent", agent="crawl_agent", instruction="Read the heat pump article")),
         Text(call("web_fetch", url=url), chunk_size=1000),
     )
-    conversation = asking.conversation_start(user=user, content="How efficient are heat pumps?", enqueue=False)
-    run = conversation.active_branch.runs.get()
-    run_execute(run_id=run.pk)
-    run.refresh_from_db()
-    assert run.status == Run.Status.WAITING_PERMISSION
-    return run
+    return _waiting(user, "How efficient are heat pumps?")
 
 
 def _prompt(html: str):
@@ -183,12 +188,7 @@ def _http_waiting(user, scripted_model, service, **params) -> Run:
         service.url, path="/api/items/{which}/comments", method="GET", parameters=QUERY_SCHEMA, permission="confirm"
     )
     scripted_model.add(Text(call("ticket_lookup", **params)), Text("Done."))
-    conversation = asking.conversation_start(user=user, content="看看这个工单的评论", enqueue=False)
-    run = conversation.active_branch.runs.get()
-    run_execute(run_id=run.pk)
-    run.refresh_from_db()
-    assert run.status == Run.Status.WAITING_PERMISSION
-    return run
+    return _waiting(user, "看看这个工单的评论")
 
 
 def test_an_http_tools_prompt_shows_the_request_it_will_send_and_an_approval_sends_exactly_that(

@@ -17,6 +17,7 @@ from tests.factories import (
     LibraryDocumentFactory,
     MessageFactory,
     RunFactory,
+    TokenSpendFactory,
     UserFactory,
 )
 
@@ -41,6 +42,7 @@ def test_every_changelist_and_change_page_loads_with_search(staff_client):
     ArtifactVersion.objects.create(artifact=artifact, version=1, update_type="create")
     LibraryDocumentFactory(title="Findable")
     TokenBudget.objects.create(user=conversation.owner, daily_tokens=1_000)
+    TokenSpendFactory(user=conversation.owner, tokens=1_000)
     ConversationShareFactory(conversation=conversation, everyone=True)
     HttpTool.objects.create(
         name="findable", description="Findable", url_template="http://tickets.internal/", parameters={"type": "object"}
@@ -96,6 +98,7 @@ def _something_of_everything():
     RunEvent.objects.create(run=queued, seq=1, type=RunEvent.Type.METADATA)
     LibraryDocumentFactory()
     TokenBudget.objects.create(user=owner, daily_tokens=1_000)
+    TokenSpendFactory(user=owner, tokens=1_000)
     ConversationShareFactory(conversation=conversation, user=UserFactory())
     HttpTool.objects.create(
         name="tickets", description="Tickets", url_template="http://tickets.internal/", parameters={"type": "object"}
