@@ -24,6 +24,8 @@ from django.db.models import F
 from django.utils import timezone
 from django.utils.translation import gettext, gettext_noop
 
+from artifactflow.db import transient_retry
+
 from .models import TokenBudget, TokenSpend
 from .tokens import tokens_estimate
 
@@ -48,6 +50,8 @@ class BudgetSpent(Exception):
 class Reservation:
     user_id: int
     day: date
+    # The request's estimated tokens, and what was reserved for the call (0 without a budget).
+    estimate: int
     tokens: int
 
 
@@ -92,7 +96,7 @@ def spend_reserve(*, user, estimate: int) -> Reservation:
     day = timezone.localdate()
     budget = budget_of(user=user)
     if not budget:
-        return Reservation(user_id=user.pk, day=day, tokens=0)
+        return Reservation(user_id=user.pk, day=day, estimate=estimate, tokens=0)
     tokens = estimate + RESERVED_REPLY_TOKENS
     with transaction.atomic():
         spend = _spend_row(user_id=user.pk, day=day)
@@ -102,32 +106,34 @@ def spend_reserve(*, user, estimate: int) -> Reservation:
         if spent >= budget:
             raise BudgetSpent
         TokenSpend.objects.filter(pk=spend.pk).update(tokens=F("tokens") + tokens)
-    return Reservation(user_id=user.pk, day=day, tokens=tokens)
+    return Reservation(user_id=user.pk, day=day, estimate=estimate, tokens=tokens)
 
 
-def spend_settle(*, reservation: Reservation, tokens: int) -> None:
-    """After the call: what it cost (as the service reported it, or as
-    estimated when it reported nothing) takes the reservation's place, on
-    the day it was reserved."""
-    change = tokens - reservation.tokens
+def spend_settle(*, reservation: Reservation, usage: dict | None, reply: str) -> None:
+    """After the call: what it cost takes the reservation's place, on the day
+    it was reserved. The cost is the service's count (`usage`), or when it
+    reported none the estimates of the request and of the `reply`. Retried
+    while the database is away; repeated after a commit reported lost, it
+    counts the call twice: too much, never too little."""
+    if usage and usage.get("total_tokens"):
+        cost = usage["total_tokens"]
+    else:
+        cost = reservation.estimate + tokens_estimate(text=reply)
+    change = cost - reservation.tokens
     if not change:
         return
-    spend = _spend_row(user_id=reservation.user_id, day=reservation.day)
-    TokenSpend.objects.filter(pk=spend.pk).update(tokens=F("tokens") + change)
+
+    def write():
+        spend = _spend_row(user_id=reservation.user_id, day=reservation.day)
+        TokenSpend.objects.filter(pk=spend.pk).update(tokens=F("tokens") + change)
+
+    transient_retry(write, what=f"the tokens {reservation.user_id} spent")
 
 
 def metrics_tokens(metrics: dict | None) -> int:
     """The tokens a run's model calls cost, as its metrics record them."""
     executions = (metrics or {}).get("agent_executions") or []
     return sum(((record.get("token_usage") or {}).get("total_tokens") or 0) for record in executions)
-
-
-def call_cost(*, usage: dict | None, estimate: int, reply: str) -> int:
-    """What a model call cost: the service's count, or when it reported none,
-    the estimates of the request and of the reply."""
-    if usage and usage.get("total_tokens"):
-        return usage["total_tokens"]
-    return estimate + tokens_estimate(text=reply)
 
 
 def _spend_row(*, user_id: int, day: date) -> TokenSpend:

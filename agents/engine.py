@@ -24,7 +24,7 @@ from xml.sax.saxutils import escape, quoteattr
 from django.conf import settings
 from django.utils import timezone
 
-from artifactflow.db import connection_release, transient_retry
+from artifactflow.db import connection_release
 from artifacts.manager import ArtifactManager
 from artifacts.models import Artifact
 from artifacts.validators import TITLE_MAX_CHARS
@@ -309,7 +309,7 @@ class Turn:
         if compaction.needed(tokens=size, model=model):
             messages, estimate = self._compact(state, frame, config, model, messages, tokens_before=size)
         try:
-            reply = self._stream(state, frame.agent, model, messages, tools=config.tools)
+            reply = self._stream(state, frame.agent, model, messages, tools=config.tools, estimate=estimate)
         except ContextOverflow:
             # The service counts otherwise than the estimate (another tokenizer,
             # a smaller window than configured): compact and ask once more, as
@@ -318,7 +318,7 @@ class Turn:
                 state, frame, config, model, messages, tokens_before=max(size, model.context_window)
             )
             try:
-                reply = self._stream(state, frame.agent, model, messages, tools=config.tools)
+                reply = self._stream(state, frame.agent, model, messages, tools=config.tools, estimate=estimate)
             except ContextOverflow as again:
                 raise ModelError(
                     f"The conversation is too long for the model {model.name}, even after its context was "
@@ -344,13 +344,22 @@ class Turn:
         return reply
 
     def _stream(
-        self, state: TurnState, agent: str, model: ChatModel, messages: list[dict], *, tools=(), purpose: str = STEP
+        self,
+        state: TurnState,
+        agent: str,
+        model: ChatModel,
+        messages: list[dict],
+        *,
+        estimate: int,
+        tools=(),
+        purpose: str = STEP,
     ) -> _Reply:
         """One model call, streamed: Stop and the time limit are checked as it
         arrives, a step's prose and thinking are shown as they come, and the
         call is recorded in the metrics however it ends. The thinking is
         never part of the reply's content, which is what the model is shown
-        of its own turn again."""
+        of its own turn again. The call is made within the owner's budget
+        (agents.budgets), `estimate` being the request's tokens."""
         started_at, started = timezone.now(), time.monotonic()
         parts, reasoning, usage, tool_calls = [], [], None, []
         reasoning_ms = None
@@ -359,7 +368,6 @@ class Turn:
             self.shown = ""
         checked = time.monotonic()
         success = False
-        estimate = tokens.messages_tokens(messages=messages)
         reservation = budgets.spend_reserve(user=self.owner, estimate=estimate)
         # The call may take minutes: the database connection is not held meanwhile.
         connection_release()
@@ -406,12 +414,7 @@ class Turn:
                     "completed_at": timezone.now().isoformat(),
                 }
             )
-            spent = budgets.call_cost(usage=counted, estimate=estimate, reply="".join(parts) + "".join(reasoning))
-            # Repeated after a commit reported lost, it counts the call twice: too much, never too little.
-            transient_retry(
-                lambda: budgets.spend_settle(reservation=reservation, tokens=spent),
-                what=f"the tokens of a call of run {self.run.pk}",
-            )
+            budgets.spend_settle(reservation=reservation, usage=counted, reply="".join(parts) + "".join(reasoning))
         if purpose == STEP:
             self._show(agent, prose.finish())
         duration_ms = state.agent_executions[-1]["llm_duration_ms"]
@@ -451,7 +454,14 @@ class Turn:
         self.log.emit(RunEvent.Type.COMPACTION_START, agent=frame.agent, data={"tokens_before": tokens_before})
         failure = ""
         try:
-            reply = self._stream(state, frame.agent, model, request, purpose=COMPACTION)
+            reply = self._stream(
+                state,
+                frame.agent,
+                model,
+                request,
+                purpose=COMPACTION,
+                estimate=tokens.messages_tokens(messages=request),
+            )
             summary = compaction.summary_checked(reply.content)
         except TimeLimitExceeded:
             raise

@@ -21,7 +21,7 @@ from artifactflow import realtime
 from artifactflow.names import name_clean
 from conversations.models import Conversation
 
-from .budgets import BudgetSpent, call_cost, spend_reserve, spend_settle
+from .budgets import BudgetSpent, spend_reserve, spend_settle
 from .config import LEAD_AGENT
 from .llm.base import TITLE_MAX_CHARS, TITLE_PROMPT, ChatModel
 from .llm.config import AgentModels, models_from_settings
@@ -91,8 +91,7 @@ def _title_asked(*, model: ChatModel, user, question: str, answer: str) -> str |
     size = 0
     usage = None
     # The title is the person's spending too: it is counted, and not asked once the budget is spent.
-    estimate = messages_tokens(messages=messages)
-    reservation = spend_reserve(user=user, estimate=estimate)
+    reservation = spend_reserve(user=user, estimate=messages_tokens(messages=messages))
     stream = model.stream(messages)
     try:
         for delta in stream:
@@ -107,7 +106,7 @@ def _title_asked(*, model: ChatModel, user, question: str, answer: str) -> str |
     finally:
         # Closing the generator closes the HTTP stream to the model.
         stream.close()
-        spend_settle(reservation=reservation, tokens=call_cost(usage=usage, estimate=estimate, reply="".join(reply)))
+        spend_settle(reservation=reservation, usage=usage, reply="".join(reply))
     return title_clean("".join(reply), question=question)
 
 

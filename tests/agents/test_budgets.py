@@ -234,7 +234,7 @@ def test_reservations_made_at_once_admit_only_what_the_budget_holds(user, settin
     assert (len(admitted), len(refused)) == (3, 5)
     assert tokens_today(user_id=user.pk) == 3 * (estimate + RESERVED_REPLY_TOKENS)
     for reservation in admitted:
-        spend_settle(reservation=reservation, tokens=700)
+        spend_settle(reservation=reservation, usage={"total_tokens": 700}, reply="")
     assert tokens_today(user_id=user.pk) == 2_100
 
 
