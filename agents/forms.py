@@ -2,7 +2,7 @@ from django import forms
 from django.contrib.auth.models import Group
 from django.utils.translation import gettext_lazy as _
 
-from artifactflow.names import name_clean
+from artifactflow.names import name_line
 from artifacts.services import artifact_upload_check
 from artifacts.uploads import UploadError
 
@@ -36,4 +36,4 @@ class LibraryDocumentForm(forms.Form):
 
     def clean_title(self):
         # One line, without what hides or reorders text (a right-to-left override, zero-width spaces).
-        return " ".join(name_clean(self.cleaned_data["title"]).split())
+        return name_line(self.cleaned_data["title"])

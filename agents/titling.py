@@ -18,7 +18,7 @@ from django.conf import settings
 from django.db import transaction
 
 from artifactflow import realtime
-from artifactflow.names import name_clean
+from artifactflow.names import name_line
 from conversations.models import Conversation
 
 from .budgets import BudgetSpent, spend_reserve, spend_settle
@@ -119,7 +119,7 @@ def title_clean(reply: str, *, question: str) -> str | None:
     reply = re.sub(r"<think>.*?(?:</think>|$)", "", reply, flags=re.DOTALL)
     # Cleaned first: a line of invisible characters is no line, and an override
     # before a quote would keep the quote.
-    lines = [" ".join(name_clean(line).split()) for line in reply.splitlines()]
+    lines = [name_line(line) for line in reply.splitlines()]
     lines = [line for line in lines if line]
     if not lines:
         return None

@@ -30,6 +30,11 @@ def name_clean(text: str) -> str:
     return "".join(kept)
 
 
+def name_line(text: str) -> str:
+    """`text` as a title shows: name_clean, on one line, its runs of spaces one space, trimmed."""
+    return " ".join(name_clean(text).split())
+
+
 def _hidden(char: str) -> bool:
     return unicodedata.category(char) in ("Cc", "Cf", "Cs", "Zl", "Zp")
 

@@ -8,7 +8,7 @@ from django.utils.translation import gettext
 
 from artifactflow import realtime
 from artifactflow.ids import id_from_text
-from artifactflow.names import name_clean
+from artifactflow.names import name_line
 
 from .models import Conversation, ConversationShare, Message
 from .selectors import share_groups
@@ -35,7 +35,7 @@ def branch_switch(*, conversation: Conversation, message: Message) -> Message:
 
 def conversation_rename(*, conversation: Conversation, title: str) -> Conversation:
     # Without what hides or reorders text (a right-to-left override, NUL, zero-width spaces).
-    title = " ".join(name_clean(title).split())
+    title = name_line(title)
     if not title:
         raise ValidationError(gettext("A conversation needs a title."))
     max_length = Conversation._meta.get_field("title").max_length

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
-from artifactflow.names import name_clean
+from artifactflow.names import name_line
 
 from ..event_schema import ErrorOutput, SourceData
 
@@ -47,7 +47,7 @@ def source_data(*, title: str, url: str, text: str) -> SourceData:
     """A page a tool found or read, with the start of `text` as its excerpt.
     Its title is the page's: one line, with nothing that hides or reorders text."""
     excerpt = " ".join(text[: SOURCE_EXCERPT_CHARS * 2].split())[:SOURCE_EXCERPT_CHARS]
-    return SourceData(title=" ".join(name_clean(title).split()), url=url, excerpt=excerpt)
+    return SourceData(title=name_line(title), url=url, excerpt=excerpt)
 
 
 @dataclass(frozen=True)

@@ -5,12 +5,12 @@ def titles_clean(apps, schema_editor):
     """Titles stored before every title was cleaned (a model's, a rename's,
     the question's) lose what hides or reorders text: a right-to-left
     override shown nine times on the page, and in the export's file name."""
-    from artifactflow.names import name_clean
+    from artifactflow.names import name_line
 
     Conversation = apps.get_model("conversations", "Conversation")
     batch = []
     for conversation in Conversation.objects.exclude(title="").only("pk", "title").iterator(chunk_size=2000):
-        title = " ".join(name_clean(conversation.title).split())
+        title = name_line(conversation.title)
         if title != conversation.title:
             conversation.title = title
             batch.append(conversation)

@@ -3,7 +3,6 @@ budget is spent, and every model call is reserved before it is made and
 settled after, so turns running side by side cannot spend past the budget by
 more than the calls under way."""
 
-import importlib
 import threading
 from datetime import timedelta
 
@@ -31,7 +30,7 @@ from agents.services.runs import BudgetSpent as QuestionRefused
 from agents.services.runs import run_retry
 from artifacts.models import Artifact
 from tests.agents.test_engine import call
-from tests.factories import ConversationFactory, MessageFactory, RunFactory, TokenSpendFactory, UserFactory
+from tests.factories import TokenSpendFactory, UserFactory
 from tests.model_server import Text
 
 pytestmark = pytest.mark.django_db
@@ -267,18 +266,3 @@ def test_parallel_asks_spend_no_more_than_the_budget_and_one_call(user, scripted
     assert spent <= settings.DAILY_TOKEN_BUDGET + max(costs)
     # The later turns were admitted, and stopped before their first call.
     assert sum(1 for run in runs if not run.metrics.get("agent_executions")) >= 1
-
-
-def test_the_upgrade_counts_what_runs_spent_before_the_ledger(user, other_user):
-    """agents/migrations/0017: today's budgets hold across the upgrade."""
-    from django.apps import apps
-
-    backfill = importlib.import_module("agents.migrations.0017_token_spend").spends_from_runs
-    usage = {"agent_executions": [{"token_usage": {"total_tokens": 700}}, {"token_usage": None}]}
-    for owner in (user, user, other_user):
-        RunFactory(message=MessageFactory(conversation=ConversationFactory(owner=owner)), metrics=usage)
-    RunFactory(message=MessageFactory(conversation=ConversationFactory(owner=other_user)))
-
-    backfill(apps, None)
-
-    assert (tokens_today(user_id=user.pk), tokens_today(user_id=other_user.pk)) == (1_400, 700)
