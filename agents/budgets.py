@@ -37,6 +37,8 @@ BUDGET_SPENT = gettext_noop(
 # What a call is reserved for beyond its request's estimate: about a step's
 # reply. What an answer costs past it is what a call under way may pass the budget by.
 RESERVED_REPLY_TOKENS = 1_000
+# More than any model's context and reply: a call reported to cost more is not believed.
+MAX_CALL_TOKENS = 100_000_000
 
 
 class BudgetSpent(Exception):
@@ -112,11 +114,14 @@ def spend_reserve(*, user, estimate: int) -> Reservation:
 def spend_settle(*, reservation: Reservation, usage: dict | None, reply: str) -> None:
     """After the call: what it cost takes the reservation's place, on the day
     it was reserved. The cost is the service's count (`usage`), or when it
-    reported none the estimates of the request and of the `reply`. Retried
+    reported none (or nonsense) the estimates of the request and of the `reply`. Retried
     while the database is away; repeated after a commit reported lost, it
     counts the call twice: too much, never too little."""
-    if usage and usage.get("total_tokens"):
-        cost = usage["total_tokens"]
+    reported = (usage or {}).get("total_tokens")
+    # The SDK passes a service's figures on unchecked: one that is no count of tokens
+    # (text, negative, past any model's) is not believed, nor let overflow the ledger.
+    if type(reported) is int and 0 < reported <= MAX_CALL_TOKENS:
+        cost = reported
     else:
         cost = reservation.estimate + tokens_estimate(text=reply)
     change = cost - reservation.tokens

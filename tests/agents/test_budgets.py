@@ -120,6 +120,19 @@ def test_a_service_that_reports_no_usage_is_counted_by_estimate(user, scripted_m
     assert tokens_today(user_id=user.pk) > 400 + len(request["messages"][0]["content"]) // 4
 
 
+@pytest.mark.parametrize("prompt_tokens", [-(10**30), 10**30], ids=["negative", "past-any-model"])
+def test_a_service_reporting_nonsense_usage_is_counted_by_estimate_and_the_turn_completes(
+    user, scripted_model, prompt_tokens
+):
+    scripted_model.add(Text("一个回答。" * 20, prompt_tokens=prompt_tokens))
+
+    run = _ran(_question(user, "估算一下"))
+
+    assert run.status == Run.Status.COMPLETED
+    [request] = scripted_model.requests
+    assert 100 + len(request["messages"][0]["content"]) // 4 < tokens_today(user_id=user.pk) < 100_000
+
+
 def test_deleting_the_conversation_gives_no_budget_back(user, scripted_model):
     scripted_model.add(Text("An answer."))
     run = _ran(_question(user))
