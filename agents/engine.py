@@ -229,7 +229,9 @@ class Turn:
             # Past its rounds the agent was told to answer; what it wrote
             # before another call is all the answer there is.
             response = text_before_calls(reply.content) if calls else reply.content
-            return self._agent_finish(state, frame, response, out_of_rounds=bool(calls))
+            return self._agent_finish(
+                state, frame, response, out_of_rounds=bool(calls), thought=bool(reply.reasoning.strip())
+            )
 
         call = calls[0]
         frame.rounds += 1
@@ -494,10 +496,11 @@ class Turn:
     # --- agents ------------------------------------------------------------------
 
     def _agent_finish(
-        self, state: TurnState, frame: Frame, response: str, *, out_of_rounds: bool = False
+        self, state: TurnState, frame: Frame, response: str, *, out_of_rounds: bool = False, thought: bool = False
     ) -> TurnOutcome | None:
         """`out_of_rounds`: the agent still only called tools after its last
-        round; an empty response then says so, rather than "empty answer"."""
+        round; an empty response then says so, rather than "empty answer".
+        `thought`: the model's reply had thinking, which the page keeps."""
         self.log.emit(RunEvent.Type.AGENT_COMPLETE, agent=frame.agent, data={"response": response})
         rounds = max_tool_rounds(frame.agent)
         if len(state.frames) == 1:
@@ -505,6 +508,12 @@ class Turn:
                 raise ModelError(
                     f"The lead agent used all its {rounds} tool calls without writing an answer; "
                     "any artifacts it wrote are kept. Ask again, perhaps with a narrower question."
+                )
+            if not response and thought:
+                # A thinking model that stopped inside its thinking (a <think> never
+                # closed, or closed with nothing after it): the thinking is no answer.
+                raise ModelError(
+                    "The model thought but wrote no answer; its thinking is in the Activity. Retry asks it again."
                 )
             if not response:
                 raise ModelError("The model returned an empty answer.")

@@ -6,6 +6,7 @@ request takes the next reply from the script; an empty script answers 500 so a
 test that asks more than it scripted fails loudly.
 """
 
+import itertools
 import json
 import socket
 import sys
@@ -35,6 +36,9 @@ class Text:
     # The prompt tokens the usage chunk reports, in place of the server's count,
     # as a service whose tokenizer counts otherwise than the estimate would.
     prompt_tokens: int | None = None
+    # Azure's shape: a first chunk with no choices (its prompt filter results)
+    # and a content-filter verdict with an empty delta after every piece.
+    filter_chunks: bool = False
 
 
 @dataclass
@@ -78,6 +82,26 @@ class ToolCalls:
     calls: list
     content: str = ""
     chunk_size: int = 8
+    delay: float = 0.0  # seconds between chunks
+    reasoning: str = ""  # thinking before the calls, under reasoning_content
+    # The calls' pieces in turns, index by index, as a service sends parallel calls.
+    interleaved: bool = False
+    # Ends the stream with finish_reason "length" once this many characters of
+    # arguments went out, as a model that reached its max_tokens mid-call. None: whole.
+    length_cut: int | None = None
+
+
+@dataclass
+class StreamError:
+    """Streams `content` (after `reasoning`), then an error event in the
+    stream, `data: {"error": {...}}`, as vLLM, LiteLLM and OpenRouter report
+    a failure after the answer began, and ends the stream."""
+
+    content: str
+    message: str = "upstream provider error"
+    chunk_size: int = 8
+    delay: float = 0.0
+    reasoning: str = ""
 
 
 @dataclass
@@ -170,22 +194,22 @@ def _handler_for(server: ScriptedModelServer):
                 # The closing zero-length chunk: the body ends well, the answer does not.
                 self._write(b"")
                 return
+            if getattr(reply, "filter_chunks", False):
+                self._event({**_chunk(server.model, None), "prompt_filter_results": [_FILTERED]})
             self._event(_chunk(server.model, {"role": "assistant", "content": ""}))
+            if isinstance(reply, StreamError):
+                self._streamed(reply, include_filter=False)
+                self._event({"error": {"message": reply.message, "type": "server_error", "code": 502}})
+                self._write(b"data: [DONE]\n\n")
+                self._write(b"")
+                return
             if isinstance(reply, ToolCalls):
                 self._tool_calls(reply)
                 self._write(b"data: [DONE]\n\n")
                 self._write(b"")
                 return
             time.sleep(reply.wait)
-            for piece in _pieces(reply.reasoning, reply.chunk_size):
-                if reply.delay:
-                    time.sleep(reply.delay)
-                self._event(_chunk(server.model, {"content": None, reply.reasoning_field: piece}))
-            for piece in _pieces(reply.content, reply.chunk_size):
-                if reply.delay:
-                    time.sleep(reply.delay)
-                self._event(_chunk(server.model, {"content": piece}))
-                server.sent.append((time.monotonic(), piece))
+            self._streamed(reply, include_filter=reply.filter_chunks)
             self._event(_chunk(server.model, {}, finish_reason="stop"))
             if include_usage and reply.usage:
                 prompt = prompt if reply.prompt_tokens is None else reply.prompt_tokens
@@ -197,9 +221,27 @@ def _handler_for(server: ScriptedModelServer):
             self._write(b"data: [DONE]\n\n")
             self._write(b"")
 
-        def _tool_calls(self, reply: ToolCalls):
+        def _streamed(self, reply, *, include_filter: bool):
+            """The reply's thinking, then its text, piece by piece."""
+            reasoning_field = getattr(reply, "reasoning_field", "reasoning_content")
+            for piece in _pieces(reply.reasoning, reply.chunk_size):
+                if reply.delay:
+                    time.sleep(reply.delay)
+                self._event(_chunk(server.model, {"content": None, reasoning_field: piece}))
             for piece in _pieces(reply.content, reply.chunk_size):
+                if reply.delay:
+                    time.sleep(reply.delay)
                 self._event(_chunk(server.model, {"content": piece}))
+                server.sent.append((time.monotonic(), piece))
+                if include_filter:
+                    verdict = _chunk(server.model, {})
+                    verdict["choices"][0]["content_filter_results"] = _FILTERED["content_filter_results"]
+                    self._event(verdict)
+
+        def _tool_calls(self, reply: ToolCalls):
+            self._streamed(reply, include_filter=False)
+            # Each call's events: its head (id and name), then its arguments in pieces.
+            streams = []
             for index, (name, arguments) in enumerate(reply.calls):
                 text = arguments if isinstance(arguments, str) else json.dumps(arguments)
                 head = {
@@ -208,11 +250,23 @@ def _handler_for(server: ScriptedModelServer):
                     "type": "function",
                     "function": {"name": name, "arguments": ""},
                 }
-                self._event(_chunk(server.model, {"tool_calls": [head]}))
-                for piece in _pieces(text, reply.chunk_size):
-                    self._event(
-                        _chunk(server.model, {"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
-                    )
+                streams.append(
+                    [(index, head, "")] + [(index, None, piece) for piece in _pieces(text, reply.chunk_size)]
+                )
+            if reply.interleaved:
+                order = [event for turn in itertools.zip_longest(*streams) for event in turn if event]
+            else:
+                order = [event for stream in streams for event in stream]
+            sent = 0
+            for index, head, piece in order:
+                if reply.length_cut is not None and sent >= reply.length_cut:
+                    self._event(_chunk(server.model, {}, finish_reason="length"))
+                    return
+                if reply.delay:
+                    time.sleep(reply.delay)
+                part = head or {"index": index, "function": {"arguments": piece}}
+                self._event(_chunk(server.model, {"tool_calls": [part]}))
+                sent += len(piece)
             self._event(_chunk(server.model, {}, finish_reason="tool_calls"))
 
         def _send_error(self, reply: Status):
@@ -237,6 +291,15 @@ def _handler_for(server: ScriptedModelServer):
             self.wfile.flush()
 
     return Handler
+
+
+# What Azure says of text its content filters passed.
+_FILTERED = {
+    "prompt_index": 0,
+    "content_filter_results": {
+        kind: {"filtered": False, "severity": "safe"} for kind in ("hate", "self_harm", "sexual", "violence")
+    },
+}
 
 
 def prompt_tokens(body: dict) -> int:

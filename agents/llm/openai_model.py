@@ -14,6 +14,7 @@ import openai
 
 from ..tools.base import Tool
 from .base import NATIVE, XML, ContextOverflow, Delta, ModelError
+from .hermes import HermesCalls
 from .think import ThinkSplitter
 
 logger = logging.getLogger(__name__)
@@ -91,22 +92,27 @@ class OpenAIChatModel:
                 return
 
     def _stream_once(self, request: dict, live: "_Live") -> Iterator[Delta]:
-        received = finished = False
+        received = False
+        reasons: set[str] = set()
         calls: dict[int, dict] = {}
         # Each attempt starts a new answer: a restart leaves no half-read tag behind.
         splitter = ThinkSplitter()
+        # Offered tools, a model whose server has no tool parser writes its calls in the text.
+        written = HermesCalls() if "tools" in request else None
         try:
             stream = self._client.chat.completions.create(**request)
             live.stream = stream
             with stream:
                 for chunk in stream:
                     # "stop", "length", "tool_calls"…: any reason means the model ended the answer itself.
-                    finished = finished or any(choice.finish_reason for choice in chunk.choices or [])
+                    reasons.update(choice.finish_reason for choice in chunk.choices or [] if choice.finish_reason)
                     for delta in _deltas(chunk, calls):
                         received = True
                         if delta.content:
                             inline, delta.content = splitter.feed(delta.content)
                             delta.reasoning += inline
+                        if delta.content and written is not None:
+                            delta.content = written.feed(delta.content)
                         if delta.content or delta.reasoning or delta.usage:
                             yield delta
         except openai.APIStatusError as exc:
@@ -123,13 +129,21 @@ class OpenAIChatModel:
                 raise ModelError("The model service did not answer in time.") from exc
             raise _BrokenStream("timed out mid-answer") from exc
         except openai.APIError as exc:
+            if type(exc) is openai.APIError and exc.body is not None:
+                # An error event in the stream (vLLM, LiteLLM, OpenRouter): the
+                # service itself says the answer failed, in its words; asking
+                # again would pay for a whole new answer the person did not ask for.
+                raise ModelError(
+                    "The model service reported an error in the middle of its answer: "
+                    f"{_brief(exc.message, api_key=self.config.api_key)}"
+                ) from exc
             # Before the stream started the SDK has already retried; after, we do.
             if not received:
                 raise ModelError(
                     f"The connection to the model service failed: {_brief(exc.message, api_key=self.config.api_key)}"
                 ) from exc
             raise _BrokenStream(exc.message) from exc
-        if not finished:
+        if not reasons:
             # The SDK stops quietly when the response body ends, with or without
             # `data: [DONE]`: a proxy or server that closes the stream cleanly
             # mid-answer would pass the partial text (or half-sent tool calls)
@@ -137,10 +151,23 @@ class OpenAIChatModel:
             # stream, asked again like one that was cut.
             raise _BrokenStream("the stream ended before the answer was finished")
         reasoning, content = splitter.finish()
+        written_calls = []
+        if written is not None:
+            content = written.feed(content)
+            rest, written_calls = written.finish()
+            content += rest
         if reasoning or content:
             yield Delta(content=content, reasoning=reasoning)
-        if calls:
-            yield Delta(tool_calls=[calls[i] for i in sorted(calls)])
+        native = [calls[i] for i in sorted(calls)]
+        if (native or written_calls) and "length" in reasons:
+            # Cut at the output limit, a call's arguments are a fragment: run,
+            # the call would do something else than the model meant.
+            raise ModelError(
+                "The model reached its output limit in the middle of a tool call, so the call was cut off and "
+                "not run. Raise the model's output limit (max_tokens) at the model service, or ask for less at once."
+            )
+        if native or written_calls:
+            yield Delta(tool_calls=native or written_calls)
 
 
 # Every service refuses a request longer than its model's context as a plain

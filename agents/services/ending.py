@@ -42,6 +42,9 @@ def run_end_save(*, run: Run, log: RunEventLog, status: str, error: str, flush: 
     """A failed or cancelled ending: the answer the page showed is kept, the
     `error` event written (first: a lease allows no write after the status
     changes) and the run's row saved."""
+    # The text streamed since the last chunk row was written: pages showed it
+    # live, and the answer kept is read from the rows.
+    log.flush_chunks()
     answer_keep(message=run.message, text=_answer_shown(run=run))
     if status == Run.Status.CANCELLED:
         error_emit(log=log, flush=flush, message=CANCELLED, cancelled=True)

@@ -2,11 +2,14 @@
 finished its answer is asked again, a model error once retries run out, and a
 request refused for its length told apart from other refusals."""
 
+import json
+
 import pytest
 
+from agents.config import LEAD
 from agents.llm.base import ContextOverflow, ModelError
 from agents.llm.openai_model import ModelSettings, OpenAIChatModel
-from tests.model_server import Status, Text, Truncated
+from tests.model_server import Status, StreamError, Text, ToolCalls, Truncated
 
 
 def _model(server, **settings):
@@ -222,3 +225,81 @@ def test_a_stream_asked_again_mid_think_tag_starts_its_thinking_afresh(model_ser
 
     restart = next(i for i, d in enumerate(deltas) if d.restart)
     assert _said(deltas[restart + 1 :]) == ("整个想法", "答案")
+
+
+# --- stream shapes of other services (docs/models.md) ---------------------------
+
+
+def _native(server):
+    return _model(server, tool_mode="native"), LEAD.tools
+
+
+def test_chunks_without_choices_and_empty_deltas_are_skipped(model_server):
+    """Azure's prompt filter results and content-filter verdicts."""
+    model_server.add(Text("An answer, filtered.", reasoning="Thought.", filter_chunks=True, chunk_size=3))
+
+    deltas = list(_model(model_server).stream([{"role": "user", "content": "Hi"}]))
+
+    assert "".join(d.content for d in deltas) == "An answer, filtered."
+    assert "".join(d.reasoning for d in deltas) == "Thought."
+    assert next(d.usage for d in deltas if d.usage)["completion_tokens"] > 0
+
+
+def test_parallel_calls_interleaved_by_index_come_out_whole_in_order(model_server):
+    model, tools = _native(model_server)
+    calls = [("create_artifact", {"id": "a", "content": "x" * 30}), ("read_artifact", {"id": "b"})]
+    model_server.add(ToolCalls(calls, interleaved=True, chunk_size=5))
+
+    deltas = list(model.stream([{"role": "user", "content": "Hi"}], tools=tools))
+
+    (called,) = [d.tool_calls for d in deltas if d.tool_calls]
+    assert [(c["name"], json.loads(c["arguments"])) for c in called] == calls
+
+
+def test_calls_written_in_the_text_are_native_calls_when_tools_were_offered(model_server):
+    model, tools = _native(model_server)
+    call = {"name": "create_artifact", "arguments": {"id": "a", "content": "x"}}
+    model_server.add(
+        Text(f"<think>Plan.</think>\n\nNoting.\n<tool_call>\n{json.dumps(call)}\n</tool_call>", chunk_size=4)
+    )
+
+    deltas = list(model.stream([{"role": "user", "content": "Hi"}], tools=tools))
+
+    assert "".join(d.content for d in deltas) == "Noting.\n"
+    assert "".join(d.reasoning for d in deltas) == "Plan."
+    (called,) = [d.tool_calls for d in deltas if d.tool_calls]
+    assert called == [{"id": "call_text_0", "name": "create_artifact", "arguments": json.dumps(call["arguments"])}]
+
+
+def test_without_tools_offered_the_text_is_left_as_it_is(model_server):
+    model_server.add(Text("<tool_call><name>x</name></tool_call>"))
+
+    deltas = list(_model(model_server).stream([{"role": "user", "content": "Hi"}]))
+
+    assert "".join(d.content for d in deltas) == "<tool_call><name>x</name></tool_call>"
+
+
+def test_a_call_cut_at_the_output_limit_is_not_run_but_an_error(model_server):
+    model, tools = _native(model_server)
+    model_server.add(ToolCalls([("create_artifact", {"id": "a", "content": "x" * 60})], length_cut=20))
+
+    with pytest.raises(ModelError, match="output limit in the middle of a tool call"):
+        list(model.stream([{"role": "user", "content": "Hi"}], tools=tools))
+    assert len(model_server.requests) == 1
+
+
+def test_an_answer_cut_at_the_output_limit_is_kept(model_server):
+    # Cut where a call would begin: the text came, the call never did.
+    model_server.add(ToolCalls([("read_artifact", {"id": "a"})], content="An answer cut short", length_cut=0))
+
+    deltas = list(_model(model_server).stream([{"role": "user", "content": "Hi"}]))
+
+    assert "".join(d.content for d in deltas) == "An answer cut short"
+
+
+def test_an_error_event_mid_stream_is_a_model_error_in_the_services_words_not_asked_again(model_server):
+    model_server.add(StreamError("Half an answer", message="upstream provider overloaded"), Text("unused"))
+
+    with pytest.raises(ModelError, match="in the middle of its answer: upstream provider overloaded"):
+        list(_model(model_server).stream([{"role": "user", "content": "Hi"}]))
+    assert len(model_server.requests) == 1

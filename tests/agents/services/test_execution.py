@@ -19,7 +19,7 @@ from artifacts.manager import ArtifactManager
 from artifacts.models import Artifact
 from tests.agents.test_engine import call
 from tests.artifacts.test_manager import LARGE
-from tests.model_server import Drop, Status, Text, Truncated
+from tests.model_server import Drop, Status, StreamError, Text, Truncated
 
 pytestmark = pytest.mark.django_db
 
@@ -177,6 +177,35 @@ def test_a_stream_that_keeps_ending_early_fails_the_run_saying_the_answer_was_cu
     assert error.type == RunEvent.Type.ERROR and error.data["message"] == run.error
     # Never stored as a finished answer.
     assert not run.events.filter(type=RunEvent.Type.COMPLETE).exists()
+
+
+def test_a_turn_failed_mid_answer_keeps_the_text_streamed_before_the_failure(user, scripted_model):
+    # Less than a chunk row's second of text: pages showed it live, before any row held it.
+    scripted_model.add(StreamError("WAL appends every change first", message="upstream provider overloaded"))
+    _, run = _turn(user)
+
+    run_execute(run_id=run.pk)
+
+    run.refresh_from_db()
+    assert run.status == Run.Status.FAILED
+    assert run.error == (
+        "The model service reported an error in the middle of its answer: upstream provider overloaded"
+    )
+    assert run.message.response == "WAL appends every change first"
+    assert len(scripted_model.requests) == 1
+
+
+def test_a_thinking_model_that_wrote_no_answer_fails_saying_so(user, scripted_model):
+    scripted_model.add(Text("<think>Step 1: recall fsync. Step 2: compare with data pages."))
+    _, run = _turn(user)
+
+    run_execute(run_id=run.pk)
+
+    run.refresh_from_db()
+    assert run.status == Run.Status.FAILED
+    assert run.error.startswith("The model thought but wrote no answer; its thinking is in the Activity.")
+    complete = run.events.get(type=RunEvent.Type.LLM_COMPLETE)
+    assert complete.data["reasoning"] == "Step 1: recall fsync. Step 2: compare with data pages."
 
 
 def test_an_empty_answer_is_an_error(user, scripted_model):
