@@ -11,6 +11,7 @@ note in its place saying so: the turn goes on, and its activity shows why.
 """
 
 from django.conf import settings
+from django.utils.translation import gettext_noop
 
 from .context import prompt_text
 from .llm.base import ChatModel, ModelError
@@ -57,7 +58,7 @@ def compaction_request(*, messages: list[dict], keep: int) -> list[dict]:
     call, so Stop and the time limit hold while it runs."""
     older = messages[1 : len(messages) - keep]
     if not older:
-        raise ModelError("The context is too long for the model and there is nothing older to compact.")
+        raise ModelError(gettext_noop("The context is too long for the model and there is nothing older to compact."))
     transcript = "\n\n".join(_render(message) for message in older)
     return [
         {"role": "system", "content": prompt_text("compaction")},

@@ -23,6 +23,7 @@ from xml.sax.saxutils import escape, quoteattr
 
 from django.conf import settings
 from django.utils import timezone
+from django.utils.translation import gettext_noop
 
 from artifactflow.db import connection_release
 from artifacts.manager import ArtifactManager
@@ -513,10 +514,12 @@ class Turn:
                 # A thinking model that stopped inside its thinking (a <think> never
                 # closed, or closed with nothing after it): the thinking is no answer.
                 raise ModelError(
-                    "The model thought but wrote no answer; its thinking is in the Activity. Retry asks it again."
+                    gettext_noop(
+                        "The model thought but wrote no answer; its thinking is in the Activity. Retry asks it again."
+                    )
                 )
             if not response:
-                raise ModelError("The model returned an empty answer.")
+                raise ModelError(gettext_noop("The model returned an empty answer."))
             state.phase, state.response = Phase.COMPLETED, response
             return self._outcome(OutcomeStatus.COMPLETED, state, response=response)
         state.frames.pop()

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import openai
+from django.utils.translation import gettext_noop
 
 from ..tools.base import Tool
 from .base import NATIVE, XML, ContextOverflow, Delta, ModelError
@@ -126,7 +127,7 @@ class OpenAIChatModel:
             ) from exc
         except openai.APITimeoutError as exc:
             if not received:
-                raise ModelError("The model service did not answer in time.") from exc
+                raise ModelError(gettext_noop("The model service did not answer in time.")) from exc
             raise _BrokenStream("timed out mid-answer") from exc
         except openai.APIError as exc:
             if type(exc) is openai.APIError and exc.body is not None:
@@ -163,8 +164,10 @@ class OpenAIChatModel:
             # Cut at the output limit, a call's arguments are a fragment: run,
             # the call would do something else than the model meant.
             raise ModelError(
-                "The model reached its output limit in the middle of a tool call, so the call was cut off and "
-                "not run. Raise the model's output limit (max_tokens) at the model service, or ask for less at once."
+                gettext_noop(
+                    "The model reached its output limit in the middle of a tool call, so the call was cut off and "
+                    "not run. Raise the model's output limit (max_tokens) at the model service, or ask for less at once."
+                )
             )
         if native or written_calls:
             yield Delta(tool_calls=native or written_calls)

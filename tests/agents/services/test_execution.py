@@ -8,6 +8,7 @@ import time
 
 import pytest
 from django.db import DataError, connection
+from django.utils import translation
 
 from agents.models import Run, RunEvent
 from agents.selectors import run_views
@@ -206,6 +207,9 @@ def test_a_thinking_model_that_wrote_no_answer_fails_saying_so(user, scripted_mo
     assert run.error.startswith("The model thought but wrote no answer; its thinking is in the Activity.")
     complete = run.events.get(type=RunEvent.Type.LLM_COMPLETE)
     assert complete.data["reasoning"] == "Step 1: recall fsync. Step 2: compare with data pages."
+    # Stored in English, read in the reader's language.
+    with translation.override("zh-hans"):
+        assert run_views(runs=[run])[run.pk].error.startswith("模型只进行了思考，没有写出回答")
 
 
 def test_an_empty_answer_is_an_error(user, scripted_model):
