@@ -27,7 +27,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext
 
-from artifactflow.markdown import code_render, markdown_render, passage_mark
+from artifactflow.markdown import code_render, markdown_render, passage_mark, text_render
 from artifactflow.textsearch import fts5_phrase, search_terms, snippet_join, words_counted
 from artifacts.services import artifact_upload_check
 from artifacts.uploads import ConvertedUpload, UploadError, convert_upload
@@ -202,18 +202,21 @@ class DocumentPage:
 
 def library_document_page(*, document: LibraryDocument, passage: str = "") -> DocumentPage:
     """The document's text as its page shows it: markdown rendered, other
-    text as it is (sanitised either way), at most PAGE_MAX_CHARS of it, with
-    the passage marked where the page shows it."""
+    text as paragraphs that wrap (a PDF's as it reads, its line breaks
+    spaces), code highlighted; sanitised or escaped either way, at most
+    PAGE_MAX_CHARS of it, with the passage marked where the page shows it."""
     text = document.content[:PAGE_MAX_CHARS]
     if document.content_type == "text/markdown":
         html = markdown_render(text)
+    elif document.content_type == "text/plain":
+        html = text_render(text, lines_joined=document.original_file.name.lower().endswith(".pdf"))
     else:
         html = code_render(text, content_type=document.content_type)
     marked = False
     passage = passage[:PASSAGE_MAX_CHARS]
     if passage.strip():
         html, marked = passage_mark(html, passage)
-    # Sanitised by markdown_render, escaped by code_render, sanitised again by passage_mark.
+    # Sanitised by markdown_render and text_render, escaped by code_render, sanitised again by passage_mark.
     return DocumentPage(html=SafeString(html), cut=len(document.content) > PAGE_MAX_CHARS, marked=marked)
 
 

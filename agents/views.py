@@ -151,7 +151,9 @@ def library_index(request):
 def library_document(request, document_id):
     document = library.library_document_get(user=request.user, document_id=document_id)
     if document is None:
-        raise Http404("No such document.")
+        # A library://<id> in an answer or a report links here whoever reads it (shared
+        # conversations too): one the reader may not see says so, as one that is gone does.
+        return render(request, "404.html", {"library_document": True}, status=404)
     passage = request.GET.get("passage", "").replace("\x00", "")
     context = {
         "document": document,

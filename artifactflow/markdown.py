@@ -126,6 +126,8 @@ def _image_as_link(renderer, tokens, idx, options, env) -> str:
 
 # A document of the team library, as agents cite it (agents.models.LIBRARY_URL_PREFIX).
 _LIBRARY_URL = re.compile(r"library://(\d{1,18})/?", re.IGNORECASE)
+# One named in running text ("Source: library://9"): not the end of a longer word or address.
+_LIBRARY_MENTION = re.compile(r"(?<![\w/.+-])library://\d{1,18}(?![\w])/?", re.IGNORECASE)
 
 
 def _leaves_the_site(href: str) -> bool:
@@ -166,6 +168,40 @@ def _link_marked(inside: bool):
     return rule
 
 
+def _library_links(state) -> None:
+    """Makes each library://<id> in running text a link (which link_open
+    leads to the document's page), as a model's [title](library://<id>) is:
+    a report's "Source: library://9" is one a reader can open. Code, and the
+    text of a link already, are left as they are."""
+    for block in state.tokens:
+        if block.type != "inline" or not block.children or "library://" not in block.content.lower():
+            continue
+        children, depth = [], 0
+        for token in block.children:
+            depth += {"link_open": 1, "link_close": -1}.get(token.type, 0)
+            if token.type != "text" or depth or not _LIBRARY_MENTION.search(token.content):
+                children.append(token)
+                continue
+            at = 0
+            for mention in _LIBRARY_MENTION.finditer(token.content):
+                if mention.start() > at:
+                    children.append(_text_token(token.content[at : mention.start()], level=token.level))
+                link = Token("link_open", "a", 1, attrs={"href": mention[0]}, level=token.level, markup="autolink")
+                children += [
+                    link,
+                    _text_token(mention[0], level=token.level + 1),
+                    Token("link_close", "a", -1, level=token.level, markup="autolink"),
+                ]
+                at = mention.end()
+            if at < len(token.content):
+                children.append(_text_token(token.content[at:], level=token.level))
+        block.children = children
+
+
+def _text_token(content: str, *, level: int) -> Token:
+    return Token("text", "", 0, content=content, level=level)
+
+
 def _deadline_rules(md: MarkdownIt) -> None:
     """Checks the render's time at every block and at every inline position
     (the quadratic cases rescan inline text, through these same rules);
@@ -193,6 +229,7 @@ _md = (
     .use(tasklists_plugin)
     .use(_deadline_rules)
 )
+_md.core.ruler.push("library_links", _library_links)
 _md.add_render_rule("image", _image_as_link)
 _md.add_render_rule("link_open", _link_marked(True))
 _md.add_render_rule("link_close", _link_marked(False))
@@ -243,6 +280,28 @@ def code_render(code: str, *, content_type: str) -> str:
         except RenderTimeout:
             pass
     return format_html('<pre class="plain">{}</pre>', code)
+
+
+_BLANK_LINES = re.compile(r"\n\s*\n")
+
+
+def text_render(text: str, *, lines_joined: bool = False) -> str:
+    """Plain text as the prose it is: paragraphs (parted by blank lines) that
+    wrap at the page's edge, each line break kept (CSS: .plain-lines), or with
+    `lines_joined` made spaces (a PDF's text breaks its lines where its page
+    did). Not a <pre>: a note is no code, to run off the right edge under a
+    Copy code button. Each library://<id> is a link to the document's page,
+    as in markdown. Every piece of text is escaped."""
+    paragraphs = (" ".join(part.split()) if lines_joined else part.strip("\n") for part in _BLANK_LINES.split(text))
+    html = "".join(format_html("<p>{}</p>", paragraph) for paragraph in paragraphs if paragraph.strip())
+    # library:// and digits are the same escaped: the mentions are found in the escaped text.
+    html = _LIBRARY_MENTION.sub(
+        lambda mention: format_html('<a href="{}">{}</a>', _library_page(mention[0]) or "", mention[0]), html
+    )
+    return _clean(
+        f'<div class="prose-text{"" if lines_joined else " plain-lines"}">{html}</div>',
+        attributes={**_attributes, "div": {"class"}},
+    )
 
 
 # Parsers for markdown's structure rather than its look (the Word export, the

@@ -11,6 +11,10 @@ The zip's layout:
     conversation.md
     artifacts/<artifact id>.<extension>   one per artifact, text as it is
                                           written, an uploaded file as uploaded
+    uploads/<file name>                   a Word document, PDF or text file the
+                                          person uploaded, as uploaded (its text,
+                                          as the branch has it, is in artifacts/)
+    uploads/LEFT_OUT.txt                  the uploads past UPLOADS_MAX_BYTES, if any
 """
 
 import io
@@ -32,6 +36,12 @@ from .models import ArtifactVersion
 
 CONVERSATION_FILE = "conversation.md"
 ARTIFACTS_FOLDER = "artifacts"
+UPLOADS_FOLDER = "uploads"
+LEFT_OUT_FILE = "LEFT_OUT.txt"
+# The zip is made in memory: the uploads' originals it carries are bounded
+# (each is at most ARTIFACT_UPLOAD_MAX_BYTES); those past the bound are named
+# in LEFT_OUT.txt, to download from the pane.
+UPLOADS_MAX_BYTES = 100 * 1024 * 1024
 # Bytes, not characters: file systems count bytes (255 on most), and the
 # folder and a "-2" must still fit.
 FILE_NAME_MAX_BYTES = 120
@@ -96,13 +106,30 @@ def conversation_docx(*, conversation: Conversation, user) -> Export:
 
 
 def conversation_zip(*, conversation: Conversation) -> Export:
+    """The conversation and its artifacts, and the files the person uploaded
+    as they uploaded them: whoever takes their work away gets their files back."""
     buffer = io.BytesIO()
     taken: set[str] = set()
+    originals_taken: set[str] = set()
+    budget, left_out = UPLOADS_MAX_BYTES, []
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         archive.writestr(CONVERSATION_FILE, conversation_markdown(conversation=conversation).data)
         for head in branch_heads(branch=branch_shown(conversation=conversation)):
             name, data = _artifact_file(head)
             archive.writestr(f"{ARTIFACTS_FOLDER}/{_unique(name, taken)}", data)
+            # An upload read into text has its file too; one that is not text is in artifacts/ already.
+            if not (head.artifact.file and version_is_text(head)):
+                continue
+            name = _upload_name(head.artifact)
+            if head.artifact.file.size > budget:
+                left_out.append(name)
+                continue
+            budget -= head.artifact.file.size
+            with head.artifact.file.open("rb") as file:
+                archive.writestr(f"{UPLOADS_FOLDER}/{_unique(name, originals_taken)}", file.read())
+        if left_out:
+            note = gettext("These uploads were too large to add to this download; download each from its artifact:")
+            archive.writestr(f"{UPLOADS_FOLDER}/{LEFT_OUT_FILE}", "\n".join([note, *left_out]) + "\n")
     return Export(
         filename=safe_file_name(_title(conversation), extension=".zip", fallback="conversation"),
         content_type="application/zip",
@@ -117,11 +144,20 @@ def _artifact_file(head: ArtifactVersion) -> tuple[str, bytes]:
         extension = _EXTENSIONS.get(artifact.content_type) or mimetypes.guess_extension(artifact.content_type) or ".txt"
         name = safe_file_name(artifact.artifact_id, extension=extension, fallback=version_title(head) or "artifact")
         return name, head.content.encode()
-    original = artifact.metadata.get("original_name") or artifact.artifact_id
-    stem, dot, extension = original.rpartition(".")
-    name = safe_file_name(artifact.artifact_id, extension=f".{extension}" if dot and stem else "", fallback="file")
+    name = safe_file_name(artifact.artifact_id, extension=_upload_extension(artifact), fallback="file")
     with artifact.file.open("rb") as file:
         return name, file.read()
+
+
+def _upload_extension(artifact) -> str:
+    stem, dot, extension = (artifact.metadata.get("original_name") or artifact.artifact_id).rpartition(".")
+    return f".{extension}" if dot and stem else ""
+
+
+def _upload_name(artifact) -> str:
+    """The name the file was uploaded under, made safe (the id when it has none)."""
+    original = artifact.metadata.get("original_name") or ""
+    return safe_file_name(original, extension=_upload_extension(artifact), fallback=artifact.artifact_id)
 
 
 def safe_file_name(name: str, *, extension: str, fallback: str) -> str:

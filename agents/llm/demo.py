@@ -120,7 +120,7 @@ def demo_title(question: str) -> str:
 # --- what a question asks about -----------------------------------------------------
 
 MAX_TOPICS = 4
-# The uploads a question about "the files" reads, newest first.
+# The uploads a question about "the files" reads, newest first; and the most a question naming files reads.
 MAX_UPLOADS = 3
 # Words that name no topic, around or inside a part of a list.
 _TOPIC_FILLER = _TITLE_STOP_WORDS | frozenset(
@@ -226,14 +226,19 @@ def _topics_kept(topics: list[str]) -> list[str]:
 
 _UPLOAD_REFERENCE = re.compile(
     r"\b(?:uploaded|uploads|(?:the|my) upload|attached|attachments?|I (?:just )?dropped|"
-    r"(?:this|that|these|those|my|the) (?:files?|pdfs?)|"
+    r"(?:this|that|these|those|my|the) (?:files?|pdfs?)|all (?:of )?(?:the |my )?(?:files|documents|docs|uploads)|"
     r"(?:this|that|these|those|my) (?:documents?|docs?|notes|papers?|spreadsheets?)|files? I\b)"
-    r"|上传|附件|拖进|这个文件|这份文件|这些文件|这个文档|这份文档|这篇文档|这些文档|我发的|文件里|文件中",
+    r"|上传|附件|拖进|这个文件|这份文件|这些文件|这几个文件|这几份文件|(?:所有|全部)的?(?:文件|文档)|"
+    r"这个文档|这份文档|这篇文档|这些文档|我发的|文件里|文件中",
     re.I,
 )
 _MANY_UPLOADS = re.compile(
     r"\b(?:files|documents|docs|uploads|attachments|pdfs|them|all)\b|这些|所有|全部|几个|几份|都", re.I
 )
+# A file named by its stem alone must look like a file's name, not a word of
+# the question: "meeting_notes", "test_plan_热泵", "Q3-budget", not "notes".
+_STEM_MIN_CHARS = 3
+_PLAIN_WORD = re.compile(r"[A-Za-z]+")
 
 
 def upload_reference(question: str) -> int:
@@ -242,6 +247,37 @@ def upload_reference(question: str) -> int:
     if not _UPLOAD_REFERENCE.search(question):
         return 0
     return MAX_UPLOADS if _MANY_UPLOADS.search(question) else 1
+
+
+def uploads_chosen(question: str, *, uploads: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The uploads, (id, file name) oldest first as the inventory lists them,
+    that the question asks to have read: those it names, in the order it
+    names them; else the newest for "the file", the newest MAX_UPLOADS for
+    "these files" or "所有文件"; none for a question about no upload."""
+    named = sorted(
+        ((at, upload) for upload in uploads if (at := _named_at(question, upload)) is not None), key=lambda x: x[0]
+    )
+    if named:
+        return [upload for _, upload in named][:MAX_UPLOADS]
+    return uploads[::-1][: upload_reference(question)]
+
+
+def _named_at(question: str, upload: tuple[str, str]) -> int | None:
+    """Where the question names the upload: by its file name or its id, with
+    or without the extension (a stem only when it looks like a file's name)."""
+    names = set()
+    for name in upload:
+        names.add(name)
+        stem, dot, _ = name.rpartition(".")
+        if dot and len(stem) >= _STEM_MIN_CHARS and not _PLAIN_WORD.fullmatch(stem):
+            names.add(stem)
+    # Longest first, so "notes.txt" is found where "notes.txt" is written, not its stem.
+    for name in sorted(names, key=len, reverse=True):
+        # A Latin name is not part of a longer word; next to Chinese, which has no spaces, it may be.
+        found = re.search(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", question, re.I)
+        if found:
+            return found.start()
+    return None
 
 
 def written_in_chinese(text: str) -> bool:
@@ -486,12 +522,12 @@ class DemoChatModel:
         done = _exchanges(messages, tools)
         # The system prompt's inventory: what this conversation's earlier turns left, and what the user uploaded.
         existing = dict(_INVENTORY_LINE.findall(messages[0]["content"]))
-        asked = upload_reference(question)
-        if asked:
-            uploads = [
-                (i, title) for i, title, preview in _UPLOAD_LINE.findall(messages[0]["content"]) if preview != _NOT_TEXT
-            ]
-            return _lead_uploads(question, done=done, uploads=uploads[::-1][:asked], existing=existing, say=say)
+        uploads = [
+            (i, title) for i, title, preview in _UPLOAD_LINE.findall(messages[0]["content"]) if preview != _NOT_TEXT
+        ]
+        chosen = uploads_chosen(question, uploads=uploads)
+        if chosen or upload_reference(question):
+            return _lead_uploads(question, done=done, uploads=chosen, existing=existing, say=say)
         topics = question_topics(question)
         if topics:
             return _lead_topics(question, topics, done=done, existing=existing, say=say)

@@ -1,20 +1,23 @@
-import re
-
 from django import template
 from django.utils.html import escape
 from django.utils.safestring import mark_safe
 
-from artifactflow.markdown import code_render, markdown_render
+from artifactflow.markdown import code_render, markdown_render, text_render
 from artifacts.selectors import MARKDOWN_TYPES
+
+PLAIN_TEXT = "text/plain"
 
 register = template.Library()
 
 
 @register.filter
 def render_artifact(content: str, content_type: str) -> str:
-    """Markdown as sanitised HTML, code highlighted on the server, other text as is."""
+    """Markdown as sanitised HTML, plain text as paragraphs that wrap, code
+    highlighted on the server, other text as is."""
     if content_type in MARKDOWN_TYPES:
         return mark_safe(markdown_render(content))
+    if content_type == PLAIN_TEXT:
+        return mark_safe(text_render(content))
     return mark_safe(code_render(content, content_type=content_type))
 
 
@@ -38,12 +41,8 @@ def render_diff(lines) -> str:
     return mark_safe("".join(html))
 
 
-_BLANK_LINES = re.compile(r"\n\s*\n")
-
-
 @register.filter
 def prose_paragraphs(text: str) -> str:
     """Text read out of a PDF as the paragraphs it reads as: blank lines part
-    them, and a PDF's line breaks inside one are spaces. Every piece is escaped."""
-    paragraphs = (" ".join(part.split()) for part in _BLANK_LINES.split(text))
-    return mark_safe('<div class="prose-text">' + "".join(f"<p>{escape(p)}</p>" for p in paragraphs if p) + "</div>")
+    them, and a PDF's line breaks inside one are spaces."""
+    return mark_safe(text_render(text, lines_joined=True))

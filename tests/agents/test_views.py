@@ -11,7 +11,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.urls import reverse
 
-from agents.library import PAGE_MAX_CHARS
+from agents.library import PAGE_MAX_CHARS, library_document_create
 from agents.models import LibraryDocument, Run, RunEvent
 from agents.services import asking
 from agents.services.execution import run_execute
@@ -803,7 +803,9 @@ def test_a_document_limited_to_a_group_is_its_members_alone(two_clients, user, o
     member_list = client.get(reverse("library"))
 
     assert added.status_code == 302 and document.group == group
-    assert theirs.get(reverse("library-document", args=[document.pk])).status_code == 404
+    refused_page = theirs.get(reverse("library-document", args=[document.pk]))
+    assert refused_page.status_code == 404
+    assert "not available to you" in refused_page.content.decode() and "内部.md" not in refused_page.content.decode()
     assert theirs.post(reverse("library-document-delete", args=[document.pk])).status_code == 404
     assert "内部.md" not in outsider_list.content.decode() and "内部.md" not in outsider_search.content.decode()
     assert "Visible to 热泵组" in member_list.content.decode()
@@ -887,6 +889,17 @@ def test_a_long_document_s_page_shows_its_start(signed_in, user):
     text = _page(response).xpath("//article")[0].text_content()
     assert text.count("词") == PAGE_MAX_CHARS
     assert "its page shows the start of it" in response.content.decode()
+
+
+def test_a_text_document_s_page_wraps_its_paragraphs_with_no_code_block(signed_in, user):
+    upload = SimpleUploadedFile("会议纪要.txt", ("热泵测试在零下十度进行，" * 60 + "\n\n来源：library://9").encode())
+    document = library_document_create(user=user, uploaded_file=upload)
+
+    article = _page(signed_in.get(reverse("library-document", args=[document.pk]))).xpath("//article")[0]
+
+    assert not article.xpath(".//pre") and article.xpath(".//div[@class='prose-text plain-lines']")
+    assert len(article.xpath(".//p")) == 2
+    assert article.xpath(".//a")[0].get("href") == reverse("library-document", args=[9])
 
 
 def test_the_library_pages_need_a_sign_in(client):

@@ -6,7 +6,7 @@ from django.urls import reverse
 from pygments.lexers import LEXERS
 
 from artifactflow import markdown
-from artifactflow.markdown import code_render, markdown_render, markdown_tokens, passage_mark
+from artifactflow.markdown import code_render, markdown_render, markdown_tokens, passage_mark, text_render
 from tests.bounded import finishes_within
 
 
@@ -212,6 +212,48 @@ def test_a_library_link_leads_to_the_document_page_and_a_web_link_opens_in_a_new
     }
     # markdown-it refuses the javascript: link: it stays text.
     assert "[js](javascript:alert(1))" in page.text_content()
+
+
+def test_a_library_url_in_running_text_is_a_link_but_not_in_code_or_inside_a_link():
+    html = markdown_render(
+        "来源：library://9。\n\n- Source: library://12/\n\n`library://4` [见 library://3](library://3) "
+        "xlibrary://6 library://7x\n\n```\nlibrary://5\n```"
+    )
+
+    page = lxml.html.fragment_fromstring(html, create_parent="div")
+    links = [(a.text_content(), a.get("href"), a.get("rel")) for a in page.iter("a")]
+    rel = "noopener noreferrer nofollow"
+    assert links == [
+        ("library://9", reverse("library-document", args=[9]), rel),
+        ("library://12/", reverse("library-document", args=[12]), rel),
+        ("见 library://3", reverse("library-document", args=[3]), rel),
+    ]
+    assert page.xpath("//p")[0].text_content() == "来源：library://9。"
+    assert [code.text_content() for code in page.iter("code")] == ["library://4", "library://5\n"]
+    assert "xlibrary://6 library://7x" in page.text_content()
+
+
+def test_plain_text_is_paragraphs_that_keep_their_line_breaks_not_a_code_block():
+    html = text_render("第一段很长，" * 80 + "\n第二行 <b>\n\n\n  缩进的段落，来源：library://9\n")
+
+    page = lxml.html.fragment_fromstring(html)
+    assert "<pre" not in html and "<b>" not in html
+    assert page.get("class") == "prose-text plain-lines"
+    assert [p.text_content() for p in page.iter("p")] == [
+        "第一段很长，" * 80 + "\n第二行 <b>",
+        "  缩进的段落，来源：library://9",
+    ]
+    (link,) = page.iter("a")
+    assert (link.get("href"), link.get("rel")) == (
+        reverse("library-document", args=[9]),
+        "noopener noreferrer nofollow",
+    )
+
+
+def test_a_pdf_s_text_joins_its_lines_into_paragraphs():
+    html = text_render("A line the page\nbroke.\n\nNext.", lines_joined=True)
+
+    assert html == '<div class="prose-text"><p>A line the page broke.</p><p>Next.</p></div>'
 
 
 # --- Marking a passage ---------------------------------------------------------------

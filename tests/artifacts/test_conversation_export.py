@@ -6,6 +6,7 @@ import docx
 import pytest
 from django.core.files.base import ContentFile
 
+from artifacts import conversation_export
 from artifacts.branches import branch_shown
 from artifacts.conversation_export import (
     FILE_NAME_MAX_BYTES,
@@ -16,6 +17,7 @@ from artifacts.conversation_export import (
 )
 from artifacts.manager import ArtifactManager
 from artifacts.models import Artifact, ArtifactVersion
+from artifacts.services import artifact_upload
 from tests.factories import ConversationFactory, MessageFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -155,3 +157,52 @@ def test_zip_carries_an_uploaded_file_as_it_was_uploaded():
 )
 def test_safe_file_name(name, extension, expected):
     assert safe_file_name(name, extension=extension, fallback="fallback") == expected
+
+
+def _word_document(text: str) -> bytes:
+    document = docx.Document()
+    document.add_paragraph(text)
+    data = io.BytesIO()
+    document.save(data)
+    return data.getvalue()
+
+
+def test_zip_gives_back_each_uploaded_document_as_uploaded_beside_its_text():
+    conversation = ConversationFactory()
+    _thread(conversation, [("q", "a")])
+    branch = branch_shown(conversation=conversation)
+    word = _word_document("测试在零下十度进行。")
+    # A name with folders and a right-to-left override: cleaned, never a path out of the folder.
+    artifact_upload(branch=branch, filename="../../test_plan_热泵\u202e.docx", data=word)
+    artifact_upload(branch=branch, filename="meeting_notes.txt", data="周一开会。".encode())
+
+    with zipfile.ZipFile(io.BytesIO(conversation_zip(conversation=conversation).data)) as archive:
+        names = archive.namelist()
+        assert archive.read("uploads/test_plan_热泵.docx") == word
+        assert archive.read("uploads/meeting_notes.txt") == "周一开会。".encode()
+        # The text read out of the document, as the branch has it, stays beside it.
+        assert "测试在零下十度进行。" in archive.read("artifacts/test_plan_热泵.docx.md").decode()
+    assert sorted(names) == [
+        "artifacts/meeting_notes.txt",
+        "artifacts/test_plan_热泵.docx.md",
+        "conversation.md",
+        "uploads/meeting_notes.txt",
+        "uploads/test_plan_热泵.docx",
+    ]
+
+
+def test_zip_names_the_uploads_too_large_to_carry(monkeypatch):
+    conversation = ConversationFactory()
+    _thread(conversation, [("q", "a")])
+    branch = branch_shown(conversation=conversation)
+    small, large = b"small notes", b"large notes " * 100
+    artifact_upload(branch=branch, filename="small.txt", data=small)
+    artifact_upload(branch=branch, filename="large.txt", data=large)
+    monkeypatch.setattr(conversation_export, "UPLOADS_MAX_BYTES", len(small) + len(large) - 1)
+
+    with zipfile.ZipFile(io.BytesIO(conversation_zip(conversation=conversation).data)) as archive:
+        assert archive.read("uploads/small.txt") == small
+        assert "uploads/large.txt" not in archive.namelist()
+        assert archive.read("uploads/LEFT_OUT.txt").decode().splitlines()[1:] == ["large.txt"]
+        # Its text is still there.
+        assert archive.read("artifacts/large.txt").decode() == large.decode()

@@ -110,11 +110,13 @@ def test_a_page_that_is_not_there_is_a_404(signed_in, conversation):
         assert signed_in.get(_url("artifact-page", conversation, "notes.md") + query).status_code == 404
 
 
-def test_a_pdfs_text_reads_as_wrapped_paragraphs_not_monospace(signed_in, conversation):
+def test_a_pdfs_and_a_text_files_text_read_as_wrapped_paragraphs_not_monospace(signed_in, conversation):
     url = _url("artifact-pane", conversation)
     pdf = signed_in.post(url, {"file": SimpleUploadedFile("paper.pdf", pdf_bytes(["Page one", "Page two"]))}, **HTMX)
     notes = signed_in.post(url, {"file": SimpleUploadedFile("notes.txt", b"Page one\n\nPage two")}, **HTMX)
 
     pdf_html, notes_html = pdf.content.decode(), notes.content.decode()
     assert '<div class="prose-text"><p>Page one</p><p>Page two</p></div>' in pdf_html
-    assert "prose-text" not in notes_html and "<pre" in notes_html
+    # A text file's paragraphs wrap too, keeping its own line breaks (no <pre>, which runs off the edge).
+    assert '<div class="prose-text plain-lines"><p>Page one</p><p>Page two</p></div>' in notes_html
+    assert "<pre" not in notes_html

@@ -1,11 +1,21 @@
 """The offline demo model drives a whole research turn through the real
 engine, library, permission prompts and artifacts, with no network."""
 
+import io
 import re
 
+import docx
 import pytest
 
-from agents.llm.demo import MAX_UPLOADS, REPORT_ID, DemoChatModel, question_topics, upload_reference, written_in_chinese
+from agents.llm.demo import (
+    MAX_UPLOADS,
+    REPORT_ID,
+    DemoChatModel,
+    question_topics,
+    upload_reference,
+    uploads_chosen,
+    written_in_chinese,
+)
 from agents.models import Run, RunEvent
 from agents.services import asking
 from agents.services.execution import run_execute
@@ -464,6 +474,38 @@ def test_a_question_about_uploads_is_told_by_its_words(question, count):
     assert upload_reference(question) == count
 
 
+# The inventory's uploads, oldest first: the Word document was uploaded before the notes.
+UPLOADS = [
+    ("test_plan_热泵.docx", "test_plan_热泵.docx"),
+    ("budget-2026.csv", "budget-2026.csv"),
+    ("meeting_notes.txt", "meeting_notes.txt"),
+]
+
+
+@pytest.mark.parametrize(
+    ("question", "read"),
+    [
+        # The issue's question: the file named is read, not the newest.
+        ("总结 test_plan_热泵.docx 这个文件", ["test_plan_热泵.docx"]),
+        ("总结test_plan_热泵这个文件", ["test_plan_热泵.docx"]),
+        ("Summarise Meeting_Notes.txt", ["meeting_notes.txt"]),
+        ("What do meeting_notes and budget-2026 say?", ["meeting_notes.txt", "budget-2026.csv"]),
+        # Naming none: the newest; a plural: several, newest first.
+        ("Summarise the file I uploaded", ["meeting_notes.txt"]),
+        ("请总结这个文件", ["meeting_notes.txt"]),
+        ("总结这些文件", ["meeting_notes.txt", "budget-2026.csv", "test_plan_热泵.docx"]),
+        ("所有文件讲了什么？", ["meeting_notes.txt", "budget-2026.csv", "test_plan_热泵.docx"]),
+        ("Summarise these files", ["meeting_notes.txt", "budget-2026.csv", "test_plan_热泵.docx"]),
+        ("What do all the files say?", ["meeting_notes.txt", "budget-2026.csv", "test_plan_热泵.docx"]),
+        # A word that is a file's stem is not its name; a question about no file reads none.
+        ("Take notes on heat pumps", []),
+        (WAL_QUESTION, []),
+    ],
+)
+def test_a_question_reads_the_uploads_it_names_else_the_newest_or_several(question, read):
+    assert [artifact_id for artifact_id, _ in uploads_chosen(question, uploads=UPLOADS)] == read
+
+
 def test_a_two_topic_question_searches_and_reads_each_and_compares_them_in_a_table(user, demo_model):
     run, asked = _answer_until_done(_turn(user, COMPARE_QUESTION), user, "approve")
 
@@ -606,6 +648,25 @@ def test_a_chinese_question_about_the_upload_gets_a_chinese_summary(user, demo_m
         answer.startswith("这是离线演示模型：它只摘录你上传的文件")
         and f"已读取上传的文件 `{upload.artifact_id}`" in answer
     )
+
+
+def test_a_question_naming_an_older_upload_reads_that_one_not_the_newest(user, demo_model):
+    plan = docx.Document()
+    plan.add_heading("热泵测试计划", level=1)
+    plan.add_paragraph("测试在零下十度进行。每台热泵运行两周。")
+    data = io.BytesIO()
+    plan.save(data)
+    conversation = asking.conversation_start(user=user, content="总结 test_plan_热泵.docx 这个文件", enqueue=False)
+    branch = branch_shown(conversation=conversation)
+    word = artifact_services.artifact_upload(branch=branch, filename="test_plan_热泵.docx", data=data.getvalue())
+    artifact_services.artifact_upload(branch=branch, filename="meeting_notes.txt", data="周一开会。".encode())
+
+    run = _execute(conversation.active_branch.runs.get())
+
+    assert run.status == Run.Status.COMPLETED and _failed_tools(run) == []
+    assert [call["params"]["id"] for call in _tool_calls(run, "read_artifact")] == [word.artifact_id]
+    report = Artifact.objects.get(artifact_id=REPORT_ID).content
+    assert "测试在零下十度进行。" in report and "周一开会" not in report
 
 
 def test_a_question_about_an_uploaded_image_says_there_is_no_text_to_read(user, demo_model):
