@@ -11,6 +11,24 @@ pytestmark = pytest.mark.e2e
 
 TURNS = 45
 SIZES = {"laptop": (1366, 900), "tablet": (1024, 768), "phone": (390, 844)}
+SCHEMES = ("light", "dark")
+LANGUAGES = ("en", "zh-hans")
+
+
+def sizes_schemes_languages(page):
+    """Brings one page through every size, colour scheme and language (the
+    language chosen in the bar's menu, as a person does: their lasting choice,
+    so give the test a user of its own) and yields (size, scheme, language) at each."""
+    for language in LANGUAGES:
+        if page.locator("html").get_attribute("lang") != language:
+            page.set_viewport_size(dict(zip(("width", "height"), SIZES["laptop"], strict=True)))
+            page.locator("#language-select").select_option(language)
+            expect(page.locator("html")).to_have_attribute("lang", language)
+        for size, (width, height) in SIZES.items():
+            page.set_viewport_size({"width": width, "height": height})
+            for scheme in SCHEMES:
+                page.emulate_media(color_scheme=scheme)
+                yield size, scheme, language
 
 
 @pytest.fixture(scope="module")
