@@ -558,14 +558,26 @@ def conversations_busy():
     return Run.objects.filter(status__in=Run.ACTIVE_STATUSES).values("message__conversation_id")
 
 
-def library_titles(*, language: str, user=None, limit: int = 6) -> list[str]:
+@dataclass(frozen=True)
+class LibraryTitles:
+    """A new conversation's view of the library: the titles it names, and
+    how many more documents the user may read ("and 2 more")."""
+
+    titles: list[str]
+    more: int
+
+
+def library_titles(*, language: str, user=None, limit: int = 6) -> LibraryTitles:
     """Titles of the team library's documents the user may read, oldest
-    first, for a new conversation's examples; a reader of Chinese gets the
-    Chinese ones first, from among the oldest LIBRARY_TITLES_SCANNED."""
-    titles = library_documents(user=user).order_by("pk").values_list("title", flat=True)
-    if not language.startswith("zh"):
-        return list(titles[:limit])
-    return sorted(titles[:LIBRARY_TITLES_SCANNED], key=lambda title: not CJK_CHARACTER.search(title))[:limit]
+    first, for a new conversation's examples: those in the reader's language
+    first (Chinese titles for a reader of Chinese, the others for everyone
+    else), from among the oldest LIBRARY_TITLES_SCANNED, then whatever there is."""
+    documents = library_documents(user=user)
+    scanned = list(documents.order_by("pk").values_list("title", flat=True)[:LIBRARY_TITLES_SCANNED])
+    chinese = language.startswith("zh")
+    titles = sorted(scanned, key=lambda title: bool(CJK_CHARACTER.search(title)) != chinese)[:limit]
+    total = len(scanned) if len(scanned) < LIBRARY_TITLES_SCANNED else documents.count()
+    return LibraryTitles(titles=titles, more=total - len(titles))
 
 
 def tools_allowed(*, messages) -> list[str]:

@@ -147,10 +147,8 @@ def _composer_context(conversation, user=None) -> dict:
     """What the composer and a new conversation's examples need."""
     lead_models = agent_selectors.lead_model_options(chosen=conversation.lead_model if conversation else "")
     if conversation is None:
-        return {
-            "library_titles": agent_selectors.library_titles(language=translation.get_language(), user=user),
-            "lead_models": lead_models,
-        }
+        library = agent_selectors.library_titles(language=translation.get_language(), user=user)
+        return {"library_titles": library.titles, "library_more": library.more, "lead_models": lead_models}
     return {
         "active_run": agent_selectors.conversation_active_run(conversation_id=conversation.pk),
         "lead_models": lead_models,

@@ -377,14 +377,16 @@ document.addEventListener("change", (event) => {
 // refuses anyway (413 from its request-body cap) shows the server's words.
 // One on its way names itself in the form's "Converting …" line, and its
 // bar fills as its bytes are sent. An earlier refusal goes as soon as
-// another file is chosen or sent.
+// another file is chosen or sent. A file the pane took is no longer chosen,
+// so Upload cannot send it twice; a refused one stays chosen, to send again.
+// (The pane's answer is morphed in: the input, kept by its id, keeps its file.)
 const uploadError = (text) => {
   const error = document.getElementById("upload-error");
   if (!error) return;
   error.textContent = text;
   error.hidden = !text;
 };
-const isUpload = (element) => element.matches && element.matches("form.artifact-upload");
+const isUpload = (element) => Boolean(element?.matches?.("form.artifact-upload"));
 document.addEventListener("htmx:beforeRequest", (event) => {
   if (!isUpload(event.detail.elt)) return;
   const input = event.detail.elt.querySelector("#artifact-file");
@@ -412,8 +414,13 @@ document.addEventListener("htmx:xhr:progress", (event) => {
   bar.value = event.detail.loaded;
 });
 document.addEventListener("htmx:afterRequest", (event) => {
-  const bar = isUpload(event.detail.elt) && event.detail.elt.querySelector("progress.upload-bytes");
+  // The form that asked, which a taken upload's answer has replaced: htmx then names the pane as the asker.
+  if (!isUpload(event.detail.requestConfig?.elt)) return;
+  const bar = document.querySelector("form.artifact-upload progress.upload-bytes");
   if (bar) bar.hidden = true;
+  const input = document.getElementById("artifact-file");
+  const status = event.detail.xhr.status;
+  if (input && status >= 200 && status < 300) input.value = "";
 });
 document.addEventListener("change", (event) => {
   if (event.target.id === "artifact-file") uploadError("");

@@ -459,5 +459,5 @@ def test_the_agents_search_and_fetch_see_what_the_conversations_owner_may(team_l
 
 
 def test_a_new_conversations_examples_name_only_documents_the_user_may_read(team_library):
-    assert library_titles(language="zh-hans", user=team_library["outsider"]) == ["SQLite WAL mode"]
-    assert library_titles(language="zh-hans", user=team_library["member"]) == ["热泵内部手册", "SQLite WAL mode"]
+    assert library_titles(language="zh-hans", user=team_library["outsider"]).titles == ["SQLite WAL mode"]
+    assert library_titles(language="zh-hans", user=team_library["member"]).titles == ["热泵内部手册", "SQLite WAL mode"]

@@ -984,3 +984,54 @@ def test_a_conversation_waiting_for_approval_is_marked_so_whatever_ended_before(
     RunFactory(message=MessageFactory(conversation=conversation), status=Run.Status.WAITING_PERMISSION)
 
     assert selectors.conversation_marks(user=user).marks == {conversation.pk: "waiting"}
+
+
+# The sample library's order (library_samples loads it by file name): Chinese and English mixed.
+SAMPLE_TITLES = [
+    "空气源热泵",
+    "分布式光伏",
+    "Heat pumps",
+    "家用储能电池",
+    "RAG",
+    "Solid-state batteries",
+    "固态电池",
+    "SQLite WAL mode",
+]
+
+
+@pytest.mark.parametrize(
+    ("language", "expected"),
+    [
+        ("en", ["Heat pumps", "RAG", "Solid-state batteries", "SQLite WAL mode", "空气源热泵", "分布式光伏"]),
+        ("zh-hans", ["空气源热泵", "分布式光伏", "家用储能电池", "固态电池", "Heat pumps", "RAG"]),
+    ],
+)
+def test_a_new_conversation_names_the_readers_language_titles_first_and_counts_the_rest(language, expected):
+    for title in SAMPLE_TITLES:
+        LibraryDocumentFactory(title=title)
+
+    library = selectors.library_titles(language=language)
+
+    assert library.titles == expected
+    assert library.more == 2
+
+
+def test_a_library_in_one_language_is_named_in_any_language():
+    for title in ("家用储能电池", "固态电池"):
+        LibraryDocumentFactory(title=title)
+
+    assert selectors.library_titles(language="en") == selectors.LibraryTitles(
+        titles=["家用储能电池", "固态电池"], more=0
+    )
+
+
+def test_the_rest_of_a_library_past_the_scanned_titles_is_counted(monkeypatch):
+    monkeypatch.setattr(selectors, "LIBRARY_TITLES_SCANNED", 3)
+    for title in SAMPLE_TITLES:
+        LibraryDocumentFactory(title=title)
+
+    library = selectors.library_titles(language="en", limit=2)
+
+    # Only the oldest three are sorted; all eight are counted.
+    assert library.titles == ["Heat pumps", "空气源热泵"]
+    assert library.more == 6

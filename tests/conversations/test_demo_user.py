@@ -3,6 +3,7 @@ import socket
 import stat
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -43,6 +44,14 @@ def test_the_first_run_ends_with_the_address_and_a_password_that_signs_in(local,
     response = client.post("/accounts/login/", {"username": "demo", "password": _password(lines)})
     assert response.status_code == 302 and "_auth_user_id" in client.session
     assert get_user_model().objects.get(username="demo").is_superuser
+
+
+def test_the_run_points_at_the_readmes_section_on_adding_the_team(local):
+    lines = _run()
+
+    assert 'To add your team (users, groups, single sign-on), see README.md, section "Your team".' in lines
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    assert "\n## Your team\n" in readme
 
 
 def test_the_password_is_kept_across_runs_in_a_file_only_its_owner_reads(local):

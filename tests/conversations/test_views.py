@@ -198,6 +198,43 @@ def test_a_reader_of_chinese_is_offered_questions_about_the_chinese_documents_fi
     assert not any("家用储能电池" in example for example in examples.findall(english))
 
 
+def test_a_new_conversation_names_six_titles_and_how_many_more_in_the_readers_language(signed_in):
+    from tests.factories import LibraryDocumentFactory
+
+    for title in ("空气源热泵", "分布式光伏", "Heat pumps", "家用储能电池", "RAG", "Solid-state batteries", "固态电池"):
+        LibraryDocumentFactory(title=title)
+    LibraryDocumentFactory(title="SQLite WAL mode")
+    examples = re.compile(r'<button type="submit" name="content" value="[^"]*" class="secondary">([^<]*)</button>')
+
+    english = signed_in.get(reverse("chat"), HTTP_ACCEPT_LANGUAGE="en").content.decode()
+    chinese = signed_in.get(reverse("chat"), HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
+
+    assert "<strong>空气源热泵</strong>, <strong>分布式光伏</strong> and 2 more." in english
+    assert examples.findall(english) == [
+        "What does our library say about Heat pumps?",
+        "What does our library say about RAG?",
+        "What does our library say about Solid-state batteries?",
+    ]
+    assert "<strong>Heat pumps</strong>、<strong>RAG</strong>，以及另外 2 篇。" in chinese
+    assert examples.findall(chinese) == [
+        "我们的资料库关于空气源热泵说了什么？",
+        "我们的资料库关于分布式光伏说了什么？",
+        "我们的资料库关于家用储能电池说了什么？",
+    ]
+    LibraryDocumentFactory(title="One more")
+    assert "and 3 more." in signed_in.get(reverse("chat"), HTTP_ACCEPT_LANGUAGE="en").content.decode()
+
+
+def test_a_library_of_six_or_fewer_is_named_whole(signed_in):
+    from tests.factories import LibraryDocumentFactory
+
+    LibraryDocumentFactory(title="Heat pumps")
+
+    page = signed_in.get(reverse("chat")).content.decode()
+
+    assert "<strong>Heat pumps</strong>." in page and " more." not in page
+
+
 def test_posting_with_a_parent_branches(signed_in, user):
     conversation = ConversationFactory(owner=user)
     root = MessageFactory(conversation=conversation, content="root")

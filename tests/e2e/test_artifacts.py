@@ -10,6 +10,7 @@ from playwright.sync_api import expect
 
 from tests.agents.test_engine import call
 from tests.e2e.test_first_turn import TURN_TIMEOUT, ask, sign_in
+from tests.e2e.test_layout import sizes_schemes_languages
 from tests.factories import docx_of_xml, pdf_sharing_one_stream
 from tests.model_server import Text
 
@@ -396,6 +397,39 @@ def test_a_document_shows_as_converting_and_a_refusal_keeps_the_draft(portal, mo
     expect(pane.get_by_label("Content of")).to_have_value(draft)
     expect(pane.locator(".artifact-list")).not_to_contain_text("bomb.docx")
     screenshot(page, name="refused")
+
+
+def test_an_upload_the_pane_took_is_no_longer_chosen_and_a_refused_one_stays(
+    portal, model_server, new_page, screenshot
+):
+    model_server.add(Text("Ready for your notes."))
+    page = new_page()
+    sign_in(page, base_url=portal.base_url, user=portal.user_create(prefix="e2e-upload"))
+    ask(page, question="Keep my notes")
+    expect(page.locator("article.turn")).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
+    pane = page.locator("#artifact-pane")
+    chosen = pane.locator("#artifact-file")
+    upload = pane.locator("form.artifact-upload button[type=submit]")
+
+    for size, scheme, language in sizes_schemes_languages(page):
+        where = f"{size}-{scheme}-{language}"
+        if size == "phone" and not pane.is_visible():
+            page.locator(".pane-toggle").click()
+        name = f"notes-{where}.md"
+        chosen.set_input_files(files=[{"name": name, "mimeType": "text/markdown", "buffer": NOTES}])
+        upload.click()
+        expect(pane.locator(".switcher-title")).to_have_text(name)
+        # Taken: nothing left to send twice.
+        expect(chosen).to_have_value("")
+        screenshot(page, name=f"{where}-taken")
+
+        # A NUL byte: not text. The refusal keeps the file chosen.
+        chosen.set_input_files(files=[{"name": "broken.md", "mimeType": "text/markdown", "buffer": b"# Notes\x00"}])
+        upload.click()
+        expect(pane.locator("#upload-error")).to_contain_text("broken.md")
+        expect(chosen).to_have_value(re.compile(r"broken\.md$"))
+        expect(pane.locator(".switcher-title")).to_have_text(name)
+        screenshot(page, name=f"{where}-refused")
 
 
 def _next_turn(page, *, question, number):

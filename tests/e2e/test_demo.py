@@ -1,7 +1,7 @@
 """The offline demo model in the browser: no API key, the sample library,
-and a newcomer's first question comparing two things; a text file in the
-library and the pane, a report's sources, a question naming an upload and
-the zip that gives the uploads back."""
+what a newcomer's first page offers from it, and a first question comparing
+two things; a text file in the library and the pane, a report's sources, a
+question naming an upload and the zip that gives the uploads back."""
 
 import io
 import re
@@ -15,6 +15,7 @@ from playwright.sync_api import expect
 from tests.e2e.conftest import portal_running
 from tests.e2e.test_export import _download
 from tests.e2e.test_first_turn import TURN_TIMEOUT, ask, sign_in
+from tests.e2e.test_layout import sizes_schemes_languages
 
 pytestmark = pytest.mark.e2e
 
@@ -197,3 +198,41 @@ def test_text_wraps_library_sources_link_a_named_upload_is_read_and_the_zip_give
                 source.scroll_into_view_if_needed()
                 expect(source).to_be_visible()
                 page.screenshot(path=screenshot(page, name=f"{shot}-report-source"))
+
+
+# What a new conversation offers from the sample library (eight documents, four in each language).
+EXAMPLES = {
+    "en": {
+        "more": "and 2 more.",
+        "titles": ["Heat pumps", "Retrieval-augmented generation (RAG)", "Solid-state batteries"],
+        "question": "What does our library say about {}?",
+    },
+    "zh-hans": {
+        "more": "，以及另外 2 篇。",
+        "titles": [
+            "空气源热泵在寒冷地区的性能（COP 与除霜）",
+            "分布式光伏：屋顶电站的发电量与并网方式",
+            "家用储能电池：容量、寿命与 LFP 电芯",
+        ],
+        "question": "我们的资料库关于{}说了什么？",
+    },
+}
+
+
+def test_a_new_conversation_offers_the_library_in_the_readers_language_and_counts_the_rest(
+    portal, new_page, screenshot
+):
+    page = new_page()
+    sign_in(page, base_url=portal.base_url, user=portal.user_create(prefix="e2e-newcomer"))
+    empty = page.locator(".empty-state")
+
+    for size, scheme, language in sizes_schemes_languages(page):
+        where = f"{size}-{scheme}-{language}"
+        expected = EXAMPLES[language]
+        expect(empty.locator("p.muted")).to_contain_text(expected["more"])
+        expect(empty.locator("p.muted strong")).to_have_count(6)
+        expect(empty.locator(".examples button")).to_have_text(
+            [expected["question"].format(title) for title in expected["titles"]]
+        )
+        assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth"), where
+        screenshot(page, name=where)

@@ -1,6 +1,8 @@
 """The page a team lives in, at the sizes it is used: a thread of 45 turns
 on a laptop, a tablet and a phone, in light and dark."""
 
+import re
+
 import pytest
 from django.conf import settings
 from playwright.sync_api import expect
@@ -11,6 +13,24 @@ pytestmark = pytest.mark.e2e
 
 TURNS = 45
 SIZES = {"laptop": (1366, 900), "tablet": (1024, 768), "phone": (390, 844)}
+SCHEMES = ("light", "dark")
+LANGUAGES = ("en", "zh-hans")
+
+
+def sizes_schemes_languages(page):
+    """Brings one page through every size, colour scheme and language (the
+    language chosen in the bar's menu, as a person does: their lasting choice,
+    so give the test a user of its own) and yields (size, scheme, language) at each."""
+    for language in LANGUAGES:
+        if page.locator("html").get_attribute("lang") != language:
+            page.set_viewport_size(dict(zip(("width", "height"), SIZES["laptop"], strict=True)))
+            page.locator("#language-select").select_option(language)
+            expect(page.locator("html")).to_have_attribute("lang", language)
+        for size, (width, height) in SIZES.items():
+            page.set_viewport_size({"width": width, "height": height})
+            for scheme in SCHEMES:
+                page.emulate_media(color_scheme=scheme)
+                yield size, scheme, language
 
 
 @pytest.fixture(scope="module")
@@ -123,3 +143,48 @@ def test_rename_and_edit_open_on_their_field_and_escape_folds_them(portal, long_
         page.keyboard.press("Escape")
         expect(page.locator(fold)).not_to_have_attribute("open", "")
         expect(summary).to_be_focused()
+
+
+# True when some element of the bar shows exactly `name`, drawn whole (not cut short) and inside the window.
+NAME_WHOLE_JS = """(name) => [...document.querySelectorAll(".topbar *")].some((element) => {
+  if (element.textContent.trim() !== name || !element.checkVisibility() || element.clientWidth < 2) return false;
+  const box = element.getBoundingClientRect();
+  return element.scrollWidth <= element.clientWidth && box.left >= 0 && box.right <= window.innerWidth;
+})"""
+
+
+# How many lines an element's text takes.
+LINES_JS = "(element) => { const range = document.createRange(); range.selectNodeContents(element); return range.getClientRects().length; }"
+
+
+def test_the_signed_in_name_reads_whole_at_every_size_scheme_and_language(portal, new_page, screenshot):
+    user = portal.user_create(prefix="dana.kowalski")
+    page = new_page()
+    sign_in(page, base_url=portal.base_url, user=user)
+    menu = page.locator(".user-menu")
+    avatar = menu.locator(".avatar")
+
+    for size, scheme, language in sizes_schemes_languages(page):
+        where = f"{size}-{scheme}-{language}"
+        if size == "phone":
+            # No room for the name in the bar: its initial, and the name in the menu.
+            expect(avatar).to_be_visible()
+            expect(avatar).to_have_text("D")
+            assert not page.evaluate(NAME_WHOLE_JS, user.username), where
+        else:
+            expect(avatar).to_be_hidden()
+            assert page.evaluate(NAME_WHOLE_JS, user.username), where
+        # Whoever reads the page aloud hears the name whole.
+        expect(menu.locator("summary")).to_have_accessible_name(re.compile(rf"^{re.escape(user.username)}\b"))
+        menu.locator("summary").click()
+        listed = menu.locator(".user-menu-list")
+        expect(listed).to_be_visible()
+        named = listed.locator(".user-menu-who strong")
+        expect(named).to_have_text(user.username)
+        assert page.evaluate(NAME_WHOLE_JS, user.username), where
+        # On one line, where the window has room for it.
+        assert named.evaluate(LINES_JS) == 1, where
+        expect(listed).to_be_in_viewport(ratio=1)
+        screenshot(page, name=f"{where}-menu")
+        menu.locator("summary").click()
+        expect(listed).to_be_hidden()

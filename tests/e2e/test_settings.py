@@ -4,12 +4,19 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.e2e.test_first_turn import sign_in
+from tests.e2e.test_layout import sizes_schemes_languages
 from tests.e2e.test_run_state import NOTIFICATIONS_JS
 
 pytestmark = pytest.mark.e2e
 
 BACKGROUND_JS = "getComputedStyle(document.body).backgroundColor"
 LIGHT, DARK = "rgb(255, 255, 255)", "rgb(22, 24, 28)"
+# The language menu's colours, and the page's.
+LANGUAGE_COLOURS_JS = """() => {
+  const select = getComputedStyle(document.getElementById("language-select"));
+  const body = getComputedStyle(document.body);
+  return {background: select.backgroundColor, color: select.color, page: body.backgroundColor, text: body.color};
+}"""
 
 
 @pytest.fixture
@@ -60,3 +67,24 @@ def test_notifications_turned_on_in_settings_are_on_in_the_conversation_list(por
     page.goto(f"{portal.base_url}/")
     expect(page.locator("#conversation-list").get_by_role("button", name="Notifications on")).to_be_visible()
     assert page.evaluate("window.asked") == 0
+
+
+def _light(colour: str) -> bool:
+    red, green, blue = (int(part) for part in colour.removeprefix("rgb(").removesuffix(")").split(",")[:3])
+    return red + green + blue > 3 * 128
+
+
+def test_the_language_menu_wears_the_pages_colours_in_dark_too(portal, new_page, screenshot):
+    page = new_page()
+    sign_in(page, base_url=portal.base_url, user=portal.user_create(prefix="e2e-dark-menu"))
+
+    for size, scheme, language in sizes_schemes_languages(page):
+        where = f"{size}-{scheme}-{language}"
+        colours = page.evaluate(LANGUAGE_COLOURS_JS)
+        if scheme == "dark":
+            # Not the browser's grey: the page's own background and text.
+            assert colours["page"] == DARK, where
+            assert (colours["background"], colours["color"]) == (colours["page"], colours["text"]), where
+        else:
+            assert colours["page"] == LIGHT and _light(colours["background"]) and not _light(colours["color"]), where
+        screenshot(page, name=where)

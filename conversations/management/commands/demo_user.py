@@ -11,6 +11,8 @@ from django.core.management.base import BaseCommand, CommandError
 DEMO_USERNAME = "demo"
 # Where the Procfile's daphne listens.
 HOST = "127.0.0.1"
+# The one word `make run` says about everyone else.
+TEAM_NOTE = 'To add your team (users, groups, single sign-on), see README.md, section "Your team".'
 # Daphne starts in a few seconds; one that has not listened by then failed,
 # and honcho stops this process with it.
 WAIT_SECONDS = 120
@@ -39,6 +41,7 @@ class Command(BaseCommand):
         note, password = _demo_login(username=username)
         if not wait:
             self.stdout.write(note)
+            self.stdout.write(TEAM_NOTE)
         url = f"http://{HOST}:{port}/"
         if password:
             self.stdout.write(self.style.SUCCESS(f"Open {url} and sign in as {username} / {password}"))
