@@ -200,15 +200,16 @@ def test_text_wraps_library_sources_link_a_named_upload_is_read_and_the_zip_give
                 page.screenshot(path=screenshot(page, name=f"{shot}-report-source"))
 
 
-# What a new conversation offers from the sample library (eight documents, four in each language).
+# What a new conversation offers from the sample library (eight documents, four in each language;
+# this module's other tests may add to it, so the count is any).
 EXAMPLES = {
     "en": {
-        "more": "and 2 more.",
+        "more": re.compile(r"and \d+ more\."),
         "titles": ["Heat pumps", "Retrieval-augmented generation (RAG)", "Solid-state batteries"],
         "question": "What does our library say about {}?",
     },
     "zh-hans": {
-        "more": "，以及另外 2 篇。",
+        "more": re.compile(r"，以及另外 \d+ 篇。"),
         "titles": [
             "空气源热泵在寒冷地区的性能（COP 与除霜）",
             "分布式光伏：屋顶电站的发电量与并网方式",
