@@ -132,6 +132,8 @@ LONG_TITLES = {
 }
 # Whether an element's text shows whole (not cut by its ellipsis).
 WHOLE_JS = "(e) => e.scrollWidth <= e.clientWidth && e.scrollHeight <= e.clientHeight"
+# Whether an element lies within the window's width.
+ON_SCREEN_JS = "(e) => e.getBoundingClientRect().left >= 0 && e.getBoundingClientRect().right <= window.innerWidth"
 # Whether each row of the list keeps its ⋯ button on its title's line.
 ONE_LINE_JS = """() => [...document.querySelectorAll("li.conversation-item")].every((item) => {
   const link = item.querySelector("a").getBoundingClientRect();
@@ -183,6 +185,8 @@ def test_a_long_title_reads_whole_in_the_head_and_on_one_line_in_the_list_with_a
             ):
                 expect(menu.locator(".head-menu-list")).to_contain_text(name)
             page.wait_for_function("() => document.documentElement.scrollWidth <= window.innerWidth")
+            # Whole on the screen: a list cut off at the left edge widens nothing a scroll would show.
+            assert menu.locator(".head-menu-list").evaluate(ON_SCREEN_JS), (language, size)
             for scheme in ("light", "dark"):
                 page.emulate_media(color_scheme=scheme)
                 screenshot(page, name=f"{language}-{size}-{scheme}-menu")
