@@ -51,6 +51,14 @@ PERMISSION_WORDS = {
     PermissionDecision.EXPIRED: gettext_lazy("nobody answered in time"),
     "unanswered": gettext_lazy("the run ended before an answer"),
 }
+# The same said to a reader the conversation is shared with: the question was the owner's.
+READER_PERMISSION_WORDS = {
+    **PERMISSION_WORDS,
+    "asked": gettext_lazy("waiting for the owner's approval"),
+    PermissionDecision.APPROVE: gettext_lazy("the owner approved it"),
+    PermissionDecision.ALWAYS: gettext_lazy("the owner allowed it from now on"),
+    PermissionDecision.DENY: gettext_lazy("the owner denied it"),
+}
 # The status line for each artifact tool: "<agent> · writing “<title>”".
 _ARTIFACT_VERBS = {
     "create_artifact": gettext_lazy("%(agent)s · writing %(subject)s"),
@@ -197,8 +205,11 @@ class Step:
 
     @property
     def status_text(self) -> str:
-        # A call held for a person's answer is not working.
-        return str(PERMISSION_WORDS["asked"] if self.is_asking else STATUS_WORDS[self.status])
+        return self._status_text(words=PERMISSION_WORDS)
+
+    @property
+    def reader_status_text(self) -> str:
+        return self._status_text(words=READER_PERMISSION_WORDS)
 
     @property
     def permission_text(self) -> str:
@@ -208,10 +219,23 @@ class Step:
     def summary(self) -> str:
         """How it went, for the end of its line: "4 results · 120 ms"; a step
         that did not simply work says so first."""
+        return self._summary(words=PERMISSION_WORDS)
+
+    @property
+    def reader_summary(self) -> str:
+        """The summary for a reader it is shared with, who was not the one asked."""
+        return self._summary(words=READER_PERMISSION_WORDS)
+
+    def _status_text(self, *, words: dict) -> str:
+        # A call held for a person's answer is not working.
+        return str(words["asked"] if self.is_asking else STATUS_WORDS[self.status])
+
+    def _summary(self, *, words: dict) -> str:
         if self.is_running:
-            return self.status_text
-        parts = [] if self.status == OK else [self.status_text]
-        parts += [self.outcome, self.permission_text if self.permission else "", self.duration_text]
+            return self._status_text(words=words)
+        parts = [] if self.status == OK else [self._status_text(words=words)]
+        permission = str(words.get(self.permission, self.permission)) if self.permission else ""
+        parts += [self.outcome, permission, self.duration_text]
         return " · ".join(part for part in parts if part)
 
     @property

@@ -18,7 +18,7 @@ from django.conf import settings
 from django.db import transaction
 
 from artifactflow import realtime
-from artifactflow.names import name_line
+from artifactflow.names import name_line, name_shortened
 from conversations.models import Conversation
 
 from .budgets import BudgetSpent, spend_reserve, spend_settle
@@ -126,12 +126,7 @@ def title_clean(reply: str, *, question: str) -> str | None:
     title = _LABEL.sub("", lines[0]).strip(_WRAPPING + "。.")
     if not title or "<tool_call" in title:
         return None
-    if len(title) > TITLE_MAX_CHARS:
-        cut = title[: TITLE_MAX_CHARS - 1]
-        # Latin text is cut at a space; Chinese, which has none, anywhere.
-        if " " in cut and not _HAN.search(cut[-1]):
-            cut = cut.rsplit(" ", 1)[0]
-        title = cut.rstrip(" ,，、:：;；") + "…"
+    title = name_shortened(title, limit=TITLE_MAX_CHARS)
     if _written_in_chinese(question) and not _HAN.search(title):
         return None
     return title

@@ -106,6 +106,8 @@ def run_activity(request, run_id):
         "run": run,
         # Artifact links open in this conversation's pane.
         "conversation_id": run.message.conversation_id,
+        # A reader it is shared with was not the one asked to approve.
+        "read_only": run.message.conversation.owner_id != request.user.pk,
     }
     return render(request, "agents/activity.html", context)
 

@@ -5,11 +5,13 @@ name carries a character that shows nothing or changes how the rest reads:
 "photo", a right-to-left override (U+202E) and "gnp.exe" show as "photoexe.png".
 """
 
+import re
 import unicodedata
 
 # Zero-width joiner and non-joiner: spelling in Persian and the Indic scripts,
 # and what makes one emoji of several (👩‍🔬). Kept where they join two characters.
 _JOINERS = frozenset("\u200c\u200d")
+_HAN = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 
 
 def name_clean(text: str) -> str:
@@ -33,6 +35,20 @@ def name_clean(text: str) -> str:
 def name_line(text: str) -> str:
     """`text` as a title shows: name_clean, on one line, its runs of spaces one space, trimmed."""
     return " ".join(name_clean(text).split())
+
+
+def name_shortened(text: str, *, limit: int) -> str:
+    """`text` whole when it has at most `limit` characters, else cut to fit
+    with "…" after it: Latin text at its last space, text without spaces
+    between its words (Chinese) anywhere. A page narrows a title further by
+    its width, not here (the CSS ellipsis)."""
+    if len(text) <= limit:
+        return text
+    cut, next_char = text[: limit - 1], text[limit - 1]
+    in_a_word = not next_char.isspace() and not _HAN.match(cut[-1]) and not _HAN.match(next_char)
+    if in_a_word and " " in cut:
+        cut = cut.rsplit(" ", 1)[0]
+    return cut.rstrip(" ,，、:：;；") + "…"
 
 
 def _hidden(char: str) -> bool:

@@ -45,11 +45,16 @@ UPLOADS_MAX_BYTES = 100 * 1024 * 1024
 # Bytes, not characters: file systems count bytes (255 on most), and the
 # folder and a "-2" must still fit.
 FILE_NAME_MAX_BYTES = 120
+# A download's own name, alone in its folder: a title of the longest a
+# question gives (agents.services.asking.TITLE_LENGTH) fits whole in Chinese,
+# three bytes a character, with ".docx" after it.
+DOWNLOAD_NAME_MAX_BYTES = 250
 _EXTENSIONS = {"text/markdown": ".md", "text/plain": ".txt", "text/csv": ".csv", "application/json": ".json"}
 # Path separators and the other characters Windows refuses (control characters go before: name_clean).
 _UNSAFE = re.compile(r'[/\\:*?"<>|]+')
 _WINDOWS_RESERVED = {"CON", "PRN", "AUX", "NUL", *(f"COM{n}" for n in range(10)), *(f"LPT{n}" for n in range(10))}
 _TEXT_TYPE = "text/markdown; charset=utf-8"
+_CUT = "…"
 
 
 @dataclass(frozen=True)
@@ -88,7 +93,7 @@ def _turns_markdown(conversation: Conversation) -> str:
 def conversation_markdown(*, conversation: Conversation) -> Export:
     text = f"# {_title(conversation)}\n\n{_turns_markdown(conversation)}"
     return Export(
-        filename=safe_file_name(_title(conversation), extension=".md", fallback="conversation"),
+        filename=_download_name(conversation, extension=".md"),
         content_type=_TEXT_TYPE,
         data=text.encode(),
     )
@@ -99,7 +104,7 @@ def conversation_docx(*, conversation: Conversation, user) -> Export:
         markdown=_turns_markdown(conversation), title=_title(conversation), author=user_display_name(user)
     )
     return Export(
-        filename=safe_file_name(_title(conversation), extension=".docx", fallback="conversation"),
+        filename=_download_name(conversation, extension=".docx"),
         content_type="application/vnd.openxmlformats-officedocument.wordprocessingml.document",
         data=data,
     )
@@ -131,9 +136,15 @@ def conversation_zip(*, conversation: Conversation) -> Export:
             note = gettext("These uploads were too large to add to this download; download each from its artifact:")
             archive.writestr(f"{UPLOADS_FOLDER}/{LEFT_OUT_FILE}", "\n".join([note, *left_out]) + "\n")
     return Export(
-        filename=safe_file_name(_title(conversation), extension=".zip", fallback="conversation"),
+        filename=_download_name(conversation, extension=".zip"),
         content_type="application/zip",
         data=buffer.getvalue(),
+    )
+
+
+def _download_name(conversation: Conversation, *, extension: str) -> str:
+    return safe_file_name(
+        _title(conversation), extension=extension, fallback="conversation", max_bytes=DOWNLOAD_NAME_MAX_BYTES
     )
 
 
@@ -160,15 +171,17 @@ def _upload_name(artifact) -> str:
     return safe_file_name(original, extension=_upload_extension(artifact), fallback=artifact.artifact_id)
 
 
-def safe_file_name(name: str, *, extension: str, fallback: str) -> str:
+def safe_file_name(name: str, *, extension: str, fallback: str, max_bytes: int = FILE_NAME_MAX_BYTES) -> str:
     """`name` as one file name on any system: no folder, no control, format
-    or reserved character, no leading dot, not too long, ending in `extension`."""
+    or reserved character, no leading dot, at most `max_bytes` long (a name
+    cut short says so with "…"), ending in `extension`."""
     extension = _UNSAFE.sub("", name_clean(extension))
     stem = _UNSAFE.sub("_", unicodedata.normalize("NFC", name_clean(name))).strip(" ._")
     if extension and stem.lower().endswith(extension.lower()):
         stem = stem[: -len(extension)].rstrip(" .")
-    budget = FILE_NAME_MAX_BYTES - len(extension.encode())
-    stem = stem.encode()[:budget].decode(errors="ignore").rstrip(" .")
+    budget = max_bytes - len(extension.encode())
+    if len(stem.encode()) > budget:
+        stem = stem.encode()[: budget - len(_CUT.encode())].decode(errors="ignore").rstrip(" .") + _CUT
     if not stem:
         stem = _UNSAFE.sub("_", name_clean(fallback)).strip(" ._")[:40] or "file"
     if stem.split(".")[0].upper() in _WINDOWS_RESERVED:

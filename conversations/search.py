@@ -44,7 +44,9 @@ def conversations_before(*, user, before: tuple[datetime, UUID] | None = None) -
     """The user's conversations newest first, from just after the (updated_at,
     id) position `before` on: the order the list and search results page in.
     The id breaks ties, so a page never repeats or skips a conversation."""
-    conversations = Conversation.objects.filter(owner=user).only("id", "title", "updated_at", "pinned_at")
+    conversations = Conversation.objects.filter(owner=user).only(
+        "id", "title", "updated_at", "pinned_at", "forked_from"
+    )
     if before is not None:
         updated_at, pk = before
         # The first condition alone seeks the (owner, updated_at) index to the

@@ -75,7 +75,9 @@ def conversation_list(*, user, query: str = "", before: str = "", limit: int = P
 def conversation_pinned(*, user) -> list[Conversation]:
     """The user's pinned conversations, the last pinned first (a few: services.MAX_PINNED)."""
     conversations = Conversation.objects.filter(owner=user, pinned_at__isnull=False)
-    return list(conversations.only("id", "title", "updated_at", "pinned_at").order_by("-pinned_at", "-id"))
+    return list(
+        conversations.only("id", "title", "updated_at", "pinned_at", "forked_from").order_by("-pinned_at", "-id")
+    )
 
 
 def date_groups(*, items: list[Conversation], after: datetime | None, today: date) -> list[ConversationGroup]:

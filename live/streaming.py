@@ -140,11 +140,14 @@ def stream_advance(
     if view.fold.changed_seq != stream.steps_seq:
         stream.steps_seq = view.fold.changed_seq
         parts.append(
-            render_to_string("live/steps.html#steps", {"message_id": stream.message_id, "view": view, "oob": True})
+            render_to_string(
+                "live/steps.html#steps",
+                {"message_id": stream.message_id, "view": view, "read_only": stream.read_only, "oob": True},
+            )
         )
     if view.activity != stream.activity:
         stream.activity = view.activity
-        parts.append(_render("activity", message_id=stream.message_id, view=view, oob=True))
+        parts.append(_render("activity", message_id=stream.message_id, view=view, read_only=stream.read_only, oob=True))
     return stream, "".join(parts)
 
 

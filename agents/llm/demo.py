@@ -36,6 +36,8 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
+from artifactflow.names import name_shortened
+
 from ..state import REFUSED_MESSAGES, PermissionDecision
 from ..toolcalls import toolcalls_parse
 from ..tools.base import Tool
@@ -109,12 +111,12 @@ def demo_title(question: str) -> str:
     question = " ".join(question.split())
     if written_in_chinese(question):
         clauses = [c.strip(" ：:、") for c in _CLAUSE_END.split(_CHINESE_FILLER.sub("", question))]
-        title = next((c for c in clauses if c), "").rstrip("是的了")[:20]
+        title = next((c for c in clauses if c), "").rstrip("是的了")
     else:
         words = [w for w in re.findall(r"[\w][\w'-]*", question) if w.lower() not in _TITLE_STOP_WORDS][:6]
         title = " ".join(words)
         title = title[:1].upper() + title[1:]
-    return title[:TITLE_MAX_CHARS] or question[:TITLE_MAX_CHARS]
+    return name_shortened(title or question, limit=TITLE_MAX_CHARS)
 
 
 # --- what a question asks about -----------------------------------------------------

@@ -7,7 +7,7 @@ from django.core.validators import ProhibitNullCharactersValidator
 from django.db import transaction
 from django.utils.translation import gettext
 
-from artifactflow.names import name_line
+from artifactflow.names import name_line, name_shortened
 from artifacts.models import ArtifactSession
 from conversations.models import Conversation, Message
 
@@ -32,10 +32,7 @@ def conversation_start(*, user, content: str, lead_model: str | None = None, enq
 
 
 def _title_from(content: str) -> str:
-    line = name_line(content)
-    if len(line) <= TITLE_LENGTH:
-        return line
-    return line[:TITLE_LENGTH].rsplit(" ", 1)[0] + "…"
+    return name_shortened(name_line(content), limit=TITLE_LENGTH)
 
 
 def message_post(

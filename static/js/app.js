@@ -147,6 +147,22 @@ document.addEventListener("htmx:afterSwap", (event) => {
   }
 });
 
+// The head's menu and what opens in it (Share, Export) fold on Escape, the
+// innermost first, back to its summary (Rename folds by its own handler,
+// below); the menu folds on a click anywhere outside it too.
+document.addEventListener("keydown", (event) => {
+  if (event.key !== "Escape" || event.shiftKey || !event.target.closest?.("details.head-menu[open]")) return;
+  const fold = event.target.closest("details[open]");
+  if (fold.matches("details.rename")) return;
+  fold.open = false;
+  fold.querySelector("summary").focus();
+});
+document.addEventListener("click", (event) => {
+  document.querySelectorAll("details.head-menu[open]").forEach((menu) => {
+    if (!menu.contains(event.target)) menu.open = false;
+  });
+});
+
 // Rename and Edit open on their field, and Escape folds them again. Only an
 // opening the user asked for moves focus: a turn re-rendered over the
 // websocket reopens its folds without taking focus from where one types.

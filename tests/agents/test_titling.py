@@ -185,6 +185,8 @@ def test_titles_can_be_turned_off(user, scripted_model):
         (QUESTION, "Air-source heat pumps perform far below"),
         (CHINESE_QUESTION, "空气源热泵在零下二十度的时候效率"),
         ("请问 SQLite 的 WAL 模式是什么？", "SQLite 的 WAL 模式"),
+        # Whole, not its first 20 characters.
+        ("比较空气源热泵和家用储能电池在寒冷地区的适用性", "比较空气源热泵和家用储能电池在寒冷地区的适用性"),
     ],
 )
 def test_the_demo_model_proposes_a_title_from_the_questions_key_words(settings, user, question, title):

@@ -18,6 +18,7 @@ from agents.services.execution import run_execute
 from agents.services.permissions import permission_answer
 from agents.state import pending_request
 from artifacts.services import artifact_delete
+from conversations.models import ConversationShare
 from tests.agents.test_admin import HOSTILE_NAMES
 from tests.agents.test_engine import call, run_with_a_cut_compaction
 from tests.agents.tools.http_service import Service
@@ -51,6 +52,29 @@ def test_the_page_shows_the_permission_prompt(client, user, waiting_run):
     assert 'hx-disabled-elt="form.permission button"' in html
     assert f'value="{pending_request(waiting_run.checkpoint).id}"' in html
     assert 'name="decision" value="always"' in html
+
+
+def test_a_reader_is_told_the_turn_waits_for_the_owner_and_is_never_asked(client, user, other_user, waiting_run):
+    conversation = waiting_run.message.conversation
+    ConversationShare.objects.create(conversation=conversation, user=other_user, created_by=user)
+    client.force_login(other_user)
+
+    for language in ("en", "zh-hans"):
+        page = client.get(conversation.get_absolute_url(), HTTP_ACCEPT_LANGUAGE=language).content.decode()
+        turn = lxml.html.fromstring(page).get_element_by_id(f"message-{waiting_run.message_id}")
+        activity = client.get(reverse("run-activity", args=[waiting_run.pk]), HTTP_ACCEPT_LANGUAGE=language)
+        # The turn's status line, its steps' words and labels, the folded activity.
+        for html in (lxml.html.tostring(turn, encoding="unicode"), activity.content.decode()):
+            assert "your approval" not in html.lower() and "你的批准" not in html and "你批准" not in html
+            assert "owner&#x27;s approval" in html or "owner's approval" in html or "等待所有者批准" in html
+    assert "等待所有者批准" in page and "等待所有者批准" in activity.content.decode()
+    assert 'form class="permission"' not in page
+    # Nothing counted for the reader to see to.
+    assert 'id="attention-count" data-count="0"' in page
+    # The owner is asked, in their words.
+    client.force_login(user)
+    owner_page = client.get(conversation.get_absolute_url()).content.decode()
+    assert "Waiting for your approval" in owner_page and "owner&#x27;s approval" not in owner_page
 
 
 def test_approving_from_the_page_queues_the_run_and_shows_the_message(client, user, waiting_run):

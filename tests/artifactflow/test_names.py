@@ -2,7 +2,7 @@ import unicodedata
 
 import pytest
 
-from artifactflow.names import name_clean
+from artifactflow.names import name_clean, name_shortened
 
 BIDI_CONTROLS = [
     *map(chr, range(0x202A, 0x202F)),
@@ -52,3 +52,20 @@ def test_no_format_or_control_character_is_left_of_any_there_are():
 )
 def test_what_shows_stays_and_what_does_not_goes(text, cleaned):
     assert name_clean(text) == cleaned
+
+
+@pytest.mark.parametrize(
+    ("text", "limit", "shortened"),
+    [
+        # Whole when it fits: a Chinese title is not cut at 20 characters.
+        ("比较空气源热泵和家用储能电池在寒冷地区的适用性", 60, "比较空气源热泵和家用储能电池在寒冷地区的适用性"),
+        ("空气源热泵" * 20, 60, ("空气源热泵" * 20)[:59] + "…"),
+        # Latin text at its last space, never in a word.
+        ("Heat pumps in deep cold and what they cost", 20, "Heat pumps in deep…"),
+        ("Heat pumps in deep cold", 19, "Heat pumps in deep…"),
+        ("Heat pumps 在严寒地区的效率", 14, "Heat pumps 在严…"),
+    ],
+)
+def test_a_name_is_shortened_only_past_its_limit_and_says_so(text, limit, shortened):
+    assert name_shortened(text, limit=limit) == shortened
+    assert len(name_shortened(text, limit=limit)) <= limit

@@ -9,6 +9,7 @@ from django.core.files.base import ContentFile
 from artifacts import conversation_export
 from artifacts.branches import branch_shown
 from artifacts.conversation_export import (
+    DOWNLOAD_NAME_MAX_BYTES,
     FILE_NAME_MAX_BYTES,
     conversation_docx,
     conversation_markdown,
@@ -49,6 +50,25 @@ def test_markdown_holds_the_branch_shown_in_order():
     assert text.startswith("# 热泵研究\n")
     assert text.index("热泵效率如何?") < text.index("## 结论") < text.index("第二个问题") < text.index("第二个回答")
     assert "hidden answer" not in text
+
+
+def test_an_export_is_named_after_the_whole_title_and_a_title_too_long_for_a_file_says_it_was_cut():
+    # The longest a question's title is (asking.TITLE_LENGTH, and its "…"), in Chinese: 243 bytes.
+    whole = "空气源热泵" * 16 + "…"
+    conversation = ConversationFactory(title=whole)
+    user = UserFactory()
+
+    names = [
+        conversation_markdown(conversation=conversation).filename,
+        conversation_docx(conversation=conversation, user=user).filename,
+        conversation_zip(conversation=conversation).filename,
+    ]
+    assert names == [f"{whole}.md", f"{whole}.docx", f"{whole}.zip"]
+
+    # A rename may make it longer than any file system takes: cut to the bytes, and said.
+    conversation.title = "报告" * 100
+    name = conversation_docx(conversation=conversation, user=user).filename
+    assert name.endswith("….docx") and name.startswith("报告" * 40) and len(name.encode()) <= DOWNLOAD_NAME_MAX_BYTES
 
 
 def test_docx_names_its_author_and_title_and_keeps_the_structure():
@@ -151,8 +171,9 @@ def test_zip_carries_an_uploaded_file_as_it_was_uploaded():
         ("\u2066報告\u2069\u200f\u061c\u200e\u200b\ufeff\u00ad", ".md", "報告.md"),
         ("\u202e\u202a\u202b\u202c\u202d", ".md", "fallback.md"),
         ("热泵的冬季表现", ".docx", "热泵的冬季表现.docx"),
-        ("报告" * 300, ".md", ("报告" * 20)[:39] + ".md"),  # 117 bytes of UTF-8
-        ("a" * 300, ".md", "a" * 117 + ".md"),
+        # 117 bytes of UTF-8 before the extension, the last three the ellipsis that says it was cut.
+        ("报告" * 300, ".md", ("报告" * 20)[:38] + "….md"),
+        ("a" * 300, ".md", "a" * 114 + "….md"),
     ],
 )
 def test_safe_file_name(name, extension, expected):

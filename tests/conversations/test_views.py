@@ -8,6 +8,7 @@ from html import unescape
 from urllib.parse import parse_qs, urlsplit
 
 import docx
+import lxml.html
 import pytest
 from django.contrib.auth.models import Group
 from django.db import connection
@@ -362,7 +363,7 @@ def test_rename_updates_the_head_and_the_list(signed_in, user):
     page = response.content.decode()
     assert response.status_code == 200
     assert (
-        '<h1 id="conversation-title">New &lt;b&gt;name&lt;/b&gt;</h1>' in page
+        '<h1 id="conversation-title" title="New &lt;b&gt;name&lt;/b&gt;">New &lt;b&gt;name&lt;/b&gt;</h1>' in page
         and 'id="conversation-items" hx-swap-oob="true"' in page
     )
     error = signed_in.post(reverse("conversation-rename", args=[conversation.pk]), {"title": " "}, **HTMX)
@@ -1082,6 +1083,13 @@ def test_a_reader_continues_a_shared_thread_in_their_own_conversation(signed_in,
     # The owner's conversation is as it was.
     assert conversation.messages.count() == 2 and follow_up.children.count() == 0
 
+    # In the reader's list the fork is told apart from the original it shares its title with, titles whole.
+    listed = lxml.html.fromstring(signed_in.get(reverse("chat")).content.decode())
+    (item,) = listed.xpath(f'//li[@data-conversation="{fork.pk}"]')
+    assert item.find_class("conversation-title")[0].get("title") == "热泵的冬季表现"
+    assert item.find_class("fork-mark")[0].text_content() == "copy"
+    (original,) = listed.get_element_by_id("shared-with-me").xpath(".//a")
+    assert original.get("title") == "热泵的冬季表现"
     # Once the share is revoked, the reader can neither fork again nor follow the link back.
     services.share_remove(conversation=conversation, share_id=share.pk)
     assert signed_in.post(url, {"message": message.pk}).status_code == 404
@@ -1209,7 +1217,7 @@ def test_renaming_from_the_list_answers_with_the_item_alone(signed_in, user):
     page = signed_in.post(
         url, {"title": "又改了", "source": "sidebar", "current": str(conversation.pk)}, **HTMX
     ).content.decode()
-    assert '<h1 id="conversation-title" hx-swap-oob="true">又改了</h1>' in page
+    assert '<h1 id="conversation-title" title="又改了" hx-swap-oob="true">又改了</h1>' in page
 
 
 def test_deleting_another_conversation_from_the_list_removes_its_item_and_the_page_stays(signed_in, user):

@@ -143,6 +143,7 @@ def test_every_main_state_has_no_serious_or_critical_violation(portal, states, n
     expect(page.locator("article.turn").last.locator(".answer")).to_be_in_viewport()
     found += _violations(page, state="answered turns")
 
+    page.locator("details.head-menu > summary").click()
     share = page.locator("#share-panel")
     share.locator("summary").click()
     expect(share.get_by_label("User")).to_be_visible()

@@ -17,6 +17,8 @@ REPORT = "# 报告\n\n地源热泵安装更贵。"
 
 
 def _download(page, name: str):
+    if not page.locator("details.head-menu").evaluate("menu => menu.open"):
+        page.locator("details.head-menu > summary").click()
     menu = page.locator(".export-menu")
     if not menu.evaluate("menu => menu.open"):
         menu.locator("summary").click()

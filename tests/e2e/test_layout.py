@@ -136,6 +136,7 @@ def test_a_new_conversation_focuses_the_composer_and_offers_a_skip_link(portal, 
 def test_rename_and_edit_open_on_their_field_and_escape_folds_them(portal, long_thread, page):
     sign_in(page, base_url=portal.base_url, user=portal.users[0])
     page.goto(long_thread)
+    page.locator("details.head-menu > summary").click()
     for fold, field in (("details.rename", "#rename-title"), ("article.turn:last-of-type details.edit", "textarea")):
         summary = page.locator(f"{fold} summary")
         summary.click()
@@ -188,3 +189,84 @@ def test_the_signed_in_name_reads_whole_at_every_size_scheme_and_language(portal
         screenshot(page, name=f"{where}-menu")
         menu.locator("summary").click()
         expect(listed).to_be_hidden()
+
+
+LONG_TITLES = {
+    "en": "Compare heat pumps and home batteries in cold climates",
+    "zh-hans": "比较空气源热泵和家用储能电池在寒冷地区的适用性",
+}
+# Whether an element's text shows whole (not cut by its ellipsis).
+WHOLE_JS = "(e) => e.scrollWidth <= e.clientWidth && e.scrollHeight <= e.clientHeight"
+# Whether an element lies within the window's width.
+ON_SCREEN_JS = "(e) => e.getBoundingClientRect().left >= 0 && e.getBoundingClientRect().right <= window.innerWidth"
+# Whether each row of the list keeps its ⋯ button on its title's line.
+ONE_LINE_JS = """() => [...document.querySelectorAll("li.conversation-item")].every((item) => {
+  const link = item.querySelector("a").getBoundingClientRect();
+  const button = item.querySelector(".item-menu-button").getBoundingClientRect();
+  return button.top < link.bottom && button.bottom > link.top;
+})"""
+
+
+def test_a_long_title_reads_whole_in_the_head_and_on_one_line_in_the_list_with_a_fork_told_apart(
+    portal, new_page, screenshot
+):
+    user = portal.user_create(prefix="e2e-titles")
+    code = (
+        "from tests.e2e.seed import long_conversation; from conversations.models import Conversation; "
+        f"ids = [long_conversation(username={user.username!r}, turns=1) for _ in range(3)]; "
+        f"titles = {list(LONG_TITLES.values())!r}; "
+        "[Conversation.objects.filter(pk=pk).update(title=t) for pk, t in zip(ids, titles * 2)]; "
+        # The third continues the first, as "Continue from here" makes it (agents.services.forking).
+        "Conversation.objects.filter(pk=ids[2]).update(title=titles[0], forked_from_id=ids[0]); "
+        "print(' '.join(ids))"
+    )
+    english, chinese, fork = portal.shell(code).split()
+    page = new_page(viewport={"width": 1366, "height": 900})
+    sign_in(page, base_url=portal.base_url, user=user)
+    for language, conversation in (("en", english), ("zh-hans", chinese)):
+        page.goto(f"{portal.base_url}/c/{conversation}/")
+        if language != "en":
+            page.locator("#language-select").select_option(language)
+            expect(page.locator("html")).to_have_attribute("lang", language)
+        title = page.locator("#conversation-title")
+        expect(title).to_have_text(LONG_TITLES[language])
+        expect(title).to_have_attribute("title", LONG_TITLES[language])
+        items = page.locator("li.conversation-item")
+        expect(items.locator(".fork-mark")).to_have_count(1)
+        expect(page.locator(f'li[data-conversation="{fork}"] .fork-mark')).to_have_text(
+            "copy" if language == "en" else "副本"
+        )
+        for size, (width, height) in SIZES.items():
+            page.set_viewport_size({"width": width, "height": height})
+            # Beside the list and the pane on a laptop, beside the pane on a tablet: the title whole.
+            if size != "phone":
+                assert title.evaluate(WHOLE_JS), (language, size)
+            # Export, Share, Rename and Delete are in the head's menu, by keyboard too.
+            menu = page.locator("details.head-menu")
+            menu.locator(":scope > summary").focus()
+            page.keyboard.press("Enter")
+            for name in (
+                ("Export", "Share", "Rename", "Delete") if language == "en" else ("导出", "共享", "重命名", "删除")
+            ):
+                expect(menu.locator(".head-menu-list")).to_contain_text(name)
+            page.wait_for_function("() => document.documentElement.scrollWidth <= window.innerWidth")
+            # Whole on the screen: a list cut off at the left edge widens nothing a scroll would show.
+            assert menu.locator(".head-menu-list").evaluate(ON_SCREEN_JS), (language, size)
+            for scheme in ("light", "dark"):
+                page.emulate_media(color_scheme=scheme)
+                screenshot(page, name=f"{language}-{size}-{scheme}-menu")
+            page.keyboard.press("Escape")
+            expect(menu).not_to_have_attribute("open", "")
+            expect(menu.locator(":scope > summary")).to_be_focused()
+            if size != "laptop":
+                page.locator(".drawer-toggle").click()
+                page.wait_for_function(DRAWER_IN_JS)
+            # Every row: the title cut by the width on one line, its ⋯ button beside it.
+            assert page.evaluate(ONE_LINE_JS), (language, size)
+            for scheme in ("light", "dark"):
+                page.emulate_media(color_scheme=scheme)
+                screenshot(page, name=f"{language}-{size}-{scheme}")
+            if size != "laptop":
+                page.keyboard.press("Escape")
+            page.emulate_media(color_scheme="light")
+        page.set_viewport_size({"width": 1366, "height": 900})

@@ -5,6 +5,7 @@ the owner revokes the share."""
 import pytest
 from playwright.sync_api import expect
 
+from tests.agents.test_engine import call
 from tests.e2e.test_first_turn import ANSWER_SELECTOR, TURN_TIMEOUT, ask, sign_in
 from tests.model_server import Text
 
@@ -75,6 +76,7 @@ def test_a_group_member_watches_a_shared_turn_live_until_the_owner_revokes(porta
     expect(owner_page.locator("article.turn")).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
     url = owner_page.url
 
+    owner_page.locator("details.head-menu > summary").click()
     owner_page.locator("#share-panel > summary").click()
     owner_page.locator("#share-group").select_option(label=TEAM)
     owner_page.locator("#share-group").locator("xpath=..").get_by_role("button", name="Add").click()
@@ -128,9 +130,70 @@ def test_a_group_member_watches_a_shared_turn_live_until_the_owner_revokes(porta
     expect(fork_page.locator("#shared-banner")).to_have_count(0)
     screenshot(fork_page, name="forked")
 
+    owner_page.locator("details.head-menu > summary").click()
     owner_page.get_by_role("button", name=f"Stop sharing with the group {TEAM}").click()
     expect(owner_page.locator(".share-list li")).to_have_text("Not shared with anyone.")
     # Its socket closed at once (4403): the page says so rather than reconnecting.
     expect(viewer_page.locator("#share-ended")).to_be_visible()
     screenshot(viewer_page, name="no-longer-shared")
     assert viewer_page.goto(url).status == 404
+
+
+# What the reader's page says of its turn: its text and the labels one hears or hovers.
+TURN_WORDS_JS = """() => {
+  const turn = document.querySelector("article.turn");
+  const labels = [...turn.querySelectorAll("[aria-label], [title]")].map((e) => (e.getAttribute("aria-label") || "") + " " + (e.getAttribute("title") || ""));
+  return [turn.innerText, ...labels].join("\\n");
+}"""
+
+
+def test_a_reader_is_told_a_turn_waits_for_the_owners_approval_never_asked_for_theirs(
+    portal, model_server, new_page, screenshot
+):
+    owner, reader = portal.user_create(prefix="e2e-owner"), portal.user_create(prefix="e2e-reader")
+    model_server.add(
+        Text(call("call_subagent", agent="crawl_agent", instruction="Read library://999")),
+        Text(call("web_fetch", url="library://999")),
+        Text("读不到。"),
+        Text("完成了。"),
+    )
+    owner_page = new_page(viewport={"width": 1366, "height": 900})
+    sign_in(owner_page, base_url=portal.base_url, user=owner)
+    ask(owner_page, question="读一下那份文件")
+    expect(owner_page.locator("form.permission")).to_be_visible(timeout=TURN_TIMEOUT)
+    url = owner_page.url
+    portal.shell(
+        "from conversations.models import Conversation, ConversationShare; "
+        f"c = Conversation.objects.get(pk={url.rstrip('/').rsplit('/', 1)[1]!r}); "
+        "from django.contrib.auth import get_user_model; "
+        f"ConversationShare.objects.create(conversation=c, user=get_user_model().objects.get(username={reader.username!r}))"
+    )
+
+    page = new_page(viewport={"width": 1366, "height": 900})
+    sign_in(page, base_url=portal.base_url, user=reader)
+    page.goto(url)
+    turn = page.locator("article.turn")
+    expect(turn).to_have_attribute("data-status", "waiting_permission")
+    for language, owners, yours in (
+        ("en", "Waiting for the owner", "your approval"),
+        ("zh-hans", "等待所有者批准", "你的批准"),
+    ):
+        if language != "en":
+            page.locator("#language-select").select_option(language)
+            expect(page.locator("html")).to_have_attribute("lang", language)
+            expect(turn).to_have_attribute("data-status", "waiting_permission")
+        expect(turn.locator(".activity")).to_contain_text(owners)
+        words = page.evaluate(TURN_WORDS_JS)
+        assert yours not in words.lower(), words
+        expect(turn.locator("form.permission")).to_have_count(0)
+        # Nothing waits for the reader: no count before the tab's title, no mark in their list.
+        expect(page.locator("#attention-count")).to_have_attribute("data-count", "0")
+        assert not page.title().startswith("(")
+        for width, height in ((1366, 900), (1024, 768), (390, 844)):
+            page.set_viewport_size({"width": width, "height": height})
+            for scheme in ("light", "dark"):
+                page.emulate_media(color_scheme=scheme)
+                screenshot(page, name=f"{language}-{width}-{scheme}")
+        page.set_viewport_size({"width": 1366, "height": 900})
+        page.emulate_media(color_scheme="light")
+    owner_page.locator("form.permission").get_by_role("button", name="Deny").click()

@@ -162,6 +162,7 @@ def test_search_rename_and_delete_conversations(portal, model_server, page):
     page.get_by_label("Search conversations").fill("")
     expect(items).to_have_count(2)
 
+    page.locator("details.head-menu > summary").click()
     page.locator("details.rename summary").click()
     page.get_by_label("Title").fill("Stripes, renamed")
     page.get_by_role("button", name="Save").click()
@@ -169,6 +170,7 @@ def test_search_rename_and_delete_conversations(portal, model_server, page):
     expect(page.locator("#conversation-items")).to_contain_text("Stripes, renamed")
 
     page.once("dialog", lambda dialog: dialog.accept())
+    page.locator("details.head-menu > summary").click()
     page.get_by_role("button", name="Delete").click()
     page.wait_for_url(f"{portal.base_url}/")
     expect(items).to_have_count(1)
