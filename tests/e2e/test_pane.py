@@ -135,12 +135,12 @@ def test_a_20_mb_text_opens_on_its_first_page_and_pages_on(portal, owner, big, n
     expect(content).to_contain_text(following)
     # The next page came in place of the button, with a button for the one after it.
     expect(pane.locator(".show-more")).to_have_count(1)
-    expect(content.locator("pre")).to_have_count(2)
+    expect(content.locator(".prose-text")).to_have_count(2)
     # A refresh of the pane (a change signal) keeps the pages shown.
     page.evaluate(PANE_SWAPPED_JS)
     page.evaluate(SIGNAL_ARTIFACTS_CHANGED_JS)
     page.evaluate("window.paneSwapped")
-    expect(content.locator("pre")).to_have_count(2)
+    expect(content.locator(".prose-text")).to_have_count(2)
     expect(content).to_contain_text(following)
     page.wait_for_function(FITS_JS)
     screenshot(page, name="big")
