@@ -8,7 +8,7 @@ PORT ?= 8000
 # one, to debug with -x or --pdb: make test TEST_WORKERS=0 PYTEST_ARGS='-x tests/e2e'.
 TEST_WORKERS ?= 2
 
-.PHONY: run test lint install install-test bench clean messages
+.PHONY: run test check lint install install-test bench clean messages
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,12 @@ run: install
 # A file's tests stay in one process (loadfile), so a module's portal starts once.
 test: install-test lint
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+
+# For the commit-by-commit loop: the linters, then every test that starts no
+# process and no browser (the `processes` marker: tests/conftest.py). make test
+# stays the whole suite, and CI's command.
+check: install-test lint
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not processes" $(PYTEST_ARGS)
 
 lint: install-test
 	$(BIN)/ruff check .

@@ -1,4 +1,5 @@
 import os
+import subprocess
 
 import pytest
 from channels.layers import channel_layers
@@ -7,7 +8,7 @@ from django.utils import translation
 
 from agents.event_schema import EventSchemaError, event_validate
 from agents.models import RunEvent
-from artifactflow import realtime
+from artifactflow import extraction, realtime
 from tests.factories import UserFactory
 from tests.model_server import ScriptedModelServer
 from tests.processes import REDIS_SERVER, DisposableRedis
@@ -92,6 +93,65 @@ def pytest_configure(config):
         "events_by_hand: writes run events itself, some not of their declared shape, to see what the readers make "
         "of them; run_events_valid leaves the test alone",
     )
+
+
+# Fixtures that start a process, by where they are defined: the e2e portal and
+# Chromium (new_page and page ask for it), a Redis of the test's own, the OpenID provider.
+PROCESS_FIXTURES = {
+    "tests.e2e.conftest.portal",
+    "tests.e2e.conftest.browser",
+    "tests.conftest.disposable_redis",
+    "tests.accounts.test_oidc.provider",
+    "tests.e2e.test_sso.provider",
+}
+
+
+def _fixtures(item) -> set[str]:
+    """Where each fixture the test asks for, directly or not, is defined: "module.name"."""
+    definitions = item._fixtureinfo.name2fixturedefs if hasattr(item, "_fixtureinfo") else {}
+    return {
+        f"{defined[-1].func.__module__}.{defined[-1].func.__name__}"
+        for name in getattr(item, "fixturenames", ())
+        if (defined := definitions.get(name))
+    }
+
+
+def pytest_collection_modifyitems(config, items):
+    """Marks `processes` every test that starts a process or a browser, for
+    `make check` to leave out: those asking for a fixture above, the e2e and
+    fault tests, and those marked by hand (processes_marked keeps that right)."""
+    for item in items:
+        if PROCESS_FIXTURES & _fixtures(item) or item.get_closest_marker("e2e") or item.get_closest_marker("faults"):
+            item.add_marker(pytest.mark.processes)
+
+
+@pytest.fixture(autouse=True)
+def processes_marked(request, monkeypatch):
+    """A test not marked `processes` starts none: one that does fails here,
+    asking for the marker, so `make check` never slows by a new test's processes.
+    Allowed, as the code under test's own and quick: the document readers'
+    sandboxed child (artifactflow.extraction) and `uname -p`, which
+    platform.processor() runs once in a process for a library that asks."""
+    if request.node.get_closest_marker("processes"):
+        yield
+        return
+    started = []
+    execute = subprocess.Popen._execute_child
+
+    def recorded(popen, args, *rest, **options):
+        command = [str(arg) for arg in args] if isinstance(args, list | tuple) else [str(args)]
+        if extraction.__name__ not in command[:5] and command != ["uname", "-p"]:
+            started.append(" ".join(command)[:200])
+        return execute(popen, args, *rest, **options)
+
+    monkeypatch.setattr(subprocess.Popen, "_execute_child", recorded)
+    yield
+    if started:
+        pytest.fail(
+            "Started a process but is not marked processes (make check leaves those out): "
+            "add @pytest.mark.processes.\n" + "\n".join(started),
+            pytrace=False,
+        )
 
 
 @pytest.fixture(autouse=True)

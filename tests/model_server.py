@@ -121,7 +121,9 @@ class ScriptedModelServer:
     def start(self) -> "ScriptedModelServer":
         self._server = _Server(("127.0.0.1", 0), _handler_for(self))
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        # shutdown() waits for the loop's next poll: at the default 0.5 s, a quarter of a
+        # second on average at the end of every test that used a server.
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.02,), daemon=True)
         self._thread.start()
         return self
 

@@ -17,6 +17,17 @@ from pathlib import Path
 from django.db import connection
 
 ROOT = Path(__file__).resolve().parents[1]
+# A file to which each portal and browser a test starts adds a line (benchmarks/suite.py counts them).
+STARTS_LOG = "ARTIFACTFLOW_TEST_STARTS_LOG"
+
+
+def start_record(what: str) -> None:
+    """Adds "what test" to the file STARTS_LOG names, if it names one."""
+    path = os.environ.get(STARTS_LOG)
+    if path:
+        # One short write in append mode: lines from the xdist workers do not interleave.
+        with open(path, "a") as log:
+            log.write(f"{what} {os.environ.get('PYTEST_CURRENT_TEST', '').split(' ')[0]}\n")
 
 
 def database_url(*, port: int | None = None) -> str:

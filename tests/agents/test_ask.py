@@ -117,6 +117,7 @@ def test_on_a_terminal_the_user_is_asked(user, demo_model):
     assert "Could not read it" not in report and "checkpoint" in report
 
 
+@pytest.mark.processes
 def test_ask_works_from_a_bare_shell_on_the_embedded_default(tmp_path):
     # Only the data directory is named (to keep the repository's own apart):
     # no SECRET_KEY, no DEBUG, no model; the demo model answers.

@@ -121,6 +121,7 @@ def test_the_heartbeat_notices_the_lease_is_lost(user):
         _until(lambda: heartbeat.lost, timeout=2)
 
 
+@pytest.mark.processes
 def test_a_process_of_this_host_that_is_gone_is_known_to_be_gone():
     finished = subprocess.Popen(["true"])
     finished.wait()

@@ -11,7 +11,7 @@ from agents.management.commands.worker import STOP_SECONDS
 from tests.processes import ROOT, Cluster
 
 # The worker's cluster runs on the test database.
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.processes]
 
 
 def _stat(pid: int) -> list[str]:

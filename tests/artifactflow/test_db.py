@@ -18,6 +18,7 @@ from tests.e2e.conftest import VENV_BIN, Portal, _free_port, _manage, _postgres_
 pytestmark = [
     pytest.mark.skipif("connection.vendor != 'postgresql'", reason="the connection pool is Postgres's"),
     pytest.mark.django_db(transaction=True),
+    pytest.mark.processes,
 ]
 
 

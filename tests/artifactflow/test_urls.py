@@ -2,10 +2,13 @@
 and by a reader the owner shares the conversation with.
 
 The URLconf is walked (`get_resolver`), so a new pattern is covered without
-editing this file. Each pattern is filled with the owner's ids, missing ids and
-malformed ones (values the URL converter accepts but the database does not),
-and requested with GET and POST, with valid, invalid and missing parameters,
-with and without HTMX. No response may be a 5xx, show the owner's text or
+editing this file. Each pattern is filled with the owner's ids, then with each
+other id once, the rest kept the owner's: the owner's other objects, missing
+ids, malformed ones (values the URL converter accepts but the database does
+not) and the attacker's own. The owner's ids, and the attacker's own (where a
+view gets as far as reading its parameters), are requested with GET and POST,
+with valid, invalid and missing parameters, with and without HTMX; the other
+ids with a GET and a POST of valid parameters. No response may be a 5xx, show the owner's text or
 conversation ids, or change the owner's rows; a URL naming another user's
 object answers exactly as one naming no object at all: 404 (or 405 for the
 wrong method). A parameter name this file cannot fill fails the test rather
@@ -281,10 +284,17 @@ def _routes(resolver=None, prefix="", params=()) -> list[Route]:
 _PARAMETER = re.compile(r"<(?:\w+:)?(\w+)>|\(\?P<(\w+)>[^)]*\)")
 
 
+def _fillings(route: Route, values: dict[str, list[Value]]) -> list[tuple[dict[str, Value], bool]]:
+    """(values, first) for the route's parameters: each parameter's first value
+    (the owner's), then each other value of each parameter once, the rest at their first."""
+    first = {name: values[name][0] for name in route.params}
+    others = [{**first, name: value} for name in route.params for value in values[name][1:]]
+    return [(first, True)] + [(chosen, False) for chosen in others]
+
+
 def _urls(route: Route, values: dict[str, list[Value]]):
-    """(path, foreign) for every way of filling the route that resolves to its view."""
-    for combination in itertools.product(*(values[name] for name in route.params)):
-        chosen = dict(zip(route.params, combination, strict=True))
+    """(path, first, foreign) for each filling of the route that resolves to its view."""
+    for chosen, first in _fillings(route, values):
         path = "/" + _PARAMETER.sub(lambda m, chosen=chosen: quote(chosen[m[1] or m[2]].text, safe=""), route.pattern)
         try:
             if resolve(path).func is not route.callback:
@@ -292,7 +302,7 @@ def _urls(route: Route, values: dict[str, list[Value]]):
         except Resolver404:
             # The URL converter refuses this value; the request never reaches a view.
             continue
-        yield path, any(value.foreign for value in combination)
+        yield path, first, any(value.foreign for value in chosen.values())
 
 
 def _admin_values(world: World, route: Route) -> dict[str, list[Value]]:
@@ -325,6 +335,10 @@ def _body(response) -> str:
 
 # Each parameter variant once, HTMX and not among them.
 VARIANTS = [("valid", True), ("invalid", False), ("valid", False), ("missing", True)]
+# For a URL that names an object no view finds (missing or malformed ids, or the
+# owner's beyond the first) and for the admin's: one way of each method, with the
+# parameters that would act.
+ONCE = [("get", VARIANTS[0]), ("post", VARIANTS[0])]
 
 
 class _Undo(Exception):
@@ -378,9 +392,11 @@ def _walk(world: World, routes: list[Route], *, admin: bool) -> list[str]:
         if unknown:
             problems.append(f"{route.pattern}: no values for {unknown}; add them to the world fixture")
             continue
-        variants = VARIANTS[:2] if admin else VARIANTS
-        for path, foreign in _urls(route, values):
-            for method, (variant, htmx) in itertools.product(("get", "post"), variants):
+        for path, first, foreign in _urls(route, values):
+            # The admin turns a user who is not staff away before any view reads a parameter.
+            full = (first or not foreign) and not admin
+            requests = itertools.product(("get", "post"), VARIANTS) if full else ONCE
+            for method, (variant, htmx) in requests:
                 problems += _probe(
                     world, method=method, path=path, variant=variant, htmx=htmx, foreign=foreign, admin=admin
                 )
@@ -504,7 +520,7 @@ def test_a_reader_it_is_shared_with_reads_every_page_of_it_and_changes_nothing(w
     assert len(routes) > 10
     problems = []
     for route in routes:
-        for path, _ in _urls(route, values):
+        for path, _, _ in _urls(route, values):
             for method, htmx in itertools.product(("get", "post"), (True, False)):
                 problems += _viewer_probe(world, method=method, path=path, htmx=htmx)
     assert not problems, _report(problems)

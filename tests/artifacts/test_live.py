@@ -50,6 +50,7 @@ def _database_url():
     return f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
 
 
+@pytest.mark.processes
 def test_the_web_process_shows_what_a_worker_process_has_not_flushed(client, user):
     conversation = ConversationFactory(owner=user)
     run = RunFactory(message=MessageFactory(conversation=conversation), status=Run.Status.RUNNING)

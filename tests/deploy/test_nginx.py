@@ -43,6 +43,7 @@ from tests.e2e.conftest import (
 )
 from tests.e2e.test_first_turn import ask, sign_in
 from tests.model_server import ScriptedModelServer, Text
+from tests.processes import start_record
 
 pytestmark = pytest.mark.e2e
 
@@ -278,6 +279,7 @@ def test_two_daphnes_and_two_workers_behind_nginx_survive_losing_one_of_each_mid
         )
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            start_record("chromium")
             page = browser.new_page(ignore_https_errors=True, viewport={"width": 1366, "height": 900})
             sign_in(page, base_url=base_url, user=user)
             ask(page, question="What is in the library?")

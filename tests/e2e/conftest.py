@@ -27,6 +27,7 @@ from django.conf import settings
 from playwright.sync_api import sync_playwright
 
 from tests.model_server import ScriptedModelServer
+from tests.processes import start_record
 
 REPO = Path(__file__).resolve().parents[2]
 SCREENSHOTS = REPO / "test-artifacts" / "screenshots"
@@ -204,6 +205,7 @@ def portal_running(*, data_dir: Path, extra_env: dict | None = None):
     logs = {name: data_dir / f"{name}.log" for name in ("setup", "daphne", "qcluster")}
     result = Portal(base_url=f"http://127.0.0.1:{port}", users=users, model_server=server, logs=logs, env=env)
     processes = []
+    start_record("portal")
     try:
         _manage("migrate", "--noinput", "--verbosity", "0", env=env, log=logs["setup"])
         _manage("collectstatic", "--noinput", "--verbosity", "0", env=env, log=logs["setup"])
@@ -252,6 +254,7 @@ def browser():
         pytest.skip(f"browser tests need {CHROMIUM}: apt-get install chromium")
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        start_record("chromium")
         yield browser
         browser.close()
 

@@ -995,6 +995,7 @@ def _manage_shell(code: str) -> None:
     assert done.returncode == 0, done.stderr
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("change", ["member.groups.remove(team)", "team.delete()"])
 async def test_a_group_changed_from_another_process_closes_the_readers_socket_at_once(
     user, other_user, settings, change

@@ -20,6 +20,8 @@ from agents.models import Run
 from agents.services import asking
 from agents.services.execution import run_execute
 
+pytestmark = pytest.mark.processes
+
 pytest.importorskip("mockllm", reason="mockllm is in the test extra: pip install -e '.[test]'")
 
 STARTUP_TIMEOUT = 30.0

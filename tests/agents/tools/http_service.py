@@ -72,7 +72,8 @@ class Service:
     def start(self) -> "Service":
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
         self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        # Polled often, so that stop() does not wait half a second (tests.model_server).
+        threading.Thread(target=self._server.serve_forever, args=(0.02,), daemon=True).start()
         return self
 
     def stop(self) -> None:

@@ -32,7 +32,7 @@ from tests.agents.tools.http_service import Service
 from tests.factories import UserFactory
 from tests.model_server import Text
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.processes]
 
 ROOT = str(Path(__file__).resolve().parents[3])
 KEY = "mcp-key-7f3a9c2e51"

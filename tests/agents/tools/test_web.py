@@ -432,6 +432,7 @@ def test_connects_to_the_checked_address(site, settings, fake_dns):
     assert f"<content>rebind.example:{port}</content>" in result.content
 
 
+@pytest.mark.processes
 def test_tls_to_the_checked_address_still_asks_for_the_name(settings, fake_dns, tmp_path):
     """Over https the connection goes to the checked address too, and the
     handshake names the URL's host (SNI), which the certificate is checked against."""

@@ -1,0 +1,78 @@
+"""Where the suite's time goes: runs pytest, then prints its wall time, the 30
+slowest tests (setup, call and teardown together, from pytest's JUnit XML, so a
+portal or a browser started for a test counts in its time) and how many portals
+and Chromiums the run started (tests.processes.start_record logs each to the
+file ARTIFACTFLOW_TEST_STARTS_LOG names), with the files that started them.
+
+    python benchmarks/suite.py [pytest arguments]
+
+Without arguments it runs the whole suite as `make test` does (two processes,
+a file's tests in one); with them, pytest gets them as they are, e.g.
+`python benchmarks/suite.py -n 0 tests/artifactflow/test_urls.py`. Not part of
+`make bench`: it is the suite, minutes long. Uses DATABASE_URL and REDIS_URL as
+the suite does. Exits with pytest's status.
+"""
+
+import collections
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ElementTree
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SLOWEST = 30
+# What `make test` runs (TEST_WORKERS=2).
+MAKE_TEST = ["-n", "2", "--dist", "loadfile"]
+
+
+def slowest(junit: Path, *, count: int) -> tuple[list[tuple[float, str]], int]:
+    """(seconds, test) of the `count` slowest tests, and how many tests ran."""
+    times = []
+    for case in ElementTree.parse(junit).getroot().iter("testcase"):
+        test = f"{case.get('classname')}::{case.get('name')}"
+        times.append((float(case.get("time") or 0), test))
+    return sorted(times, reverse=True)[:count], len(times)
+
+
+def starts(log: Path) -> dict[str, collections.Counter]:
+    """Per kind ("portal", "chromium"), how many each test file started."""
+    counted = collections.defaultdict(collections.Counter)
+    if log.exists():
+        for line in log.read_text().splitlines():
+            kind, _, test = line.partition(" ")
+            counted[kind][test.split("::")[0] or "?"] += 1
+    return counted
+
+
+def main(arguments: list[str]) -> int:
+    with tempfile.TemporaryDirectory(prefix="artifactflow-suite-") as directory:
+        junit, log = Path(directory) / "junit.xml", Path(directory) / "starts.log"
+        command = [sys.executable, "-m", "pytest", *(arguments or MAKE_TEST), f"--junitxml={junit}", "-q"]
+        began = time.monotonic()
+        status = subprocess.run(
+            command, cwd=ROOT, env={**os.environ, "ARTIFACTFLOW_TEST_STARTS_LOG": str(log)}
+        ).returncode
+        wall = time.monotonic() - began
+        if not junit.exists():
+            print(f"pytest wrote no report (exit status {status})")
+            return status or 1
+        tests, ran = slowest(junit, count=SLOWEST)
+        started = starts(log)
+
+    print(f"\n{ran} tests in {wall:.0f} s wall time (pytest exit status {status})")
+    print(f"\nThe {len(tests)} slowest (setup + call + teardown):")
+    for seconds, test in tests:
+        print(f"{seconds:8.1f} s  {test}")
+    for kind in ("portal", "chromium"):
+        files = started.get(kind, collections.Counter())
+        print(f"\n{kind} starts: {sum(files.values())}")
+        for file, count in files.most_common():
+            print(f"{count:8d}  {file}")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
