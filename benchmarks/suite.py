@@ -1,8 +1,9 @@
-"""Where the suite's time goes: runs pytest, then prints its wall time, the 30
-slowest tests (setup, call and teardown together, from pytest's JUnit XML, so a
-portal or a browser started for a test counts in its time) and how many portals
-and Chromiums the run started (tests.processes.start_record logs each to the
-file ARTIFACTFLOW_TEST_STARTS_LOG names), with the files that started them.
+"""Where the suite's time goes: runs pytest, then prints its wall time, the test
+time per directory, the 30 slowest tests (setup, call and teardown together,
+from pytest's JUnit XML, so a portal or a browser started for a test counts in
+its time) and how many portal templates, portals and Chromiums the run started
+(tests.processes.start_record logs each to the file ARTIFACTFLOW_TEST_STARTS_LOG
+names), with the files that started them.
 
     python benchmarks/suite.py [pytest arguments]
 
@@ -28,13 +29,20 @@ SLOWEST = 30
 MAKE_TEST = ["-n", "2", "--dist", "loadfile"]
 
 
-def slowest(junit: Path, *, count: int) -> tuple[list[tuple[float, str]], int]:
-    """(seconds, test) of the `count` slowest tests, and how many tests ran."""
-    times = []
-    for case in ElementTree.parse(junit).getroot().iter("testcase"):
-        test = f"{case.get('classname')}::{case.get('name')}"
-        times.append((float(case.get("time") or 0), test))
-    return sorted(times, reverse=True)[:count], len(times)
+def durations(junit: Path) -> list[tuple[float, str]]:
+    """(seconds, test) of every test that ran."""
+    return [
+        (float(case.get("time") or 0), f"{case.get('classname')}::{case.get('name')}")
+        for case in ElementTree.parse(junit).getroot().iter("testcase")
+    ]
+
+
+def by_directory(times: list[tuple[float, str]]) -> collections.Counter:
+    """Seconds of test time per directory of tests ("tests.e2e", "tests.agents.tools", …)."""
+    spent = collections.Counter()
+    for seconds, test in times:
+        spent[test.split("::")[0].rsplit(".", 1)[0]] += seconds
+    return spent
 
 
 def starts(log: Path) -> dict[str, collections.Counter]:
@@ -59,14 +67,17 @@ def main(arguments: list[str]) -> int:
         if not junit.exists():
             print(f"pytest wrote no report (exit status {status})")
             return status or 1
-        tests, ran = slowest(junit, count=SLOWEST)
+        times = durations(junit)
         started = starts(log)
 
-    print(f"\n{ran} tests in {wall:.0f} s wall time (pytest exit status {status})")
-    print(f"\nThe {len(tests)} slowest (setup + call + teardown):")
-    for seconds, test in tests:
+    print(f"\n{len(times)} tests in {wall:.0f} s wall time (pytest exit status {status})")
+    print(f"\nTest time by directory, {sum(t for t, _ in times):.0f} s in all (the processes' time added up):")
+    for directory, seconds in by_directory(times).most_common():
+        print(f"{seconds:8.1f} s  {directory}")
+    print(f"\nThe {SLOWEST} slowest (setup + call + teardown):")
+    for seconds, test in sorted(times, reverse=True)[:SLOWEST]:
         print(f"{seconds:8.1f} s  {test}")
-    for kind in ("portal", "chromium"):
+    for kind in ("template", "portal", "chromium"):
         files = started.get(kind, collections.Counter())
         print(f"\n{kind} starts: {sum(files.values())}")
         for file, count in files.most_common():

@@ -200,12 +200,12 @@ def _composer_oob(request, *, composer: dict, posted: bool) -> bytes:
 def turn_response(request, *, conversation, message):
     """A question sent on the branch shown: its turn alone, added below the
     turns on the page (a long thread is not sent again), with the composer's
-    Stop. A notice under the thread was about what came before: it goes."""
+    Stop. (A notice under the thread, about what came before, the page took
+    away as it sent: app.js.)"""
     entry = thread_entries(messages=[message])[0]
     turn = render(request, "live/turn.html#turn", {"entry": entry, "oob": False})
     composer = {**_composer_context(conversation), "oob": True}
-    notice_gone = b'<p id="thread-notice" hx-swap-oob="delete"></p>'
-    response = HttpResponse(turn.content + notice_gone + _composer_oob(request, composer=composer, posted=True))
+    response = HttpResponse(turn.content + _composer_oob(request, composer=composer, posted=True))
     return reswap(retarget(response, "#thread-turns"), "beforeend")
 
 

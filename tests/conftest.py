@@ -9,6 +9,7 @@ from django.utils import translation
 from agents.event_schema import EventSchemaError, event_validate
 from agents.models import RunEvent
 from artifactflow import extraction, realtime
+from tests import waits
 from tests.factories import UserFactory
 from tests.model_server import ScriptedModelServer
 from tests.processes import REDIS_SERVER, DisposableRedis
@@ -29,7 +30,7 @@ def scripted_model(model_server, settings):
         "api_key": "sk-test",
         "base_url": model_server.url,
         "model": model_server.model,
-        "timeout": 10.0,
+        "timeout": waits.seconds(10),
         "max_retries": 2,
     }
     return model_server
@@ -85,6 +86,10 @@ def demo_model(settings):
     settings.DEMO_WORD_DELAY = 0
     settings.SEARCH_PROVIDER = settings.SEARXNG_URL = settings.TAVILY_API_KEY = ""
     call_command("library_samples", verbosity=0)
+
+
+def pytest_report_header(config):
+    return f"waits scaled by {waits.SCALE} (TEST_TIMEOUT_SCALE; tests/waits.py)"
 
 
 def pytest_configure(config):

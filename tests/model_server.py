@@ -3,7 +3,10 @@
 It listens on a real socket and streams Server-Sent Events in the shape of the
 Chat Completions API, so the `openai` SDK runs its real HTTP code path. Each
 request takes the next reply from the script; an empty script answers 500 so a
-test that asks more than it scripted fails loudly.
+test that asks more than it scripted fails loudly. A retry the SDK makes of a
+request already answered (on a busy machine the client may give up on a slow
+answer) gets that answer again, so it does not take the reply meant for the next
+request; a retry after a scripted failure takes the next reply, as it should.
 """
 
 import itertools
@@ -115,8 +118,19 @@ class ScriptedModelServer:
     # longer one is refused with 400, as a real service refuses it. None: no limit.
     context_window: int | None = None
 
+    _answered: dict = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
     def add(self, *replies) -> None:
         self.script.extend(replies)
+
+    def reset(self) -> None:
+        """An empty script and logs, as a new server has."""
+        with self._lock:
+            self.script.clear()
+            self.requests.clear()
+            self.sent.clear()
+            self._answered.clear()
 
     def start(self) -> "ScriptedModelServer":
         self._server = _Server(("127.0.0.1", 0), _handler_for(self))
@@ -136,11 +150,19 @@ class ScriptedModelServer:
         host, port = self._server.server_address[:2]
         return f"http://{host}:{port}/v1"
 
-    def next_reply(self):
-        try:
-            return self.script.popleft()
-        except IndexError:
-            return Status(500, "the scripted model server has no reply left for this request")
+    def reply_for(self, body: dict, *, retry: bool):
+        """The reply to a request: the next in the script, or the one a retried request already had."""
+        key = json.dumps(body, sort_keys=True)
+        with self._lock:
+            if retry and key in self._answered:
+                return self._answered[key]
+            try:
+                reply = self.script.popleft()
+            except IndexError:
+                return Status(500, "the scripted model server has no reply left for this request")
+            if isinstance(reply, (Text, ToolCalls)):
+                self._answered[key] = reply
+            return reply
 
 
 class _Server(ThreadingHTTPServer):
@@ -174,7 +196,9 @@ def _handler_for(server: ScriptedModelServer):
                     )
                 )
                 return
-            reply = server.next_reply()
+            # The openai SDK numbers its retries of a request in this header.
+            retry = int(self.headers.get("X-Stainless-Retry-Count") or 0) > 0
+            reply = server.reply_for(body, retry=retry)
             if isinstance(reply, Status):
                 self._send_error(reply)
                 return

@@ -16,6 +16,8 @@ from pathlib import Path
 
 from django.db import connection
 
+from tests import waits
+
 ROOT = Path(__file__).resolve().parents[1]
 # A file to which each portal and browser a test starts adds a line (benchmarks/suite.py counts them).
 STARTS_LOG = "ARTIFACTFLOW_TEST_STARTS_LOG"
@@ -51,7 +53,7 @@ class Cluster:
             "OPENAI_API_KEY": "sk-test",
             "OPENAI_BASE_URL": model_url,
             "ARTIFACTFLOW_MODEL": model,
-            "ARTIFACTFLOW_MODEL_TIMEOUT": "10",
+            "ARTIFACTFLOW_MODEL_TIMEOUT": str(waits.seconds(10)),
             "ARTIFACTFLOW_WORKERS": "1",
             # tests.settings lowers it for the tests that fail writes for good; these
             # workers ride out real outages, with production's default.

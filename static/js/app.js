@@ -48,6 +48,12 @@ document.addEventListener("htmx:configRequest", (event) => {
   const last = document.querySelector("#thread-turns > article.turn:last-of-type");
   if (last) event.detail.parameters.after = last.id.replace("message-", "");
 });
+// A notice under the thread (a retry that started a branch) is about what came
+// before: a question sent takes it away. Done here, as the page holds a notice
+// or none, rather than by the answer deleting one the page may not have.
+document.addEventListener("htmx:beforeRequest", (event) => {
+  if (event.detail.elt.id === "composer") document.getElementById("thread-notice")?.remove();
+});
 // Older turns go in above what the reader is looking at (chat.html#turns): the
 // thread keeps its distance from the bottom, so nothing on screen moves.
 let olderFromBottom = null;

@@ -15,6 +15,7 @@ from django.db import connection
 from agents.models import Run, RunEvent
 from agents.services import asking
 from artifacts.models import ArtifactVersion
+from tests import waits
 from tests.agents.test_engine import call
 from tests.model_server import Text
 from tests.processes import Cluster, TcpProxy, database_url
@@ -49,6 +50,7 @@ def clusters(scripted_model, tmp_path):
 
 
 def _until(condition, *, timeout: float, clusters: list[Cluster] = ()):
+    timeout = waits.seconds(timeout)
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:

@@ -16,6 +16,7 @@ from agents.services import asking
 from agents.services.execution import run_execute
 from agents.services.recovery import runs_sweep
 from artifacts.models import Artifact, ArtifactVersion
+from tests import waits
 from tests.agents.test_engine import call
 from tests.model_server import Text
 
@@ -37,13 +38,6 @@ def _in_thread(run_id, results):
     thread = threading.Thread(target=execute)
     thread.start()
     return thread
-
-
-def _until(condition, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.02)
 
 
 def test_a_model_silent_for_longer_than_the_stale_limit_keeps_its_worker_alive(user, scripted_model, settings):
@@ -77,7 +71,7 @@ def test_a_worker_taken_for_dead_stops_at_its_next_write_and_its_successor_alone
     run = _turn(user)
     results = []
     first = _in_thread(run.pk, results)
-    _until(lambda: run.events.filter(type=RunEvent.Type.LLM_CHUNK).exists())
+    waits.until(lambda: run.events.filter(type=RunEvent.Type.LLM_CHUNK).exists(), timeout=10)
     Run.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now() - timedelta(minutes=2))
 
     assert runs_sweep()["recovered"] == 1
@@ -118,7 +112,7 @@ def test_the_heartbeat_notices_the_lease_is_lost(user):
         time.sleep(0.2)
         assert not heartbeat.lost
         Run.objects.filter(pk=run.pk).update(attempts=2)
-        _until(lambda: heartbeat.lost, timeout=2)
+        waits.until(lambda: heartbeat.lost, timeout=2)
 
 
 @pytest.mark.processes

@@ -25,6 +25,7 @@ import pytest
 from django.conf import settings
 from playwright.sync_api import expect, sync_playwright
 
+from tests import waits
 from tests.agents.test_engine import call
 from tests.answers import long_answer
 from tests.e2e.conftest import (
@@ -51,7 +52,7 @@ SITE = Path(__file__).resolve().parents[2] / "deploy" / "nginx" / "artifactflow.
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 # Long enough for the sweep to find the dead worker (it runs every minute)
 # and another to finish the turn.
-RECOVERY_TIMEOUT = 150_000  # ms
+RECOVERY_TIMEOUT = waits.ms(150)
 
 
 def _replaced(text: str, pattern: str, new: str, *, flags=0) -> str:
@@ -284,7 +285,7 @@ def test_two_daphnes_and_two_workers_behind_nginx_survive_losing_one_of_each_mid
             sign_in(page, base_url=base_url, user=user)
             ask(page, question="What is in the library?")
             prompt = page.locator("form.permission")
-            expect(prompt).to_contain_text("web_fetch needs your approval", timeout=30_000)
+            expect(prompt).to_contain_text("web_fetch needs your approval", timeout=waits.ms(30))
             prompt.get_by_role("button", name="Approve").click()
 
             turn = page.locator("article.turn")
@@ -292,7 +293,7 @@ def test_two_daphnes_and_two_workers_behind_nginx_survive_losing_one_of_each_mid
             page.wait_for_function(
                 "() => { const t = document.querySelector('article.turn');"
                 " return t && t.dataset.status === 'running' && t.querySelector('.answer').innerText.length > 200; }",
-                timeout=30_000,
+                timeout=waits.ms(30),
             )
             assert "WSCONNECT" in logs["daphne-a"].read_text() and "WSCONNECT" not in logs["daphne-b"].read_text()
             for request in ("POST /conversations/", "POST /runs/"):

@@ -4,6 +4,9 @@ daphne and a django-q2 worker run as subprocesses on a fresh database (a new
 Postgres database when DATABASE_URL names one, else a SQLite file), and the
 worker talks to a scripted model server running in this test process. Tests
 drive them with headless Chromium through sync Playwright.
+
+Each test process migrates once (portal_template): every portal it starts gets a
+copy of that database, users included, and the static files it collected.
 """
 
 import contextlib
@@ -12,20 +15,24 @@ import os
 import secrets
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import psycopg
 import pytest
 from django.conf import settings
-from playwright.sync_api import sync_playwright
+from playwright.sync_api import expect, sync_playwright
 
+from tests import waits
+from tests.e2e.watch import watch_start
 from tests.model_server import ScriptedModelServer
 from tests.processes import start_record
 
@@ -43,7 +50,9 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-STARTUP_TIMEOUT = 30.0
+STARTUP_TIMEOUT = waits.seconds(30)
+# Playwright's own default for expect(), scaled as every other wait.
+expect.set_options(timeout=waits.ms(5))
 
 
 @dataclass(frozen=True)
@@ -59,19 +68,41 @@ class Portal:
     model_server: ScriptedModelServer
     logs: dict[str, Path]
     env: dict
+    _shell: subprocess.Popen | None = None
+    _shell_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def shell(self, code: str) -> str:
-        """Runs Python in `manage.py shell` on the portal's database; returns what it printed."""
-        result = subprocess.run(
-            [sys.executable, "manage.py", "shell", "--no-imports", "-c", code],
-            cwd=REPO,
-            env=self.env,
-            capture_output=True,
-            text=True,
-        )
-        if result.returncode:
-            raise RuntimeError(f"manage.py shell failed:\n{result.stderr[-3000:]}")
-        return result.stdout
+        """Runs Python on the portal's database, in one long-lived Django process
+        (tests/portal_shell.py); returns what it printed."""
+        with self._shell_lock:
+            if self._shell is None or self._shell.poll() is not None:
+                self._shell = subprocess.Popen(
+                    [sys.executable, "-m", "tests.portal_shell"],
+                    cwd=REPO,
+                    env=self.env,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    text=True,
+                )
+            self._shell.stdin.write(json.dumps({"code": code}) + "\n")
+            self._shell.stdin.flush()
+            line = self._shell.stdout.readline()
+        if not line:
+            raise RuntimeError("the portal's shell exited")
+        answer = json.loads(line)
+        if "error" in answer:
+            raise RuntimeError(f"the portal's shell failed:\n{answer['error'][-3000:]}")
+        return answer["out"]
+
+    def close(self) -> None:
+        """Ends the shell, if one was started."""
+        if self._shell is not None:
+            self._shell.stdin.close()
+            try:
+                self._shell.wait(timeout=waits.seconds(10))
+            except subprocess.TimeoutExpired:
+                self._shell.kill()
+                self._shell.wait()
 
     def user_create(self, *, prefix: str) -> User:
         """A user of the test's own: the portal is shared by the session's tests, and
@@ -89,6 +120,29 @@ class Portal:
         )
 
 
+@dataclass(frozen=True)
+class Template:
+    """A migrated database with the two users, and collected static files, for portals to copy."""
+
+    database_url: str
+    static: Path
+    users: list[User]
+
+    def database_copy(self, *, data_dir: Path) -> tuple[str, str | None]:
+        """A new database holding the template's: (its DATABASE_URL, its Postgres name or None)."""
+        if urlsplit(self.database_url).scheme in ("postgres", "postgresql"):
+            template = urlsplit(self.database_url).path.lstrip("/")
+            name = f"{template.removesuffix('_template')}_{secrets.token_hex(4)}"
+            _postgres_database(url=self.database_url, name=name, create=True, template=template)
+            return urlsplit(self.database_url)._replace(path=f"/{name}").geturl(), name
+        path = data_dir / "db.sqlite3"
+        # The backup API copies a consistent database, whatever is left in a WAL beside it.
+        with contextlib.closing(sqlite3.connect(self.database_url.removeprefix("sqlite:///"))) as source:
+            with contextlib.closing(sqlite3.connect(path)) as copy:
+                source.backup(copy)
+        return f"sqlite:///{path}", None
+
+
 def _tail(*, path: Path, lines: int) -> str:
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
@@ -102,13 +156,13 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _postgres_database(*, url: str, name: str, create: bool) -> None:
+def _postgres_database(*, url: str, name: str, create: bool, template: str | None = None) -> None:
     # CREATE/DROP DATABASE cannot run in a transaction, and not connected to
     # the database itself: connect to the server's `postgres` database.
     admin_url = urlsplit(url)._replace(path="/postgres").geturl()
     with psycopg.connect(admin_url, autocommit=True) as conn:
         if create:
-            conn.execute(f'CREATE DATABASE "{name}"')
+            conn.execute(f'CREATE DATABASE "{name}"' + (f' TEMPLATE "{template}"' if template else ""))
         else:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
@@ -157,27 +211,8 @@ def _wait_for_http(*, url: str, processes: list[subprocess.Popen], portal: Porta
     raise RuntimeError(f"{url} did not answer within {STARTUP_TIMEOUT:.0f} s\n{portal.log_tails()}")
 
 
-@pytest.fixture(scope="session")
-def portal(tmp_path_factory):
-    # pytest keeps the last few of these, logs included, for debugging.
-    with portal_running(data_dir=tmp_path_factory.mktemp("portal")) as running:
-        yield running
-
-
-@contextlib.contextmanager
-def portal_running(*, data_dir: Path, extra_env: dict | None = None):
-    """A portal of its own: daphne and a worker on a fresh database in
-    `data_dir`, talking to a scripted model server; `extra_env` adds to their environment."""
-    server = ScriptedModelServer().start()
-    database_url = os.environ.get("DATABASE_URL", "")
-    postgres_db = None
-    if urlsplit(database_url).scheme in ("postgres", "postgresql"):
-        postgres_db = f"{urlsplit(database_url).path.lstrip('/')}_e2e_{secrets.token_hex(4)}"
-        _postgres_database(url=database_url, name=postgres_db, create=True)
-        database_url = urlsplit(database_url)._replace(path=f"/{postgres_db}").geturl()
-    else:
-        database_url = f"sqlite:///{data_dir / 'db.sqlite3'}"
-
+def _environment(*, data_dir: Path, database_url: str, extra_env: dict | None = None) -> dict:
+    """A portal process's environment: production settings on `database_url`, `extra_env` last."""
     # REDIS_URL, when set, passes through, as the test process's Redis database (one
     # per xdist worker: tests/settings.py): then the Redis channel layer is used.
     env = dict(os.environ)
@@ -190,31 +225,81 @@ def portal_running(*, data_dir: Path, extra_env: dict | None = None):
         ARTIFACTFLOW_DATA_DIR=str(data_dir),
         DATABASE_URL=database_url,
         DJANGO_SETTINGS_MODULE="artifactflow.settings",
-        OPENAI_API_KEY="sk-test",
-        OPENAI_BASE_URL=server.url,
-        ARTIFACTFLOW_MODEL=server.model,
         PYTHONUNBUFFERED="1",
         # As in tests.settings: a test that wants the model's title turns it on.
         ARTIFACTFLOW_MODEL_TITLES="0",
     )
-    # Last, so a test may change any of them (an empty OPENAI_API_KEY: the demo model answers).
     env.update(extra_env or {})
+    return env
 
-    port = _free_port()
+
+@pytest.fixture(scope="session")
+def portal_template(tmp_path_factory):
+    """What every portal of this test process starts from: migrated once, in one process."""
+    directory = tmp_path_factory.mktemp("portal-template")
+    database_url = os.environ.get("DATABASE_URL", "")
+    postgres_db = None
+    if urlsplit(database_url).scheme in ("postgres", "postgresql"):
+        postgres_db = f"{urlsplit(database_url).path.lstrip('/')}_e2e_{secrets.token_hex(4)}_template"
+        _postgres_database(url=database_url, name=postgres_db, create=True)
+        database_url = urlsplit(database_url)._replace(path=f"/{postgres_db}").geturl()
+    else:
+        database_url = f"sqlite:///{directory / 'db.sqlite3'}"
     users = [User(f"e2e-user-{i}", secrets.token_urlsafe(12)) for i in (1, 2)]
-    logs = {name: data_dir / f"{name}.log" for name in ("setup", "daphne", "qcluster")}
-    result = Portal(base_url=f"http://127.0.0.1:{port}", users=users, model_server=server, logs=logs, env=env)
+    accounts = json.dumps([[u.username, u.password] for u in users])
+    setup = (
+        "import json; from django.core.management import call_command; from django.contrib.auth import get_user_model; "
+        "call_command('migrate', interactive=False, verbosity=0); "
+        "call_command('collectstatic', interactive=False, verbosity=0); "
+        f"[get_user_model().objects.create_user(username=n, password=p) for n, p in json.loads({accounts!r})]"
+    )
+    start_record("template")
+    try:
+        _manage(
+            "shell",
+            "-c",
+            setup,
+            env=_environment(data_dir=directory, database_url=database_url),
+            log=directory / "setup.log",
+        )
+        yield Template(database_url=database_url, static=directory / "static", users=users)
+    finally:
+        if postgres_db:
+            _postgres_database(url=os.environ["DATABASE_URL"], name=postgres_db, create=False)
+
+
+@pytest.fixture(scope="session")
+def portal(portal_template, tmp_path_factory):
+    # pytest keeps the last few of these, logs included, for debugging.
+    with portal_running(template=portal_template, data_dir=tmp_path_factory.mktemp("portal")) as running:
+        yield running
+
+
+@contextlib.contextmanager
+def portal_running(*, template: Template, data_dir: Path, extra_env: dict | None = None):
+    """A portal of its own: daphne and a worker on a copy of the template's
+    database, talking to a scripted model server; `extra_env` adds to their environment."""
+    server = ScriptedModelServer().start()
+    database_url, postgres_db = template.database_copy(data_dir=data_dir)
+    # Served from disk (whitenoise, DEBUG off) as collected once for the template.
+    (data_dir / "static").symlink_to(template.static, target_is_directory=True)
+    env = _environment(
+        data_dir=data_dir,
+        database_url=database_url,
+        # Last, so a test may change any of them (an empty OPENAI_API_KEY: the demo model answers).
+        extra_env={
+            "OPENAI_API_KEY": "sk-test",
+            "OPENAI_BASE_URL": server.url,
+            "ARTIFACTFLOW_MODEL": server.model,
+            **(extra_env or {}),
+        },
+    )
+    port = _free_port()
+    logs = {name: data_dir / f"{name}.log" for name in ("daphne", "qcluster")}
+    result = Portal(base_url=f"http://127.0.0.1:{port}", users=template.users, model_server=server, logs=logs, env=env)
     processes = []
     start_record("portal")
     try:
-        _manage("migrate", "--noinput", "--verbosity", "0", env=env, log=logs["setup"])
-        _manage("collectstatic", "--noinput", "--verbosity", "0", env=env, log=logs["setup"])
-        accounts = json.dumps([[u.username, u.password] for u in users])
-        create_users = (
-            "import json; from django.contrib.auth import get_user_model; "
-            f"[get_user_model().objects.create_user(username=n, password=p) for n, p in json.loads({accounts!r})]"
-        )
-        _manage("shell", "-c", create_users, env=env, log=logs["setup"])
         processes.append(
             _start(
                 command=[str(VENV_BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "artifactflow.asgi:application"],
@@ -226,6 +311,7 @@ def portal_running(*, data_dir: Path, extra_env: dict | None = None):
         _wait_for_http(url=f"{result.base_url}/accounts/login/", processes=processes, portal=result)
         yield result
     finally:
+        result.close()
         for process in processes:
             _stop(process=process)
         server.stop()
@@ -236,8 +322,7 @@ def portal_running(*, data_dir: Path, extra_env: dict | None = None):
 @pytest.fixture
 def model_server(portal):
     """The portal's model server with an empty script and request log."""
-    portal.model_server.script.clear()
-    portal.model_server.requests.clear()
+    portal.model_server.reset()
     return portal.model_server
 
 
@@ -260,19 +345,28 @@ def browser():
 
 
 @pytest.fixture
-def new_page(browser):
-    """Makes pages in fresh browser contexts (own cookies), one per user."""
-    contexts = []
+def new_page(browser, request):
+    """Makes pages in fresh browser contexts (own cookies), one per user, each
+    watched (tests/e2e/watch.py): a test that passed fails here if what its pages
+    showed while they changed broke an invariant."""
+    contexts, watches = [], []
 
     def make(**options):
         context = browser.new_context(**options)
-        context.set_default_timeout(10_000)
+        context.set_default_timeout(waits.ms(10))
         contexts.append(context)
-        return context.new_page()
+        page = context.new_page()
+        watches.append(watch_start(page))
+        return page
 
     yield make
+    passed = getattr(request.node, "call_passed", False)
     for context in contexts:
         context.close()
+    if passed:
+        allowed = marker.args if (marker := request.node.get_closest_marker("watch_allows")) else ()
+        for watch in watches:
+            watch.check(allowed=allowed)
 
 
 @pytest.fixture
@@ -297,6 +391,8 @@ def screenshot(request):
 def pytest_runtest_makereport(item, call):
     # A failing test shows what daphne and the worker were saying.
     report = yield
+    if report.when == "call":
+        item.call_passed = report.passed
     portal = getattr(item, "funcargs", {}).get("portal")
     if report.failed and portal is not None:
         report.sections.append(("portal logs", portal.log_tails()))

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
+from tests import waits
 from tests.agents.test_engine import call
 from tests.e2e.test_first_turn import TURN_TIMEOUT, ask, sign_in
 from tests.model_server import Text
@@ -74,7 +75,7 @@ def states(portal, browser):
         Text(call("web_fetch", url="library://999")),
     )
     context = browser.new_context()
-    context.set_default_timeout(10_000)
+    context.set_default_timeout(waits.ms(10))
     page = context.new_page()
     sign_in(page, base_url=portal.base_url, user=user)
     ask(page, question="Read the file for me")

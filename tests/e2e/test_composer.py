@@ -98,6 +98,7 @@ def test_each_conversation_keeps_its_own_draft_until_it_is_sent(portal, model_se
     expect(page.locator("#composer-input")).to_have_value("B's draft")
 
 
+@pytest.mark.watch_allows("htmx:responseError", "htmx:sendError")
 @pytest.mark.parametrize(
     ("failure", "said"),
     [

@@ -37,10 +37,11 @@ REQUEST = "/api/tickets/T-42?note=%E5%AE%A2%E6%88%B7%E8%BF%98%E5%9C%A8%E7%AD%89"
 
 
 @pytest.fixture(scope="module")
-def portal(tmp_path_factory):
+def portal(portal_template, tmp_path_factory):
     """A portal of this module's own whose model calls tools natively (function
     calling), with one worker: a turn waiting for approval must leave it free."""
     with portal_running(
+        template=portal_template,
         data_dir=tmp_path_factory.mktemp("portal-tools"),
         extra_env={"ARTIFACTFLOW_TOOL_MODE": "native", "ARTIFACTFLOW_WORKERS": "1"},
     ) as running:

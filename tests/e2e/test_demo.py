@@ -30,9 +30,10 @@ NEW_PROMPT_JS = """(approved) => {
 
 
 @pytest.fixture(scope="module")
-def portal(tmp_path_factory):
+def portal(portal_template, tmp_path_factory):
     """A portal of this module's own with no API key, so the demo model answers, and the sample library."""
     with portal_running(
+        template=portal_template,
         data_dir=tmp_path_factory.mktemp("portal-demo"),
         extra_env={"OPENAI_API_KEY": "", "ARTIFACTFLOW_DEMO_WORD_DELAY": "0"},
     ) as running:

@@ -5,6 +5,8 @@ import re
 import pytest
 from playwright.sync_api import expect
 
+from tests import waits
+from tests.e2e.watch import watch_of
 from tests.model_server import Text
 
 pytestmark = pytest.mark.e2e
@@ -19,7 +21,7 @@ ANSWER = (
     f"{LAST_SENTENCE}"
 )
 ANSWER_SELECTOR = "article.turn .bubble.assistant .answer"
-TURN_TIMEOUT = 20_000  # ms: worker pickup, about 2 s of streaming, completion
+TURN_TIMEOUT = waits.ms(20)  # worker pickup, about 2 s of streaming, completion
 
 # Truthy (the text so far) once the answer shows some text but not its end
 # while the turn is still running.
@@ -49,6 +51,9 @@ def sign_in(page, *, base_url, user):
 
 
 def ask(page, *, question):
+    """Sends `question` from the composer; the page's watch keeps an eye on its turn."""
+    if watch := watch_of(page):
+        watch.asked(question)
     page.locator("#composer-input").fill(question)
     page.get_by_role("button", name="Send").click()
     page.wait_for_url(re.compile(r"/c/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/$"))

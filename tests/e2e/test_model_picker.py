@@ -28,13 +28,15 @@ PARTS_OUTSIDE_JS = """(parts) => {
 
 
 @pytest.fixture(scope="module")
-def portal(tmp_path_factory):
+def portal(portal_template, tmp_path_factory):
     """A portal of this module's own whose models file offers two lead models,
     both served by its scripted model (they have no base_url of their own)."""
     data_dir = tmp_path_factory.mktemp("portal-picker")
     models = data_dir / "models.toml"
     models.write_text(LEAD_MODELS)
-    with portal_running(data_dir=data_dir, extra_env={"ARTIFACTFLOW_MODELS_FILE": str(models)}) as running:
+    with portal_running(
+        template=portal_template, data_dir=data_dir, extra_env={"ARTIFACTFLOW_MODELS_FILE": str(models)}
+    ) as running:
         yield running
 
 

@@ -127,13 +127,14 @@ SHAPES = {
 
 
 @pytest.fixture(scope="module")
-def portal(tmp_path_factory):
+def portal(portal_template, tmp_path_factory):
     """A portal whose lead model is declared thinking (LEAD_MODELS), with
     native tool calls: the request offers the tools, as most services are used."""
     data_dir = tmp_path_factory.mktemp("portal-shapes")
     models = data_dir / "models.toml"
     models.write_text(LEAD_MODELS)
     with portal_running(
+        template=portal_template,
         data_dir=data_dir,
         extra_env={"ARTIFACTFLOW_MODELS_FILE": str(models), "ARTIFACTFLOW_TOOL_MODE": "native"},
     ) as running:

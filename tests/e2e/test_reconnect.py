@@ -10,6 +10,7 @@ import time
 import pytest
 from playwright.sync_api import expect
 
+from tests import waits
 from tests.e2e.test_first_turn import PARTIAL_ANSWER_JS, TURN_TIMEOUT, ask, sign_in
 from tests.model_server import Text
 
@@ -18,7 +19,7 @@ pytestmark = pytest.mark.e2e
 GOING_AWAY = 1001
 LAST_SENTENCE = "Last word: reconnected."
 ANSWER = " ".join(f"Sentence {n} of an answer that streams for a while." for n in range(1, 40)) + f"\n\n{LAST_SENTENCE}"
-RUN_DONE_TIMEOUT = 60.0
+RUN_DONE_TIMEOUT = waits.seconds(60)
 
 
 class _Connection:

@@ -29,8 +29,9 @@ def provider(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def portal(tmp_path_factory, provider):
+def portal(portal_template, tmp_path_factory, provider):
     with portal_running(
+        template=portal_template,
         data_dir=tmp_path_factory.mktemp("portal-sso"),
         extra_env={
             "ARTIFACTFLOW_OIDC_ISSUER": provider.issuer,

@@ -315,6 +315,12 @@ def test_retrying_a_turn_deep_in_a_long_thread_brings_its_notice_into_view(
     expect(notice).to_be_in_viewport()
     screenshot(page, name=f"long-thread-{width}")
 
+    # A question sent next is about what follows: the notice goes.
+    model_server.add(Text("And after."))
+    _send(page, "What next?")
+    expect(notice).to_have_count(0)
+    expect(turns.last.locator(".answer")).to_have_text("And after.", timeout=TURN_TIMEOUT)
+
 
 # A question's top, relative to the thread's box: where the reader sees it.
 _TOP_IN_THREAD = "(turn, thread) => turn.getBoundingClientRect().top - thread.getBoundingClientRect().top"

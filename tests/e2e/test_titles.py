@@ -11,10 +11,12 @@ pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
-def portal(tmp_path_factory):
+def portal(portal_template, tmp_path_factory):
     """A portal of this module's own, whose worker asks the model for titles."""
     with portal_running(
-        data_dir=tmp_path_factory.mktemp("portal-titles"), extra_env={"ARTIFACTFLOW_MODEL_TITLES": "1"}
+        template=portal_template,
+        data_dir=tmp_path_factory.mktemp("portal-titles"),
+        extra_env={"ARTIFACTFLOW_MODEL_TITLES": "1"},
     ) as running:
         yield running
 

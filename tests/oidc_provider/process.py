@@ -16,8 +16,10 @@ import httpx
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from tests import waits
+
 ROOT = Path(__file__).resolve().parents[2]
-START_TIMEOUT = 60.0
+START_TIMEOUT = waits.seconds(60)
 
 SETUP = """
 import json, os, sys

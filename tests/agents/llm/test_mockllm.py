@@ -19,12 +19,13 @@ from agents.llm.openai_model import ModelSettings, OpenAIChatModel
 from agents.models import Run
 from agents.services import asking
 from agents.services.execution import run_execute
+from tests import waits
 
 pytestmark = pytest.mark.processes
 
 pytest.importorskip("mockllm", reason="mockllm is in the test extra: pip install -e '.[test]'")
 
-STARTUP_TIMEOUT = 30.0
+STARTUP_TIMEOUT = waits.seconds(30)
 MODEL = "gpt-4o-mini"
 ANSWERS = {
     "What does WAL mode change?": "In WAL mode readers do not block the writer, and the writer does not block readers.",

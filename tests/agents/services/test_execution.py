@@ -18,6 +18,7 @@ from agents.services.runs import run_cancel
 from artifacts.branches import branch_shown
 from artifacts.manager import ArtifactManager
 from artifacts.models import Artifact
+from tests import waits
 from tests.agents.test_engine import call
 from tests.artifacts.test_manager import LARGE
 from tests.model_server import Drop, Status, StreamError, Text, Truncated
@@ -243,13 +244,6 @@ def test_a_task_delivered_twice_runs_the_turn_once(user, scripted_model):
 STREAMED = "Readers run beside one writer. " * 8
 
 
-def _until(condition, timeout=20.0):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.02)
-
-
 def _running_count():
     return Run.objects.filter(status=Run.Status.RUNNING).count()
 
@@ -299,10 +293,10 @@ def test_stopping_one_of_many_turns_in_a_process_leaves_the_others_streaming(use
     scripted_model.add(*[Text(STREAMED, chunk_size=4, delay=0.05) for _ in range(4)])
     runs = [_turn(user, f"Question {i}")[1] for i in range(4)]
     worker = _worker_process(runs[0])
-    _until(lambda: RunEvent.objects.filter(type=RunEvent.Type.LLM_CHUNK, run__in=runs).count() >= 4)
+    waits.until(lambda: RunEvent.objects.filter(type=RunEvent.Type.LLM_CHUNK, run__in=runs).count() >= 4, timeout=20)
 
     run_cancel(run_id=runs[0].pk, user=user)
-    _until(lambda: Run.objects.get(pk=runs[0].pk).status == Run.Status.CANCELLED)
+    waits.until(lambda: Run.objects.get(pk=runs[0].pk).status == Run.Status.CANCELLED, timeout=20)
     others = Run.objects.filter(pk__in=[run.pk for run in runs[1:]])
     assert set(others.values_list("status", flat=True)) == {Run.Status.RUNNING}
     worker.join(timeout=30)

@@ -2,7 +2,6 @@
 turn's worker heeds at its next check, and retry."""
 
 import threading
-import time
 
 import pytest
 from django.db import connections
@@ -13,6 +12,7 @@ from agents.services.execution import run_execute
 from agents.services.runs import RunStateError, run_cancel, run_retry
 from artifacts.branches import branch_at, branch_heads
 from conversations.models import Conversation
+from tests import waits
 from tests.agents.services.test_execution import _turn
 from tests.agents.test_engine import SUMMARY, call
 from tests.model_server import Status, Text
@@ -48,7 +48,7 @@ def test_cancelling_a_streaming_run_stops_it_and_keeps_the_partial_answer(user, 
     worker = threading.Thread(target=_execute_and_close, args=(run.pk,))
     worker.start()
     try:
-        _wait_for(lambda: run.events.filter(type=RunEvent.Type.LLM_CHUNK).exists())
+        waits.until(lambda: run.events.filter(type=RunEvent.Type.LLM_CHUNK).exists(), timeout=10)
         run_cancel(run_id=run.pk, user=user)
     finally:
         worker.join(timeout=30)
@@ -82,7 +82,7 @@ def test_stop_reaches_a_model_call_that_sends_nothing(user, scripted_model, sett
     worker = threading.Thread(target=_execute_and_close, args=(run.pk,))
     worker.start()
     try:
-        _wait_for(started)
+        waits.until(started, timeout=10)
         run_cancel(run_id=run.pk, user=user)
     finally:
         worker.join(timeout=10)
@@ -99,13 +99,6 @@ def _execute_and_close(run_id):
         run_execute(run_id=run_id)
     finally:
         connections.close_all()
-
-
-def _wait_for(condition, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.02)
 
 
 def test_a_failed_turn_can_be_tried_again_once_by_its_owner(user, other_user):
