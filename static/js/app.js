@@ -459,17 +459,3 @@ document.addEventListener("htmx:wsClose", (event) => {
   const notice = document.getElementById("share-ended");
   if (notice) notice.hidden = false;
 });
-// A reader a conversation is shared with has no composer: the owner's new
-// turn first reaches their page by the socket, and htmx finds no turn to swap
-// it into. It goes at the end of the thread when it answers the turn the page
-// ends with (the branch shown); a turn of another branch waits for a reload.
-document.addEventListener("htmx:oobErrorNoTarget", (event) => {
-  const turn = event.detail.content;
-  const turns = document.getElementById("thread-turns");
-  if (!document.getElementById("shared-banner") || !turns || !turn.matches || !turn.matches("article.turn")) return;
-  const last = turns.querySelector(":scope > article.turn:last-of-type");
-  if (!last || last.id !== `message-${turn.dataset.parent}`) return;
-  turns.append(turn);
-  htmx.process(turn);
-  followNewest();
-});

@@ -207,19 +207,3 @@ document.addEventListener("htmx:afterSettle", () => {
 titleCount();
 marksCheck({ notify: false });
 notificationsSetting();
-
-// The list shows the newest conversations only, and one just started from the
-// home page is not in it until the page has moved on to it: a mark pushed for a
-// conversation the page does not list has nowhere to go, and is left out rather
-// than swapped by htmx as an out-of-band swap without a target (an error).
-htmx.defineExtension("marks-listed", {
-  transformResponse: (text) => {
-    if (!text.includes('id="run-mark-')) return text;
-    const pushed = document.createElement("template");
-    pushed.innerHTML = text;
-    for (const mark of pushed.content.querySelectorAll(".run-mark[hx-swap-oob]")) {
-      if (!document.getElementById(mark.id)) mark.remove();
-    }
-    return pushed.innerHTML;
-  },
-});

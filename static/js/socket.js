@@ -38,3 +38,41 @@ document.addEventListener("htmx:wsOpen", () => {
   socketNotice = null;
   reconnectingShow(false);
 });
+
+// What a push carries for an element the page does not have, placed before
+// htmx swaps it (htmx would report an out-of-band swap without a target):
+// - a run mark of a conversation the list does not show (it shows the newest;
+//   one just started from the home page is not in it until the page moves on)
+//   is left out;
+// - a reader a conversation is shared with has no composer, so the owner's new
+//   turn first reaches their page by the socket: it goes at the end of the
+//   thread when it answers the turn the page ends with (the branch shown); a
+//   turn of another branch waits for a reload.
+const PUSHED_IDS = /id="((?:run-mark|message)-[^"]+)"/g;
+htmx.defineExtension("placed", {
+  transformResponse: (text) => {
+    const missing = [...text.matchAll(PUSHED_IDS)].some(([, id]) => !document.getElementById(id));
+    if (!missing) return text;
+    const pushed = document.createElement("template");
+    pushed.innerHTML = text;
+    // The fragment's own children: a selector's :scope matches no fragment.
+    const pushedOob = (selector) => [...pushed.content.children].filter((e) => e.matches(`${selector}[hx-swap-oob]`));
+    for (const mark of pushedOob(".run-mark")) {
+      if (!document.getElementById(mark.id)) mark.remove();
+    }
+    const last = document.querySelector("#thread-turns > article.turn:last-of-type");
+    for (const turn of pushedOob("article.turn")) {
+      if (document.getElementById(turn.id)) continue;
+      if (!document.getElementById("shared-banner") || !last || last.id !== `message-${turn.dataset.parent}`) {
+        turn.remove();
+        continue;
+      }
+      const append = document.createElement("div");
+      append.setAttribute("hx-swap-oob", "beforeend:#thread-turns");
+      turn.removeAttribute("hx-swap-oob");
+      turn.replaceWith(append);
+      append.append(turn);
+    }
+    return pushed.innerHTML;
+  },
+});

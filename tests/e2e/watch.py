@@ -1,9 +1,9 @@
 """What a person sees while a turn streams, recorded as it changes.
 
 Every page the `new_page` fixture makes is watched: a script in the page
-samples each turn (its question, status and answer) every INTERVAL_MS and after
-every htmx swap, and reports each htmx error event and console error to the
-test process. When the test ends, every sample is checked:
+samples each turn (its question and status) every INTERVAL_MS and after every
+htmx swap, and reports each change, each htmx error event and each console
+error to the test process. When the test ends, every sample is checked:
 
 - a question asked with `ask()` stays on the page from the moment its turn is
   seen not yet ended (queued, running, waiting) until it is seen ended (a turn that vanishes mid-stream, or whose
@@ -57,17 +57,18 @@ WATCH_JS = """
       report({ kind: "error", name, where });
     }, true);
   }
+  // Sent to the test only when it differs from the last: a page streaming for
+  // minutes costs the test a message per change of what it asserts on.
+  let last = "";
   const sample = () => {
     if (document.readyState === "loading") return;
     const turns = [...document.querySelectorAll("article.turn")].map((turn) => {
       const question = turn.querySelector(".bubble.user");
-      const answer = turn.querySelector(".answer");
-      return {
-        status: turn.dataset.status || "",
-        question: question ? question.innerText.trim() : null,
-        answer: answer ? answer.innerText.trim().slice(0, 200) : "",
-      };
+      return { status: turn.dataset.status || "", question: question ? question.innerText.trim() : null };
     });
+    const now = JSON.stringify(turns);
+    if (now === last) return;
+    last = now;
     report({ kind: "sample", turns });
   };
   setInterval(sample, INTERVAL_MS);
