@@ -32,8 +32,12 @@ def main() -> None:
             answer = {"error": traceback.format_exc()}
         finally:
             # A held connection would keep a SQLite read snapshot or a Postgres session
-            # open between calls, while the portal's own processes write.
-            connections.close_all()
+            # open between calls, while the portal's own processes write; a pool (Postgres
+            # with ARTIFACTFLOW_DB_POOL_*) would keep its connections however closed.
+            for connection in connections.all(initialized_only=True):
+                connection.close()
+                if hasattr(connection, "close_pool"):
+                    connection.close_pool()
         answers.write(json.dumps(answer) + "\n")
         answers.flush()
 

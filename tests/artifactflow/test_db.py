@@ -174,6 +174,7 @@ def test_a_daphne_serving_bursts_of_page_loads_stays_within_its_pool(tmp_path):
             assert statuses == [200] * burst, portal.log_tails()
             assert 0 < watch.peak <= pool_max
     finally:
+        portal.close()
         if daphne is not None:
             _stop(process=daphne)
         _postgres_database(url=database_url, name=name, create=False)

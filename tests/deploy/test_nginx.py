@@ -329,6 +329,7 @@ def test_two_daphnes_and_two_workers_behind_nginx_survive_losing_one_of_each_mid
         print(portal.log_tails(lines=60))
         raise
     finally:
+        portal.close()
         for process in processes.values():
             _stop(process=process)
         server.stop()
