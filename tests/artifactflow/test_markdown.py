@@ -158,31 +158,38 @@ def test_text_past_the_size_bound_is_plain_without_being_parsed(monkeypatch):
     assert [t.type for t in markdown_tokens(text)][:3] == ["paragraph_open", "inline", "paragraph_close"]
 
 
-# Every name Pygments knows, and those of the lexers on the list: the others
-# all take the plain path, which one test checks for each of them.
+# Every name Pygments knows, and those of the lexers on the list: those lex as
+# their lexer does, the others all take the plain path; one test checks each.
 ALIASES = sorted({alias for _, _, aliases, _, _ in LEXERS.values() for alias in aliases})
 MIMETYPES = sorted({m for _, _, _, _, mimetypes in LEXERS.values() for m in mimetypes})
 HIGHLIGHTED_ALIASES = sorted({alias for name in markdown.HIGHLIGHTED_LEXERS for alias in LEXERS[name][2]})
 HIGHLIGHTED_MIMETYPES = sorted({m for name in markdown.HIGHLIGHTED_LEXERS for m in LEXERS[name][4]})
 
 
-def test_every_language_and_content_type_off_the_list_is_shown_plain():
+def test_every_name_on_the_list_highlights_and_every_other_is_shown_plain():
+    for alias in HIGHLIGHTED_ALIASES:
+        assert markdown_render(f"```{alias}\n<!-- x\n```").startswith('<pre class="highlight"><code>'), alias
+    for mimetype in HIGHLIGHTED_MIMETYPES:
+        assert code_render("<!-- x", content_type=mimetype).startswith('<div class="highlight">'), mimetype
     for alias in set(ALIASES) - set(HIGHLIGHTED_ALIASES):
         assert markdown_render(f"```{alias}\n<!-- x\n```") == "<pre><code>&lt;!-- x\n</code></pre>\n", alias
     for mimetype in set(MIMETYPES) - set(HIGHLIGHTED_MIMETYPES):
         assert code_render("<!-- x", content_type=mimetype) == '<pre class="plain">&lt;!-- x</pre>', mimetype
 
 
-@pytest.mark.parametrize("alias", HIGHLIGHTED_ALIASES)
-def test_every_fence_language_on_the_list_renders_hostile_text_within_the_bound(alias):
+# A lexer lexes alike whichever of its names chose it: each lexer on the list once.
+@pytest.mark.parametrize("name", sorted(markdown.HIGHLIGHTED_LEXERS))
+def test_every_fence_language_on_the_list_renders_hostile_text_within_the_bound(name):
+    alias = LEXERS[name][2][0]
     for text in HOSTILE:
         with finishes_within(HANG_BOUND):
             html = markdown_render(f"```{alias}\n{text}\n```\n\n```{alias}\n{text}")
         assert "<pre" in html
 
 
-@pytest.mark.parametrize("mimetype", HIGHLIGHTED_MIMETYPES)
-def test_every_content_type_on_the_list_renders_hostile_text_within_the_bound(mimetype):
+@pytest.mark.parametrize("name", sorted(name for name in markdown.HIGHLIGHTED_LEXERS if LEXERS[name][4]))
+def test_every_content_type_on_the_list_renders_hostile_text_within_the_bound(name):
+    mimetype = LEXERS[name][4][0]
     for text in HOSTILE:
         with finishes_within(HANG_BOUND):
             html = code_render(text, content_type=mimetype)
