@@ -27,6 +27,7 @@ from agents.state import pending_request
 from agents.tools.base import ToolContext
 from agents.tools.mcp import McpError, mcp_server_problems, mcp_tools_build, offered_name, tools_discovered
 from artifacts.models import Artifact
+from tests import waits
 from tests.agents.test_engine import call
 from tests.agents.tools.http_service import Service
 from tests.factories import UserFactory
@@ -79,7 +80,9 @@ def http_url():
     process.wait(10)
 
 
-def make_server(transport: str, url: str = "", *, name="demo", timeout=10, **fields) -> McpServer:
+def make_server(transport: str, url: str = "", *, name="demo", timeout=None, **fields) -> McpServer:
+    # Ten seconds on a quiet machine, more on a busy one: a stdio server is a process to start.
+    timeout = timeout or round(waits.seconds(10))
     groups = fields.pop("groups", [])
     fields.setdefault("permission", "auto")
     if transport == "http":
