@@ -33,6 +33,7 @@ from artifactflow.asgi import application
 from artifactflow.markdown import BlockSplitter, markdown_render
 from conversations.models import Message
 from live import consumers
+from tests import waits
 from tests.answers import long_answer
 from tests.asgi import conversation_socket, session_cookie
 from tests.factories import (
@@ -45,6 +46,10 @@ from tests.factories import (
 )
 from tests.model_server import Text
 from tests.processes import ROOT, database_url
+
+# How long a helper waits for a push or a close, and for a Redis that came back; scaled (tests/waits.py).
+PUSH_WAIT = waits.seconds(10)
+REJOIN_WAIT = waits.seconds(15)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -240,7 +245,7 @@ def _text_of(html: str) -> str:
     return _words(lxml.html.fragment_fromstring(html, create_parent="div").text_content()) if html else ""
 
 
-async def _received(communicator, *, until, timeout=10.0) -> list[str]:
+async def _received(communicator, *, until, timeout=PUSH_WAIT) -> list[str]:
     messages = []
     while not messages or not until(messages[-1]):
         messages.append(await communicator.receive_from(timeout=timeout))
@@ -283,7 +288,7 @@ async def test_a_run_the_page_shows_as_running_but_that_ended_is_sent_in_its_fin
     communicator = await _connected(conversation, user)
     await _received(communicator, until=lambda html: "artifacts-changed" in html)
     await communicator.send_to(text_data=json.dumps({"running": [run.pk]}))
-    html = await communicator.receive_from(timeout=5)
+    html = await communicator.receive_from(timeout=waits.seconds(5))
     await communicator.disconnect()
     assert f'id="message-{message.pk}"' in html and 'data-status="completed"' in html
     assert "It <strong>is</strong> done." in html
@@ -298,7 +303,7 @@ async def test_runs_of_another_conversation_named_by_a_page_are_ignored(user, ot
     await communicator.send_to(text_data=json.dumps({"running": [foreign_run.pk, "x", None]}))
     await communicator.send_to(text_data="not json")
     received = []
-    while not await communicator.receive_nothing(timeout=0.5):
+    while not await communicator.receive_nothing(timeout=waits.seconds(0.5)):
         received.append(await communicator.receive_from())
     await communicator.disconnect()
     # Not even the composer: nothing this page has changed.
@@ -326,7 +331,7 @@ async def test_a_long_answer_streams_as_appended_text_and_ends_rendered_whole(us
             boundaries[end] = _text_of(markdown_render(answer[:end]))
     pushes, checked = [], 0
     while 'data-status="completed"' not in (pushes[-1] if pushes else ""):
-        html = await communicator.receive_from(timeout=10)
+        html = await communicator.receive_from(timeout=waits.seconds(10))
         pushes.append(html)
         if "artifacts-changed" in html:
             continue
@@ -372,7 +377,7 @@ async def test_streamed_text_reaches_the_page_before_its_row_is_written(user, sc
     rows = sync_to_async(lambda: run.events.filter(type=RunEvent.Type.LLM_CHUNK).count())
     shown_early = ""
     while len(shown_early) < 40:
-        page.apply(await communicator.receive_from(timeout=10))
+        page.apply(await communicator.receive_from(timeout=waits.seconds(10)))
         if await rows():
             break
         answer_now = page.find(f"answer-{message.pk}")
@@ -406,7 +411,7 @@ def _announcer(conversation, run, communicator, page):
         await get_channel_layer().group_send(
             conversation.group_name, {"type": realtime.RUN_EVENT, "run_id": run.pk, "seq": seq}
         )
-        html = await communicator.receive_from(timeout=5)
+        html = await communicator.receive_from(timeout=waits.seconds(5))
         page.apply(html)
         return html
 
@@ -460,13 +465,13 @@ async def test_lost_wake_ups_are_healed_by_the_next(user):
     await get_channel_layer().group_send(
         conversation.group_name, {"type": realtime.RUN_EVENT, "run_id": run.pk, "seq": 4}
     )
-    html = await communicator.receive_from(timeout=5)
+    html = await communicator.receive_from(timeout=waits.seconds(5))
     page.apply(html)
     await write(5, RunEvent.Type.LLM_CHUNK, content=" and on.")
     await get_channel_layer().group_send(
         conversation.group_name, {"type": realtime.RUN_EVENT, "run_id": run.pk, "seq": 5}
     )
-    tail_push = await communicator.receive_from(timeout=5)
+    tail_push = await communicator.receive_from(timeout=waits.seconds(5))
     page.apply(tail_push)
     await communicator.disconnect()
     assert _words(page.find(f"blocks-{message.pk}").text_content()) == "First paragraph."
@@ -537,7 +542,7 @@ async def _page_of(communicator) -> Page:
     return page
 
 
-async def _shows(communicator, page, element_id, text, *, timeout=15.0):
+async def _shows(communicator, page, element_id, text, *, timeout=REJOIN_WAIT):
     """Apply pushes until the page's `element_id` reads `text`."""
     async with asyncio.timeout(timeout):
         while (page.find(element_id) is None) or _words(page.find(element_id).text_content()) != text:
@@ -551,7 +556,7 @@ def _write(run, seq, type, **data):
     Run.objects.filter(pk=run.pk).update(status=Run.Status.RUNNING)
 
 
-async def _joined(disposable_redis, conversation, *, timeout=15.0):
+async def _joined(disposable_redis, conversation, *, timeout=REJOIN_WAIT):
     """Wait until the websocket is in its conversation's group again (a Redis
     that comes back after a crash has forgotten every group)."""
     # channels_redis keeps a group as the sorted set "<prefix>:group:<name>".
@@ -569,13 +574,13 @@ async def _woken_after_joining(disposable_redis, communicator, page, conversatio
     await _joined(disposable_redis, conversation)
     monkeypatch.setattr(consumers, "LAYER_DOWN_POLL_INTERVAL", 60)
     # The catch-up poll right after joining says what it has to say first.
-    while not await communicator.receive_nothing(timeout=0.5):
+    while not await communicator.receive_nothing(timeout=waits.seconds(0.5)):
         page.apply(await communicator.receive_from())
     await _write(run, seq, RunEvent.Type.LLM_CHUNK, content=" Woken again.")
     await get_channel_layer().group_send(
         conversation.group_name, {"type": realtime.RUN_EVENT, "run_id": run.pk, "seq": seq}
     )
-    await _shows(communicator, page, f"tail-{message.pk}", "Polled. Woken again.", timeout=5)
+    await _shows(communicator, page, f"tail-{message.pk}", "Polled. Woken again.", timeout=waits.seconds(5))
 
 
 @pytest.mark.events_by_hand
@@ -639,7 +644,7 @@ async def _open(conversation, cookie):
     return communicator
 
 
-async def _closed(communicator, *, timeout=10.0) -> int:
+async def _closed(communicator, *, timeout=PUSH_WAIT) -> int:
     """Wait for the server to close the websocket; its close code."""
     async with asyncio.timeout(timeout):
         while (output := await communicator.receive_output(timeout=timeout))["type"] != "websocket.close":
@@ -650,7 +655,7 @@ async def _closed(communicator, *, timeout=10.0) -> int:
 async def _still_open(communicator, user):
     """Whatever the user's group was sent before reached this socket, and it is open."""
     await get_channel_layer().group_send(realtime.user_group(user.pk), {"type": realtime.ARTIFACTS_CHANGED})
-    assert "artifacts-changed" in await communicator.receive_from(timeout=5)
+    assert "artifacts-changed" in await communicator.receive_from(timeout=waits.seconds(5))
 
 
 async def test_signing_out_closes_the_websockets_of_that_session_and_no_other(user):
@@ -698,10 +703,10 @@ async def test_changing_the_password_closes_the_other_browsers_websockets_at_onc
     )
     assert response.status_code == 302
     # Long before WEBSOCKET_SESSION_CHECK_INTERVAL (a minute).
-    assert await _closed(elsewhere, timeout=5) == consumers.TRY_AGAIN_LATER
+    assert await _closed(elsewhere, timeout=waits.seconds(5)) == consumers.TRY_AGAIN_LATER
     # The browser that changed it was given a new session key: its tab's
     # websocket closes too, and opens again with the new key.
-    assert await _closed(here, timeout=5) == consumers.TRY_AGAIN_LATER
+    assert await _closed(here, timeout=waits.seconds(5)) == consumers.TRY_AGAIN_LATER
     assert session_cookie(browser) != cookie
     reopened = await _open(conversation, session_cookie(browser))
     await reopened.disconnect()
@@ -739,8 +744,8 @@ def _finished_turns(user, count):
 async def _snapshots(communicator, *, quiet=0.5) -> set[int]:
     """The ids of the messages pushed whole: the first push, however long a busy
     machine takes to send it, then every push until the socket has been quiet a while."""
-    pushed = [await communicator.receive_from(timeout=10.0)]
-    while not await communicator.receive_nothing(timeout=quiet):
+    pushed = [await communicator.receive_from(timeout=waits.seconds(10))]
+    while not await communicator.receive_nothing(timeout=waits.seconds(quiet)):
         pushed.append(await communicator.receive_from())
     return {int(pk) for html in pushed for pk in re.findall(r'<article id="message-(\d+)"', html)}
 
@@ -841,7 +846,7 @@ async def test_malformed_messages_are_ignored_quietly_and_the_socket_stays_open(
     assert await communicator.receive_nothing(timeout=0.5)
     # Still open, and still answering its page.
     await communicator.send_to(text_data=json.dumps({"running": [run.pk]}))
-    html = await communicator.receive_from(timeout=5)
+    html = await communicator.receive_from(timeout=waits.seconds(5))
     await communicator.disconnect()
     assert f'id="message-{message.pk}"' in html
     assert [record for record in caplog.records if record.levelno >= logging.WARNING] == []
@@ -862,7 +867,7 @@ async def test_a_websockets_pushes_speak_the_language_its_page_was_shown_in(user
     communicator = WebsocketCommunicator(application, f"/ws/conversations/{conversation.pk}/", headers=headers)
 
     connected, _ = await communicator.connect()
-    snapshot = await communicator.receive_from(timeout=5)
+    snapshot = await communicator.receive_from(timeout=waits.seconds(5))
     await communicator.disconnect()
 
     assert connected
@@ -929,8 +934,8 @@ async def test_a_viewer_it_is_shared_with_receives_the_turn_live_without_its_con
     await get_channel_layer().group_send(
         conversation.group_name, {"type": realtime.RUN_EVENT, "run_id": run.pk, "seq": 2}
     )
-    viewer_page.apply(await viewer.receive_from(timeout=5))
-    owner_page.apply(await owner_socket.receive_from(timeout=5))
+    viewer_page.apply(await viewer.receive_from(timeout=waits.seconds(5)))
+    owner_page.apply(await owner_socket.receive_from(timeout=waits.seconds(5)))
     for page in (viewer_page, owner_page):
         assert _words(page.find(f"answer-{message.pk}").text_content()) == "研究正在进行。"
     # The owner's page has Stop and Ask again; the viewer's, neither the composer nor a control.
@@ -965,7 +970,7 @@ async def test_revoking_a_share_closes_the_viewers_socket_at_once_and_not_the_ow
     )
     assert response.status_code == 302
     # Not 1013: the page says it is no longer shared rather than reconnecting to a refusal.
-    assert await _closed(viewer, timeout=5) == consumers.NO_LONGER_SHARED == 4403
+    assert await _closed(viewer, timeout=waits.seconds(5)) == consumers.NO_LONGER_SHARED == 4403
     await _still_open(owner_socket, user)
     await owner_socket.disconnect()
 
@@ -980,7 +985,7 @@ async def test_leaving_the_group_closes_the_socket_while_everyone_else_keeps_the
 
     await sync_to_async(other_user.groups.remove)(team)
 
-    assert await _closed(leaving, timeout=5) == consumers.NO_LONGER_SHARED
+    assert await _closed(leaving, timeout=waits.seconds(5)) == consumers.NO_LONGER_SHARED
     await _still_open(staying, colleague)
     await staying.disconnect()
 
@@ -1013,7 +1018,7 @@ async def test_a_group_changed_from_another_process_closes_the_readers_socket_at
         f"team = Group.objects.get(pk={team.pk}); member = get_user_model().objects.get(pk={other_user.pk}); {change}"
     )
 
-    assert await _closed(reader, timeout=30) == consumers.NO_LONGER_SHARED
+    assert await _closed(reader, timeout=waits.seconds(30)) == consumers.NO_LONGER_SHARED
     await _still_open(owner_socket, user)
     await owner_socket.disconnect()
 
@@ -1037,7 +1042,7 @@ async def test_deleting_a_shared_conversation_closes_its_viewers_sockets(user, o
 
     await sync_to_async(asking.conversation_delete)(conversation=conversation)
 
-    assert await _closed(viewer, timeout=5) == consumers.NO_LONGER_SHARED
+    assert await _closed(viewer, timeout=waits.seconds(5)) == consumers.NO_LONGER_SHARED
 
 
 async def test_a_title_the_model_proposed_reaches_the_pages_head(user):
@@ -1048,7 +1053,9 @@ async def test_a_title_the_model_proposed_reaches_the_pages_head(user):
         conversation.group_name, {"type": realtime.TITLE_CHANGED, "title": "热泵 <b>在</b> 低温"}
     )
 
-    [heading] = lxml.html.fragment_fromstring(await communicator.receive_from(timeout=5), create_parent=True)
+    [heading] = lxml.html.fragment_fromstring(
+        await communicator.receive_from(timeout=waits.seconds(5)), create_parent=True
+    )
     assert (heading.tag, heading.get("id"), heading.get("hx-swap-oob")) == ("h1", "conversation-title", "true")
     assert heading.text_content() == "热泵 <b>在</b> 低温"
     await communicator.disconnect()
@@ -1073,7 +1080,7 @@ async def _user_opened(user):
     return communicator
 
 
-async def _mark_pushed(communicator, conversation_id, mark, *, timeout=10.0) -> str:
+async def _mark_pushed(communicator, conversation_id, mark, *, timeout=PUSH_WAIT) -> str:
     """The next push that marks the conversation so (`mark` "" for no mark)."""
     wanted = f'id="run-mark-{conversation_id}" class="run-mark"' + (f' data-mark="{mark}"' if mark else " ")
     async with asyncio.timeout(timeout):
