@@ -207,7 +207,7 @@ class DisposableRedis:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + waits.seconds(10)
         while not self.answers():
             if self.process.poll() is not None or time.monotonic() > deadline:
                 self.kill()

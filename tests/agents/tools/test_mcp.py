@@ -67,7 +67,7 @@ def http_url():
         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": ROOT, "MCP_TEST_KEY": KEY},
     )
     url = f"http://127.0.0.1:{port}/mcp"
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + waits.seconds(30)
     while True:
         try:
             httpx.get(url, timeout=1)
