@@ -17,6 +17,7 @@ from accounts.services import scope_language
 from agents import selectors as agent_selectors
 from agents.models import Run
 from agents.selectors import conversation_active_run
+from agents.titling import SOURCE_MODEL, TITLE_SOURCE
 from artifactflow import descriptors, realtime
 from conversations import selectors
 from conversations import services as conversation_services
@@ -199,6 +200,10 @@ class ConversationConsumer(RunStateMixin, AsyncWebsocketConsumer):
         self._following_note()
         if html:
             await self.send(text_data=html)
+        if self.conversation.metadata.get(TITLE_SOURCE) == SOURCE_MODEL:
+            # The model may have named it between the page's render and this
+            # connection, its push then sent to no one: the head shows the title as it is.
+            await self.title_changed({"title": self.conversation.title})
         await self.artifacts_changed({})
         self.listener = asyncio.create_task(self._listen(joined=joined))
         self.checker = asyncio.create_task(self._check_session())

@@ -28,10 +28,11 @@ from agents.models import Run, RunEvent
 from agents.services import asking
 from agents.services.execution import run_execute
 from agents.services.runs import run_cancel
+from agents.titling import SOURCE_MODEL, TITLE_SOURCE
 from artifactflow import descriptors, realtime
 from artifactflow.asgi import application
 from artifactflow.markdown import BlockSplitter, markdown_render
-from conversations.models import Message
+from conversations.models import Conversation, Message
 from live import consumers
 from tests import waits
 from tests.answers import long_answer
@@ -1059,6 +1060,31 @@ async def test_a_title_the_model_proposed_reaches_the_pages_head(user):
     assert (heading.tag, heading.get("id"), heading.get("hx-swap-oob")) == ("h1", "conversation-title", "true")
     assert heading.text_content() == "热泵 <b>在</b> 低温"
     await communicator.disconnect()
+
+
+async def test_a_page_that_connects_after_the_model_named_its_conversation_is_sent_the_title(user):
+    # The title's push went out while the page loaded, to no one: the connection brings the title.
+    conversation = await _conversation(user)
+    await Conversation.objects.filter(pk=conversation.pk).aupdate(
+        title="严寒地区的空气源热泵", metadata={TITLE_SOURCE: SOURCE_MODEL}
+    )
+
+    communicator = await _connected(conversation, user)
+    messages = await _received(communicator, until=lambda html: "artifacts-changed" in html)
+    await communicator.disconnect()
+
+    headings = [m for m in messages if 'id="conversation-title"' in m]
+    assert len(headings) == 1 and "严寒地区的空气源热泵" in headings[0] and 'hx-swap-oob="true"' in headings[0]
+
+
+async def test_a_page_of_a_conversation_the_model_did_not_name_is_sent_no_title_on_connecting(user):
+    conversation = await _conversation(user)
+
+    communicator = await _connected(conversation, user)
+    messages = await _received(communicator, until=lambda html: "artifacts-changed" in html)
+    await communicator.disconnect()
+
+    assert not [m for m in messages if "conversation-title" in m]
 
 
 # The list's marks and the tab title's count, over the one websocket a page holds.
