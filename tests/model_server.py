@@ -20,6 +20,11 @@ from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from tests import waits
+
+# The longest a held stream waits for the test's release before it goes on by itself.
+HOLD_TIMEOUT = waits.seconds(60)
+
 
 @dataclass
 class Text:
@@ -42,6 +47,10 @@ class Text:
     # Azure's shape: a first chunk with no choices (its prompt filter results)
     # and a content-filter verdict with an empty delta after every piece.
     filter_chunks: bool = False
+    # The stream stops before this text of the answer until the test calls
+    # ScriptedModelServer.release(): a turn held mid-answer for as long as the
+    # test needs, however busy the machine, in place of a stream slowed to last.
+    hold: str | None = None
 
 
 @dataclass
@@ -120,6 +129,7 @@ class ScriptedModelServer:
 
     _answered: dict = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _released: threading.Event = field(default_factory=threading.Event)
 
     def add(self, *replies) -> None:
         self.script.extend(replies)
@@ -131,6 +141,13 @@ class ScriptedModelServer:
             self.requests.clear()
             self.sent.clear()
             self._answered.clear()
+            # A stream still held by the test before goes on, and ends.
+            self._released.set()
+            self._released = threading.Event()
+
+    def release(self) -> None:
+        """Lets the held streams (Text.hold) go on."""
+        self._released.set()
 
     def start(self) -> "ScriptedModelServer":
         self._server = _Server(("127.0.0.1", 0), _handler_for(self))
@@ -254,15 +271,22 @@ def _handler_for(server: ScriptedModelServer):
                 if reply.delay:
                     time.sleep(reply.delay)
                 self._event(_chunk(server.model, {"content": None, reasoning_field: piece}))
-            for piece in _pieces(reply.content, reply.chunk_size):
-                if reply.delay:
-                    time.sleep(reply.delay)
-                self._event(_chunk(server.model, {"content": piece}))
-                server.sent.append((time.monotonic(), piece))
-                if include_filter:
-                    verdict = _chunk(server.model, {})
-                    verdict["choices"][0]["content_filter_results"] = _FILTERED["content_filter_results"]
-                    self._event(verdict)
+            released = server._released
+            hold = getattr(reply, "hold", None)
+            parts = reply.content.split(hold, 1) if hold else [reply.content]
+            for number, part in enumerate(parts):
+                if number:
+                    released.wait(timeout=HOLD_TIMEOUT)
+                    part = hold + part
+                for piece in _pieces(part, reply.chunk_size):
+                    if reply.delay:
+                        time.sleep(reply.delay)
+                    self._event(_chunk(server.model, {"content": piece}))
+                    server.sent.append((time.monotonic(), piece))
+                    if include_filter:
+                        verdict = _chunk(server.model, {})
+                        verdict["choices"][0]["content_filter_results"] = _FILTERED["content_filter_results"]
+                        self._event(verdict)
 
         def _tool_calls(self, reply: ToolCalls):
             self._streamed(reply, include_filter=False)

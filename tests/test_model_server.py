@@ -1,10 +1,12 @@
-"""The scripted model server's own promise: a retried request cannot take the
-reply scripted for the next one."""
+"""The scripted model server's own promises: a retried request cannot take the
+reply scripted for the next one, and a held stream waits for the test."""
 
 import json
+import threading
 
 import httpx
 
+from tests import waits
 from tests.model_server import Status, Text
 
 BODY = {"model": "scripted-model", "stream": True, "messages": [{"role": "user", "content": "热泵 heat pumps?"}]}
@@ -40,3 +42,30 @@ def test_the_same_request_asked_anew_takes_the_next_reply(model_server):
     model_server.add(Text("One."), Text("Two."))
     assert _answer(model_server) == "One."
     assert _answer(model_server) == "Two."
+
+
+def test_a_held_stream_sends_what_comes_before_its_hold_and_the_rest_once_released(model_server):
+    model_server.add(Text("热泵在寒冷中仍能供暖。Last word: released.", chunk_size=4, hold="Last word"))
+    received, done = [], threading.Event()
+
+    def read():
+        received.append(_answer(model_server))
+        done.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    waits.until(lambda: "".join(piece for _, piece in model_server.sent) == "热泵在寒冷中仍能供暖。", timeout=10)
+    assert not done.wait(timeout=0.3), "the stream went on before it was released"
+    model_server.release()
+    assert done.wait(timeout=waits.seconds(10))
+    assert received == ["热泵在寒冷中仍能供暖。Last word: released."]
+
+
+def test_a_reset_lets_a_held_stream_go_on(model_server):
+    model_server.add(Text("Before. After.", hold="After"))
+    received = []
+    reader = threading.Thread(target=lambda: received.append(_answer(model_server)), daemon=True)
+    reader.start()
+    waits.until(lambda: model_server.sent, timeout=10)
+    model_server.reset()
+    reader.join(timeout=waits.seconds(10))
+    assert received == ["Before. After."]
