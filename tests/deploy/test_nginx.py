@@ -42,7 +42,7 @@ from tests.e2e.conftest import (
     _start,
     _stop,
 )
-from tests.e2e.test_first_turn import ask, sign_in
+from tests.e2e.test_first_turn import ask, sign_in_with_password
 from tests.model_server import ScriptedModelServer, Text
 from tests.processes import start_record
 
@@ -282,7 +282,7 @@ def test_two_daphnes_and_two_workers_behind_nginx_survive_losing_one_of_each_mid
             browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             start_record("chromium")
             page = browser.new_page(ignore_https_errors=True, viewport={"width": 1366, "height": 900})
-            sign_in(page, base_url=base_url, user=user)
+            sign_in_with_password(page, base_url=base_url, user=user)
             ask(page, question="What is in the library?")
             prompt = page.locator("form.permission")
             expect(prompt).to_contain_text("web_fetch needs your approval", timeout=waits.ms(30))

@@ -76,14 +76,7 @@ class Portal:
         (tests/portal_shell.py); returns what it printed."""
         with self._shell_lock:
             if self._shell is None or self._shell.poll() is not None:
-                self._shell = subprocess.Popen(
-                    [sys.executable, "-m", "tests.portal_shell"],
-                    cwd=REPO,
-                    env=self.env,
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                    text=True,
-                )
+                self.shell_start()
             self._shell.stdin.write(json.dumps({"code": code}) + "\n")
             self._shell.stdin.flush()
             line = self._shell.stdout.readline()
@@ -93,6 +86,17 @@ class Portal:
         if "error" in answer:
             raise RuntimeError(f"the portal's shell failed:\n{answer['error'][-3000:]}")
         return answer["out"]
+
+    def shell_start(self) -> None:
+        """Starts the shell's process, which then sets Django up while the caller goes on."""
+        self._shell = subprocess.Popen(
+            [sys.executable, "-m", "tests.portal_shell"],
+            cwd=REPO,
+            env=self.env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
 
     def close(self) -> None:
         """Ends the shell, if one was started."""
@@ -113,6 +117,20 @@ class Portal:
             f"get_user_model().objects.create_user(username={user.username!r}, password={user.password!r})"
         )
         return user
+
+    def session_create(self, *, username: str) -> tuple[str, str]:
+        """A new signed-in session of `username`'s, made by django.contrib.auth.login
+        (its signals too): (the session cookie's name, its value)."""
+        code = (
+            "from importlib import import_module; from django.conf import settings; "
+            "from django.contrib.auth import get_user_model, login; from django.http import HttpRequest; "
+            "request = HttpRequest(); request.session = import_module(settings.SESSION_ENGINE).SessionStore(); "
+            f"login(request, get_user_model().objects.get(username={username!r}), "
+            "backend='django.contrib.auth.backends.ModelBackend'); "
+            "request.session.save(); print(settings.SESSION_COOKIE_NAME, request.session.session_key)"
+        )
+        name, key = self.shell(code).split()
+        return name, key
 
     def log_tails(self, *, lines: int = 40) -> str:
         return "\n".join(
@@ -308,6 +326,8 @@ def portal_running(*, template: Template, data_dir: Path, extra_env: dict | None
             )
         )
         processes.append(_start(command=[sys.executable, "manage.py", "qcluster"], env=env, log=logs["qcluster"]))
+        # Every test signs in through it (Portal.session_create): it starts beside the portal.
+        result.shell_start()
         _wait_for_http(url=f"{result.base_url}/accounts/login/", processes=processes, portal=result)
         yield result
     finally:

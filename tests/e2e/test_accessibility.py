@@ -77,7 +77,7 @@ def states(portal, browser):
     context = browser.new_context()
     context.set_default_timeout(waits.ms(10))
     page = context.new_page()
-    sign_in(page, base_url=portal.base_url, user=user)
+    sign_in(page, portal=portal, user=user)
     ask(page, question="Read the file for me")
     expect(page.locator("form.permission")).to_be_visible(timeout=TURN_TIMEOUT)
     waiting = page.url
@@ -126,7 +126,7 @@ def test_every_main_state_has_no_serious_or_critical_violation(portal, states, n
     expect(page.get_by_label("Username")).to_be_visible()
     found += _violations(page, state="sign-in")
 
-    sign_in(page, base_url=portal.base_url, user=states["user"])
+    sign_in(page, portal=portal, user=states["user"])
     page.goto(f"{portal.base_url}/")
     expect(page.locator("#composer-input")).to_be_focused()
     found += _violations(page, state="new conversation")

@@ -32,7 +32,7 @@ def test_the_pane_follows_a_running_turn(portal, model_server, page, screenshot)
         ),
         Text("The plan is done.", chunk_size=3, delay=0.05),
     )
-    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    sign_in(page, portal=portal, user=portal.users[0])
 
     ask(page, question="Plan a small study")
 
@@ -55,7 +55,7 @@ def test_the_pane_follows_a_running_turn(portal, model_server, page, screenshot)
 
 def test_upload_edit_compare_and_export(portal, model_server, page, screenshot, tmp_path):
     model_server.add(Text("Ready for your notes."))
-    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    sign_in(page, portal=portal, user=portal.users[0])
     ask(page, question="Keep my notes")
     expect(page.locator("article.turn")).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
     pane = page.locator("#artifact-pane")
@@ -143,7 +143,7 @@ SIGNAL_ARTIFACTS_CHANGED_JS = """() => {
 
 def test_a_refresh_that_brings_nothing_new_leaves_the_pane_alone(portal, model_server, page):
     model_server.add(Text("Ready for your notes."))
-    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    sign_in(page, portal=portal, user=portal.users[0])
     ask(page, question="Keep these notes too")
     expect(page.locator("article.turn")).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
 
@@ -188,7 +188,7 @@ def _save_edit(pane, *, text, version):
 def test_an_old_version_is_compared_word_by_word_and_restored(portal, model_server, new_page, screenshot):
     page = new_page(viewport={"width": 1366, "height": 900})
     model_server.add(Text("Ready for your notes."))
-    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    sign_in(page, portal=portal, user=portal.users[0])
     ask(page, question="Keep my heat pump notes")
     expect(page.locator("article.turn")).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
     pane = page.locator("#artifact-pane")
@@ -253,7 +253,7 @@ def test_an_old_version_is_compared_word_by_word_and_restored(portal, model_serv
 
 def test_a_link_opens_the_artifact_it_names_and_back_goes_back_to_it(portal, model_server, page):
     model_server.add(Text("Ready for your notes."))
-    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    sign_in(page, portal=portal, user=portal.users[0])
     ask(page, question="Keep two notes")
     expect(page.locator("article.turn")).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
     conversation_url = page.url
@@ -309,7 +309,7 @@ def test_each_branch_has_its_own_artifacts_and_a_diff_compares_across_them(porta
         Text(call("create_artifact", id="report", content="# Solar\n\nSolar wins.", title="Solar report")),
         Text("Solar, in the report."),
     )
-    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    sign_in(page, portal=portal, user=portal.users[0])
     ask(page, question="Heat pumps or gas?")
     turn = page.locator("article.turn")
     expect(turn).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
@@ -361,7 +361,7 @@ WORD = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 
 def test_a_document_shows_as_converting_and_a_refusal_keeps_the_draft(portal, model_server, page, screenshot):
     model_server.add(Text("Ready for your documents."))
-    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    sign_in(page, portal=portal, user=portal.users[0])
     ask(page, question="Read my documents")
     expect(page.locator("article.turn")).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
     pane = page.locator("#artifact-pane")
@@ -404,7 +404,7 @@ def test_an_upload_the_pane_took_is_no_longer_chosen_and_a_refused_one_stays(
 ):
     model_server.add(Text("Ready for your notes."))
     page = new_page()
-    sign_in(page, base_url=portal.base_url, user=portal.user_create(prefix="e2e-upload"))
+    sign_in(page, portal=portal, user=portal.user_create(prefix="e2e-upload"))
     ask(page, question="Keep my notes")
     expect(page.locator("article.turn")).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
     pane = page.locator("#artifact-pane")
@@ -461,7 +461,7 @@ def test_an_activity_link_opens_the_version_its_turn_saved(portal, model_server,
         ),
     )
     page = new_page(viewport={"width": width, "height": 900 if width > 600 else 844})
-    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    sign_in(page, portal=portal, user=portal.users[0])
     ask(page, question="Heat pumps or gas?")
     expect(page.locator("article.turn")).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
     turn_2 = _next_turn(page, question="Make it colder", number=2)
@@ -535,7 +535,7 @@ def _race(tab_a, tab_b, url, *, mine, theirs):
 def test_two_tabs_editing_one_artifact_ask_the_second_what_to_keep(portal, model_server, new_page, screenshot, width):
     tab_a = new_page(viewport={"width": width, "height": 900 if width > 600 else 844})
     tab_b = tab_a.context.new_page()
-    sign_in(tab_a, base_url=portal.base_url, user=portal.users[0])
+    sign_in(tab_a, portal=portal, user=portal.users[0])
     url = _seeded_report(portal)
     base = "# Report\n\nHeat pumps work in the cold."
 
@@ -581,7 +581,7 @@ def test_an_agents_save_over_a_persons_edit_is_told_with_the_diff_and_restored(
     portal, model_server, new_page, screenshot, width
 ):
     page = new_page(viewport={"width": width, "height": 900 if width > 600 else 844})
-    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    sign_in(page, portal=portal, user=portal.users[0])
     url = _seeded_report(portal, then="seed.saved_over_a_persons_edit(conversation_id=cid, kind='overlap')")
 
     _goto_pane(page, url)
@@ -621,7 +621,7 @@ def test_an_agents_save_over_an_edit_made_during_the_turn_is_told_at_once_and_un
         Text("The report is rewritten."),
     )
     page = new_page(viewport={"width": width, "height": 900 if width > 600 else 844})
-    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    sign_in(page, portal=portal, user=portal.users[0])
     ask(page, question="Draft a heat pump report")
     turns = page.locator("article.turn")
     expect(turns.first).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)

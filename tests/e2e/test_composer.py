@@ -36,7 +36,7 @@ def test_a_message_over_the_limit_is_refused_and_the_draft_survives_it_and_a_rel
     assert len(TOO_LONG) == MAX_MESSAGE_LENGTH + 1
     for scheme in ("light", "dark"):
         page = _page(new_page, width, scheme)
-        sign_in(page, base_url=portal.base_url, user=portal.users[0])
+        sign_in(page, portal=portal, user=portal.users[0])
         box = page.locator("#composer-input")
         box.fill(TOO_LONG)
         page.get_by_role("button", name="Send").click()
@@ -57,7 +57,7 @@ def test_what_is_typed_before_the_scripts_ran_is_the_draft(portal, page):
     """On a slow or busy connection the page shows before its deferred scripts
     run, and a person may type already: that text is the draft too, kept when
     the message is then refused and brought back by a reload."""
-    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    sign_in(page, portal=portal, user=portal.users[0])
     held = []
     page.route("**/js/app.js", lambda route: held.append(route))
     with page.expect_request("**/js/app.js"):
@@ -78,7 +78,7 @@ def test_what_is_typed_before_the_scripts_ran_is_the_draft(portal, page):
 
 def test_each_conversation_keeps_its_own_draft_until_it_is_sent(portal, model_server, page, conversations):
     first, second = conversations
-    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    sign_in(page, portal=portal, user=portal.users[0])
     page.goto(first)
     page.locator("#composer-input").fill("A 的草稿: what about heat pumps?")
     page.goto(second)
@@ -108,7 +108,7 @@ def test_each_conversation_keeps_its_own_draft_until_it_is_sent(portal, model_se
     ],
 )
 def test_a_send_that_fails_keeps_the_draft_and_says_why(portal, page, conversations, failure, said):
-    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    sign_in(page, portal=portal, user=portal.users[0])
     page.goto(conversations[0])
 
     def fail(route):
@@ -132,7 +132,7 @@ def test_a_send_that_fails_keeps_the_draft_and_says_why(portal, page, conversati
 
 
 def test_a_send_after_the_session_ended_keeps_the_draft_through_signing_in(portal, page, conversations):
-    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    sign_in(page, portal=portal, user=portal.users[0])
     # The page refreshes its artifact pane once its websocket opens; that request,
     # made after the session ended, would go to sign in before Send could.
     with page.expect_response(lambda response: response.url.endswith("/artifacts/")):
@@ -152,12 +152,12 @@ def test_a_send_after_the_session_ended_keeps_the_draft_through_signing_in(porta
 
 
 def test_signing_out_leaves_no_draft_for_the_next_person(portal, page):
-    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    sign_in(page, portal=portal, user=portal.users[0])
     page.locator("#composer-input").fill("Private: 薪资调整方案")
     page.locator(".user-menu > summary").click()
     page.get_by_role("button", name="Sign out").click()
 
-    sign_in(page, base_url=portal.base_url, user=portal.users[1])
+    sign_in(page, portal=portal, user=portal.users[1])
     expect(page.locator("#composer-input")).to_have_value("")
     stored = page.evaluate("Object.keys(localStorage).filter((key) => key.startsWith('artifactflow.draft.'))")
     assert stored == []

@@ -112,7 +112,7 @@ def test_a_confirm_tool_waits_for_approval_then_calls_the_service_and_its_secret
         Text("Ticket T-42 is open and assigned to Wang."),
     )
     page = new_page(viewport={"width": 1366, "height": 900})
-    sign_in(page, base_url=portal.base_url, user=member)
+    sign_in(page, portal=portal, user=member)
 
     ask(page, question="What is the state of ticket T-42?")
 
@@ -140,7 +140,7 @@ def test_a_confirm_tool_waits_for_approval_then_calls_the_service_and_its_secret
     page.emulate_media(color_scheme="light")
     # The portal's only worker is free: another turn is taken and ends while this one waits.
     meanwhile = new_page(viewport={"width": 1366, "height": 900})
-    sign_in(meanwhile, base_url=portal.base_url, user=member)
+    sign_in(meanwhile, portal=portal, user=member)
     ask(meanwhile, question="Is anything else open?")
     expect(meanwhile.locator("article.turn")).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
     expect(meanwhile.locator(ANSWER_SELECTOR)).to_have_text("Meanwhile: nothing else is open.")
@@ -178,7 +178,7 @@ def test_a_confirm_tool_waits_for_approval_then_calls_the_service_and_its_secret
         f"get_user_model().objects.filter(username={staff.username!r}).update(is_staff=True, is_superuser=True)"
     )
     admin = new_page(viewport={"width": 1366, "height": 900})
-    sign_in(admin, base_url=portal.base_url, user=staff)
+    sign_in(admin, portal=portal, user=staff)
     admin.goto(f"{portal.base_url}/admin/agents/run/{run_id}/change/")
     expect(admin.locator("#content")).to_contain_text(TOOL)
     assert TOKEN not in admin.content()
@@ -194,7 +194,7 @@ def test_a_confirm_tool_waits_for_approval_then_calls_the_service_and_its_secret
 def test_a_denied_call_is_never_made_and_the_turn_goes_on_without_it(portal, model_server, service, member, new_page):
     model_server.add(ToolCalls([(TOOL, ARGUMENTS)]), Text("I was not allowed to look T-42 up."))
     page = new_page(viewport={"width": 1366, "height": 900})
-    sign_in(page, base_url=portal.base_url, user=member)
+    sign_in(page, portal=portal, user=member)
     ask(page, question="Look ticket T-42 up?")
     prompt, run_id = _waiting_for_approval(portal, page)
 

@@ -27,7 +27,7 @@ def test_copy_buttons_copy_markdown_code_and_artifact_text(portal, copy_page, sc
     user = portal.users[0]
     code = f"from tests.e2e import seed; print(seed.copyable_conversation(username={user.username!r}, answer={ANSWER!r}, report={REPORT!r}))"
     conversation_id = portal.shell(code).strip()
-    sign_in(page, base_url=portal.base_url, user=user)
+    sign_in(page, portal=portal, user=user)
     page.goto(f"{portal.base_url}/c/{conversation_id}/?artifact=research_report")
 
     turn = page.locator("article.turn")

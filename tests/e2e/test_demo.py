@@ -43,7 +43,7 @@ def portal(portal_template, tmp_path_factory):
 
 def test_a_comparison_reads_both_documents_and_shows_them_side_by_side(portal, new_page, screenshot):
     page = new_page(viewport={"width": 1366, "height": 900})
-    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    sign_in(page, portal=portal, user=portal.users[0])
 
     ask(page, question=QUESTION)
 
@@ -118,7 +118,7 @@ def test_text_wraps_library_sources_link_a_named_upload_is_read_and_the_zip_give
 ):
     user = portal.user_create(prefix="e2e-library")
     page = new_page(viewport={"width": 1366, "height": 900})
-    sign_in(page, base_url=portal.base_url, user=user)
+    sign_in(page, portal=portal, user=user)
 
     # A text file added to the library reads as wrapping paragraphs, with no Copy code button.
     page.goto(f"{portal.base_url}/library/")
@@ -225,7 +225,7 @@ def test_a_new_conversation_offers_the_library_in_the_readers_language_and_count
     portal, new_page, screenshot
 ):
     page = new_page()
-    sign_in(page, base_url=portal.base_url, user=portal.user_create(prefix="e2e-newcomer"))
+    sign_in(page, portal=portal, user=portal.user_create(prefix="e2e-newcomer"))
     empty = page.locator(".empty-state")
 
     for size, scheme, language in sizes_schemes_languages(page):

@@ -33,7 +33,7 @@ def test_the_export_menu_downloads_markdown_word_and_a_zip_with_the_artifacts(po
     code = f"from tests.e2e import seed; print(seed.copyable_conversation(username={user.username!r}, answer={ANSWER!r}, report={REPORT!r}))"
     conversation_id = portal.shell(code).strip()
     page = new_page()
-    sign_in(page, base_url=portal.base_url, user=user)
+    sign_in(page, portal=portal, user=user)
     page.goto(f"{portal.base_url}/c/{conversation_id}/")
     expect(page.locator("article.turn .answer")).to_contain_text("零度以下")
 

@@ -43,11 +43,23 @@ PARTIAL_ANSWER_REACHED_JS = """([selector, last, reached]) => {
 }"""
 
 
-def sign_in(page, *, base_url, user):
-    """Signs `user` in, in a session of the page's own, and opens the home page.
-    The form is posted from here, as the browser would post it (its CSRF
-    token, its cookies), which spares a browser two page loads per test; the
-    sign-in page itself is tested in the browser where it is the subject."""
+def sign_in(page, *, portal, user, base_url=None):
+    """Signs `user` in, in a session of the page's own, and opens the home page
+    at `base_url` (a proxy or nginx in front of `portal`; by default the
+    portal itself). The session is made as Django's login() makes it, in the
+    portal's shell, which spares every test a password hash and two requests;
+    the sign-in form itself is tested in the browser where it is the subject
+    (test_composer), and through nginx by sign_in_with_password."""
+    base_url = base_url or portal.base_url
+    name, key = portal.session_create(username=user.username)
+    page.context.add_cookies([{"name": name, "value": key, "url": base_url}])
+    page.goto(f"{base_url}/")
+    expect(page.locator(".who")).to_have_text(user.username)
+
+
+def sign_in_with_password(page, *, base_url, user):
+    """Signs `user` in by posting the sign-in form, as the browser would post it
+    (its CSRF token, its cookies), and opens the home page."""
     # The test's own portal on loopback, behind nginx with a certificate made for the test (tests/deploy).
     with httpx.Client(base_url=base_url, timeout=waits.seconds(10), verify=False) as client:
         client.get("/accounts/login/").raise_for_status()
@@ -78,7 +90,7 @@ def ask(page, *, question):
 
 def test_first_turn_streams_the_answer(portal, model_server, page, screenshot):
     model_server.add(Text(ANSWER, chunk_size=6, delay=0.05))
-    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    sign_in(page, portal=portal, user=portal.users[0])
 
     ask(page, question=QUESTION)
 
@@ -104,12 +116,12 @@ def test_first_turn_streams_the_answer(portal, model_server, page, screenshot):
 def test_another_users_conversation_is_not_found(portal, model_server, new_page, screenshot):
     model_server.add(Text("A private answer."))
     owner = new_page()
-    sign_in(owner, base_url=portal.base_url, user=portal.users[0])
+    sign_in(owner, portal=portal, user=portal.users[0])
     ask(owner, question="A private question?")
     expect(owner.locator("article.turn")).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
 
     stranger = new_page()
-    sign_in(stranger, base_url=portal.base_url, user=portal.users[1])
+    sign_in(stranger, portal=portal, user=portal.users[1])
     response = stranger.goto(owner.url)
 
     assert response.status == 404
@@ -118,7 +130,7 @@ def test_another_users_conversation_is_not_found(portal, model_server, new_page,
 
 def test_a_reload_mid_turn_shows_the_text_so_far_and_keeps_streaming(portal, model_server, page):
     model_server.add(Text(ANSWER, chunk_size=4, delay=0.08))
-    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    sign_in(page, portal=portal, user=portal.users[0])
     ask(page, question="Reload while you write?")
     # What a reload renders is what the event log holds, a row a second (the
     # page is sent what came after over the socket): two seconds of text in,

@@ -70,7 +70,7 @@ def test_a_long_thread_opens_in_its_composer_and_costs_few_tab_stops(portal, new
     user = portal.user_create(prefix="keys")
     url = _long_thread(portal, user=user)
     page = new_page(viewport=DESKTOP)
-    sign_in(page, base_url=portal.base_url, user=user)
+    sign_in(page, portal=portal, user=user)
     page.goto(url)
     turns = page.locator("#thread-turns > article.turn")
     expect(turns.last).to_contain_text("Question 40:")
@@ -107,7 +107,7 @@ def test_a_phone_opens_a_conversation_without_its_keyboard(portal, new_page):
     user = portal.user_create(prefix="keys")
     url = _long_thread(portal, user=user)
     page = new_page(viewport=PHONE, has_touch=True, is_mobile=True)
-    sign_in(page, base_url=portal.base_url, user=user)
+    sign_in(page, portal=portal, user=user)
     page.goto(url)
     expect(page.locator("#thread-turns > article.turn").last).to_contain_text("Question 40:")
     assert page.evaluate("() => matchMedia('(pointer: coarse)').matches")
@@ -125,7 +125,7 @@ def test_shortcuts_work_outside_fields_and_are_listed_in_an_overlay(portal, new_
     user = portal.user_create(prefix="keys")
     url = _long_thread(portal, user=user)
     page = new_page(viewport=DESKTOP)
-    sign_in(page, base_url=portal.base_url, user=user)
+    sign_in(page, portal=portal, user=user)
     page.goto(url)
     if language == "zh-hans":
         page.locator("#language-select").select_option("zh-hans")
@@ -187,7 +187,7 @@ def test_the_drawer_and_the_sheet_keep_focus_inside_and_give_it_back(portal, new
 
     # The conversation list is a drawer below 1100 px.
     page = new_page(viewport={"width": 1024, "height": 768})
-    sign_in(page, base_url=portal.base_url, user=user)
+    sign_in(page, portal=portal, user=user)
     page.goto(url)
     drawer = page.locator("#conversation-list")
     toggle = page.locator(".drawer-toggle")
@@ -236,7 +236,7 @@ def test_touch_targets_on_a_phone_are_at_least_44_px(portal, new_page, scheme, s
     user = portal.user_create(prefix="keys")
     url = _long_thread(portal, user=user, branches=True)
     page = new_page(viewport=PHONE, has_touch=True, is_mobile=True, color_scheme=scheme, reduced_motion="reduce")
-    sign_in(page, base_url=portal.base_url, user=user)
+    sign_in(page, portal=portal, user=user)
     page.goto(url)
     expect(page.locator(".branches button").first).to_be_visible()
     page.locator("#thread-turns > article.turn").last.locator("details.activity-log > summary").click()
@@ -267,7 +267,7 @@ def test_the_panes_controls_on_a_phone_are_at_least_44_px(portal, new_page, sche
     code = f"from tests.e2e.seed_pane import six_artifacts; print(six_artifacts(username={user.username!r}))"
     url = f"{portal.base_url}/c/{portal.shell(code).strip()}/"
     page = new_page(viewport=PHONE, has_touch=True, is_mobile=True, color_scheme=scheme, reduced_motion="reduce")
-    sign_in(page, base_url=portal.base_url, user=user)
+    sign_in(page, portal=portal, user=user)
     page.goto(url)
     page.get_by_role("button", name="Artifacts").click()
     pane = page.locator("#artifact-pane")
@@ -288,7 +288,7 @@ def test_a_desktop_keeps_its_compact_controls(portal, new_page):
     user = portal.user_create(prefix="keys")
     url = _long_thread(portal, user=user)
     page = new_page(viewport=DESKTOP)
-    sign_in(page, base_url=portal.base_url, user=user)
+    sign_in(page, portal=portal, user=user)
     page.goto(url)
     ask_again = page.locator("#thread-turns > article.turn").last.get_by_role("button", name="Ask again")
     assert ask_again.bounding_box()["height"] < 30

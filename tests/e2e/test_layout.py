@@ -56,7 +56,7 @@ def test_a_long_thread_opens_at_its_newest_turn_with_the_composer_and_pane_at_ha
 ):
     width, height = SIZES[size]
     page = new_page(viewport={"width": width, "height": height}, color_scheme=scheme)
-    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    sign_in(page, portal=portal, user=portal.users[0])
     page.goto(long_thread)
 
     # The newest page of it (agents.thread.thread_page).
@@ -115,7 +115,7 @@ def test_a_long_thread_opens_at_its_newest_turn_with_the_composer_and_pane_at_ha
 
 
 def test_a_new_conversation_focuses_the_composer_and_offers_a_skip_link(portal, page):
-    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    sign_in(page, portal=portal, user=portal.users[0])
     page.goto(f"{portal.base_url}/")
     expect(page.locator("#composer-input")).to_be_focused()
     expect(page.locator(".empty-state")).to_contain_text("What should the agents research?")
@@ -134,7 +134,7 @@ def test_a_new_conversation_focuses_the_composer_and_offers_a_skip_link(portal, 
 
 
 def test_rename_and_edit_open_on_their_field_and_escape_folds_them(portal, long_thread, page):
-    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    sign_in(page, portal=portal, user=portal.users[0])
     page.goto(long_thread)
     page.locator("details.head-menu > summary").click()
     for fold, field in (("details.rename", "#rename-title"), ("article.turn:last-of-type details.edit", "textarea")):
@@ -161,7 +161,7 @@ LINES_JS = "(element) => { const range = document.createRange(); range.selectNod
 def test_the_signed_in_name_reads_whole_at_every_size_scheme_and_language(portal, new_page, screenshot):
     user = portal.user_create(prefix="dana.kowalski")
     page = new_page()
-    sign_in(page, base_url=portal.base_url, user=user)
+    sign_in(page, portal=portal, user=user)
     menu = page.locator(".user-menu")
     avatar = menu.locator(".avatar")
 
@@ -222,7 +222,7 @@ def test_a_long_title_reads_whole_in_the_head_and_on_one_line_in_the_list_with_a
     )
     english, chinese, fork = portal.shell(code).split()
     page = new_page(viewport={"width": 1366, "height": 900})
-    sign_in(page, base_url=portal.base_url, user=user)
+    sign_in(page, portal=portal, user=user)
     for language, conversation in (("en", english), ("zh-hans", chinese)):
         page.goto(f"{portal.base_url}/c/{conversation}/")
         if language != "en":

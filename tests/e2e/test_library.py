@@ -39,7 +39,7 @@ def _search(page, query):
 
 def test_a_user_adds_finds_reads_cites_and_removes_a_library_document(portal, model_server, new_page, screenshot):
     page = new_page(viewport={"width": 1366, "height": 900})
-    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    sign_in(page, portal=portal, user=portal.users[0])
     _library(page)
 
     page.get_by_label("File").set_input_files(
@@ -90,7 +90,7 @@ def test_a_user_adds_finds_reads_cites_and_removes_a_library_document(portal, mo
     for width, height in ((1366, 900), (390, 844)):
         for scheme in ("light", "dark"):
             shot = new_page(viewport={"width": width, "height": height}, color_scheme=scheme)
-            sign_in(shot, base_url=portal.base_url, user=portal.users[0])
+            sign_in(shot, portal=portal, user=portal.users[0])
             _library(shot)
             screenshot(shot, name=f"{width}-{scheme}-list")
             _search(shot, "热泵的效率")

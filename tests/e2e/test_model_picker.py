@@ -54,7 +54,7 @@ def _answered(page, *, text: str):
 
 
 def test_the_model_chosen_in_the_composer_answers_and_the_answer_names_it(portal, model_server, page):
-    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    sign_in(page, portal=portal, user=portal.users[0])
     picker = page.get_by_label("Model", exact=True)
     expect(picker).to_have_value("deep")
     expect(picker.locator("option")).to_have_text(["深度思考 Deep · thinks before answering", "快速 Fast"])
@@ -83,7 +83,7 @@ def test_the_model_chosen_in_the_composer_answers_and_the_answer_names_it(portal
 
 
 def test_a_model_outside_the_list_is_refused_and_the_draft_kept(portal, model_server, page):
-    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    sign_in(page, portal=portal, user=portal.users[0])
     # What a crafted request sends: a name the list does not offer.
     page.locator("#composer-model-select option[value='fast']").evaluate("option => option.value = 'gpt-5-huge'")
     page.get_by_label("Model", exact=True).select_option("gpt-5-huge")
@@ -98,7 +98,7 @@ def test_a_model_outside_the_list_is_refused_and_the_draft_kept(portal, model_se
 @pytest.mark.parametrize("width", [1366, 390])
 def test_the_picker_fits_the_composer(portal, model_server, new_page, screenshot, width):
     page = new_page(viewport={"width": width, "height": 900 if width > 600 else 844})
-    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    sign_in(page, portal=portal, user=portal.users[0])
     # A new conversation offers the default, the thinking model, under its longest label.
     _fits_and_shot(page, screenshot, name=f"{width}-new")
     model_server.add(Text("家用储能电池一般可循环六千次。"))

@@ -180,7 +180,7 @@ def test_a_stream_shape_shows_live_with_the_question_kept_and_ends_as_a_reload_s
     model_server.add(*shape.replies)
     page.emulate_media(reduced_motion="reduce")
     page.set_viewport_size({"width": 1366, "height": 900})
-    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    sign_in(page, portal=portal, user=portal.users[0])
     ask(page, question=QUESTION)
 
     turn = page.locator("article.turn").first

@@ -41,7 +41,7 @@ def big(portal, owner):
 def _opened(page, url, *, size, scheme, portal, owner):
     width, height = SIZES[size]
     page.set_viewport_size({"width": width, "height": height})
-    sign_in(page, base_url=portal.base_url, user=owner)
+    sign_in(page, portal=portal, user=owner)
     page.goto(url)
     pane = page.locator("#artifact-pane")
     if size == "phone":
@@ -153,7 +153,7 @@ def test_no_word_of_any_length_widens_the_thread_or_the_list(portal, owner, new_
     page = new_page()
     width, height = SIZES[size]
     page.set_viewport_size({"width": width, "height": height})
-    sign_in(page, base_url=portal.base_url, user=owner)
+    sign_in(page, portal=portal, user=owner)
     page.goto(url)
 
     expect(page.locator("article.turn .answer")).to_contain_text("It means www")
@@ -170,7 +170,7 @@ def test_no_word_of_any_length_widens_the_thread_or_the_list(portal, owner, new_
 def test_an_upload_shows_its_progress_and_clears_an_earlier_refusal(portal, owner, page):
     # A conversation of its own: the upload adds to its list.
     code = f"from tests.e2e.seed_pane import big_text; print(big_text(username={owner.username!r}, size=1000))"
-    sign_in(page, base_url=portal.base_url, user=owner)
+    sign_in(page, portal=portal, user=owner)
     url = f"{portal.base_url}/c/{portal.shell(code).strip()}/"
     # Once its websocket opens, the page refreshes the pane, and the refresh's morph puts back the limit
     # the server set: the test's limit is set once that refresh is in (htmx swaps before it drops the class).

@@ -152,9 +152,12 @@ def _run_status(portal, *, message_id: str) -> str:
 
 def test_a_socket_closed_cleanly_reconnects_and_catches_up(portal, model_server, proxy, new_page, screenshot):
     user = portal.user_create(prefix="reconnect")
-    model_server.add(Text(ANSWER, chunk_size=8, delay=0.08))
+    # Streamed for a few seconds before it holds, so the worker writes rows of it
+    # (a row a second, while text comes): a page that missed the first pieces
+    # shows the text from them.
+    model_server.add(Text(ANSWER, chunk_size=16, delay=0.02, hold=LAST_SENTENCE))
     page = new_page(viewport={"width": 1366, "height": 900})
-    sign_in(page, base_url=proxy.base_url, user=user)
+    sign_in(page, portal=portal, user=user, base_url=proxy.base_url)
     ask(page, question="Will this page come back by itself?")
     turn = page.locator("article.turn")
     page.wait_for_function(PARTIAL_ANSWER_JS, arg=["article.turn .answer", LAST_SENTENCE], timeout=TURN_TIMEOUT)
@@ -169,9 +172,11 @@ def test_a_socket_closed_cleanly_reconnects_and_catches_up(portal, model_server,
     expect(notice).to_have_text("Reconnecting…")
     expect(notice).to_be_visible()
     screenshot(page, name="reconnecting")
+    model_server.release()
     deadline = time.monotonic() + RUN_DONE_TIMEOUT
     while _run_status(portal, message_id=message_id) != "completed":
         assert time.monotonic() < deadline, "the run never completed"
+        time.sleep(0.1)
     assert LAST_SENTENCE not in turn.locator(".answer").inner_text()
     expect(turn).to_have_attribute("data-status", "running")
 

@@ -71,7 +71,7 @@ def test_a_turn_waiting_for_approval_is_marked_in_the_list_and_counted_in_the_ti
     )
     page = new_page(viewport={"width": 1366, "height": 900})
     page.add_init_script(SOCKETS_JS)
-    sign_in(page, base_url=portal.base_url, user=portal.user_create(prefix="e2e-marks"))
+    sign_in(page, portal=portal, user=portal.user_create(prefix="e2e-marks"))
     ask(page, question="读一下那份文件")
     waiting = _conversation_id(page)
     _one_socket(page, path=f"/ws/conversations/{waiting}/")
@@ -129,7 +129,7 @@ def test_the_lists_menu_renames_pins_and_deletes_by_keyboard(portal, new_page, s
     )
     _runs(portal, {newest: "waiting_permission", running: "running", finished: "completed"})
     page = new_page(viewport={"width": 1366, "height": 900})
-    sign_in(page, base_url=portal.base_url, user=user)
+    sign_in(page, portal=portal, user=user)
     page.goto(f"{portal.base_url}/")
     # What waits: the approval and the turn that ended, not the one running.
     expect(page).to_have_title("(2) ArtifactFlow")
@@ -226,13 +226,13 @@ def test_a_hidden_tab_notifies_once_the_user_asked_for_it_when_a_turn_waits(port
     )
     user = portal.user_create(prefix="e2e-marks")
     asking = new_page()
-    sign_in(asking, base_url=portal.base_url, user=user)
+    sign_in(asking, portal=portal, user=user)
     ask(asking, question="先问一个简单的问题")
     expect(asking.locator("article.turn").first).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
 
     other = new_page()
     other.add_init_script(NOTIFICATIONS_JS)
-    sign_in(other, base_url=portal.base_url, user=user)
+    sign_in(other, portal=portal, user=user)
     toggle = other.get_by_role("button", name="Notify me")
     expect(toggle).to_have_attribute("aria-pressed", "false")
     assert other.evaluate("window.asked") == 0

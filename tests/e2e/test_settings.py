@@ -33,7 +33,7 @@ def user(portal):
 @pytest.mark.parametrize(("system", "chosen", "expected"), [("light", "Dark", DARK), ("dark", "Light", LIGHT)])
 def test_a_chosen_theme_beats_the_systems_after_a_reload(portal, new_page, user, system, chosen, expected):
     page = new_page(color_scheme=system)
-    sign_in(page, base_url=portal.base_url, user=user)
+    sign_in(page, portal=portal, user=user)
     assert page.evaluate(BACKGROUND_JS) == (LIGHT if system == "light" else DARK)
 
     page.locator(".user-menu > summary").click()
@@ -53,7 +53,7 @@ def test_a_chosen_theme_beats_the_systems_after_a_reload(portal, new_page, user,
 def test_notifications_turned_on_in_settings_are_on_in_the_conversation_list(portal, new_page, user):
     page = new_page()
     page.add_init_script(NOTIFICATIONS_JS)
-    sign_in(page, base_url=portal.base_url, user=user)
+    sign_in(page, portal=portal, user=user)
     page.goto(f"{portal.base_url}/accounts/settings/")
     section = page.locator("section", has=page.get_by_role("heading", name="Notifications"))
     toggle = section.get_by_role("button", name="Notify me")
@@ -76,7 +76,7 @@ def _light(colour: str) -> bool:
 
 def test_the_language_menu_wears_the_pages_colours_in_dark_too(portal, new_page, screenshot):
     page = new_page()
-    sign_in(page, base_url=portal.base_url, user=portal.user_create(prefix="e2e-dark-menu"))
+    sign_in(page, portal=portal, user=portal.user_create(prefix="e2e-dark-menu"))
 
     for size, scheme, language in sizes_schemes_languages(page):
         where = f"{size}-{scheme}-{language}"

@@ -70,7 +70,7 @@ def test_a_group_member_watches_a_shared_turn_live_until_the_owner_revokes(porta
         f"team.user_set.add(*get_user_model().objects.filter(username__in={[owner.username, viewer.username]!r}))"
     )
     owner_page = new_page(viewport={"width": 1366, "height": 900})
-    sign_in(owner_page, base_url=portal.base_url, user=owner)
+    sign_in(owner_page, portal=portal, user=owner)
     model_server.add(Text(FIRST_ANSWER))
     ask(owner_page, question="热泵冬天怎么工作？")
     expect(owner_page.locator("article.turn")).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
@@ -86,7 +86,7 @@ def test_a_group_member_watches_a_shared_turn_live_until_the_owner_revokes(porta
     _shots(owner_page, screenshot, name="share-panel")
 
     viewer_page = new_page(viewport={"width": 1366, "height": 900})
-    sign_in(viewer_page, base_url=portal.base_url, user=viewer)
+    sign_in(viewer_page, portal=portal, user=viewer)
     shared = viewer_page.locator("#shared-with-me")
     shared.locator("summary").click()
     expect(shared.locator("a")).to_contain_text(owner.username)
@@ -119,7 +119,7 @@ def test_a_group_member_watches_a_shared_turn_live_until_the_owner_revokes(porta
 
     # The reader continues from the first answer in a conversation of their own, in another tab.
     fork_page = new_page(viewport={"width": 1366, "height": 900})
-    sign_in(fork_page, base_url=portal.base_url, user=viewer)
+    sign_in(fork_page, portal=portal, user=viewer)
     fork_page.goto(url)
     fork_page.locator("article.turn").first.get_by_role("button", name="Continue from this answer").click()
     fork_page.wait_for_url(lambda address: address != url and "/c/" in address)
@@ -158,7 +158,7 @@ def test_a_reader_is_told_a_turn_waits_for_the_owners_approval_never_asked_for_t
         Text("完成了。"),
     )
     owner_page = new_page(viewport={"width": 1366, "height": 900})
-    sign_in(owner_page, base_url=portal.base_url, user=owner)
+    sign_in(owner_page, portal=portal, user=owner)
     ask(owner_page, question="读一下那份文件")
     expect(owner_page.locator("form.permission")).to_be_visible(timeout=TURN_TIMEOUT)
     url = owner_page.url
@@ -170,7 +170,7 @@ def test_a_reader_is_told_a_turn_waits_for_the_owners_approval_never_asked_for_t
     )
 
     page = new_page(viewport={"width": 1366, "height": 900})
-    sign_in(page, base_url=portal.base_url, user=reader)
+    sign_in(page, portal=portal, user=reader)
     page.goto(url)
     turn = page.locator("article.turn")
     expect(turn).to_have_attribute("data-status", "waiting_permission")

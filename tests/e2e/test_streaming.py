@@ -34,7 +34,7 @@ def test_an_idle_tab_watches_a_long_answer_stream_on_one_websocket(portal, model
     sockets = []
     page.on("websocket", lambda socket: sockets.append(socket))
     page.set_viewport_size({"width": 1366, "height": 900})
-    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    sign_in(page, portal=portal, user=portal.users[0])
     ask(page, question="First, a short one.")
     expect(page.locator("article.turn")).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
 

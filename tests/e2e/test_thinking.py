@@ -50,7 +50,7 @@ def test_thinking_streams_open_folds_away_when_the_answer_starts_and_stays_after
     # About eight seconds of thinking, then about four of answer.
     model_server.add(Text(ANSWER, reasoning=THOUGHT, chunk_size=6, delay=0.04))
     page.set_viewport_size({"width": 1366, "height": 900})
-    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    sign_in(page, portal=portal, user=portal.users[0])
 
     ask(page, question="WAL 为什么能保证持久性？")
 

@@ -42,7 +42,7 @@ def _wait_for_more_text(page, answer):
 
 def test_approve_deny_and_cancel(portal, model_server, page, screenshot):
     _fetch_turn(model_server, answer="First done.")
-    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    sign_in(page, portal=portal, user=portal.users[0])
     ask(page, question="Read the missing document")
 
     prompt = page.locator("form.permission")
@@ -115,7 +115,7 @@ def test_approve_deny_and_cancel(portal, model_server, page, screenshot):
 
 def test_edit_a_message_to_branch_and_switch_back_and_forth(portal, model_server, page, screenshot):
     model_server.add(Text("Answer one."), Text("Answer two."))
-    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    sign_in(page, portal=portal, user=portal.users[0])
     ask(page, question="First wording")
     turn = page.locator("article.turn")
     expect(turn).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
@@ -146,7 +146,7 @@ def test_edit_a_message_to_branch_and_switch_back_and_forth(portal, model_server
 
 def test_search_rename_and_delete_conversations(portal, model_server, page):
     model_server.add(Text("Noted."), Text("Also noted."))
-    sign_in(page, base_url=portal.base_url, user=portal.users[1])
+    sign_in(page, portal=portal, user=portal.users[1])
     ask(page, question="Aardvark habitats")
     expect(page.locator("article.turn")).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
     page.goto(f"{portal.base_url}/")
@@ -185,7 +185,7 @@ def test_hostile_answers_and_artifacts_render_inert(portal, model_server, page):
     )
     dialogs = []
     page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
-    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    sign_in(page, portal=portal, user=portal.users[0])
     ask(page, question="Say something hostile")
     expect(page.locator("article.turn")).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
     page.locator("#artifact-pane .artifact-switcher summary").click()
@@ -204,7 +204,7 @@ def test_hostile_answers_and_artifacts_render_inert(portal, model_server, page):
 def test_at_phone_width_in_dark_mode_the_page_fits_and_the_keyboard_sends(portal, model_server, new_page, screenshot):
     page = new_page(viewport={"width": 390, "height": 844}, color_scheme="dark", has_touch=True)
     model_server.add(Text("Two lines received."))
-    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    sign_in(page, portal=portal, user=portal.users[0])
 
     box = page.locator("#composer-input")
     box.fill("First line")
@@ -238,7 +238,7 @@ def test_retrying_an_old_cancelled_turn_starts_a_branch_and_leaves_the_newest_tu
         Text("Rewritten for a flat."),
     )
     page = new_page(viewport={"width": width, "height": 900 if width > 600 else 844})
-    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    sign_in(page, portal=portal, user=portal.users[0])
     ask(page, question="Write the report")
     turns = page.locator("article.turn")
     expect(turns.nth(0).locator(".answer")).to_contain_text("A long answer", timeout=TURN_TIMEOUT)
@@ -295,7 +295,7 @@ def test_retrying_a_turn_deep_in_a_long_thread_brings_its_notice_into_view(
     )
     url = f"{portal.base_url}/c/{portal.shell(code).strip()}/"
     page = new_page(viewport={"width": width, "height": height})
-    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    sign_in(page, portal=portal, user=portal.users[0])
     page.goto(url)
     turns = page.locator("article.turn")
     expect(turns).to_have_count(settings.THREAD_PAGE_TURNS)
@@ -334,7 +334,7 @@ def test_a_long_thread_loads_older_turns_above_the_reader_without_moving_and_a_s
     code = f"from tests.e2e.seed import long_conversation; print(long_conversation(username={portal.users[0].username!r}, turns=200))"
     url = f"{portal.base_url}/c/{portal.shell(code).strip()}/"
     page = new_page(viewport={"width": width, "height": height})
-    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    sign_in(page, portal=portal, user=portal.users[0])
     held = []
     page.route("**/turns/?before=*", lambda route: held.append(route))
     page.goto(url)
@@ -379,7 +379,7 @@ def test_a_link_to_an_old_message_opens_on_it_even_in_the_form_without_its_query
         "print(conversation, Message.objects.get(conversation_id=conversation, content__startswith='Question 5:').pk)"
     )
     conversation, message = portal.shell(code).split()
-    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    sign_in(page, portal=portal, user=portal.users[0])
     # A link made before the thread came in pages names the message only in its fragment.
     page.goto(f"{portal.base_url}/c/{conversation}/#message-{message}")
     page.wait_for_url(f"**/c/{conversation}/?message={message}#message-{message}")
@@ -405,7 +405,7 @@ def test_a_push_beside_the_thread_does_not_undo_a_scroll_up(portal, new_page):
     code = f"from tests.e2e.seed import long_conversation; print(long_conversation(username={portal.users[0].username!r}, turns=30))"
     url = f"{portal.base_url}/c/{portal.shell(code).strip()}/"
     page = new_page()
-    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    sign_in(page, portal=portal, user=portal.users[0])
     page.goto(url)
     page.wait_for_function(
         "() => { const t = document.getElementById('thread'); return t.scrollHeight - t.scrollTop - t.clientHeight < 2; }"

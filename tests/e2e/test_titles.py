@@ -23,7 +23,7 @@ def portal(portal_template, tmp_path_factory):
 
 def test_the_models_title_replaces_the_question_in_the_head(portal, model_server, page, screenshot):
     model_server.add(Text("热泵在零下十五度仍能供暖。"), Text("《严寒地区的空气源热泵》"))
-    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    sign_in(page, portal=portal, user=portal.users[0])
 
     ask(page, question="空气源热泵在严寒地区能用吗？冬天零下二十度的时候效率怎么样？")
 

@@ -26,7 +26,7 @@ def watched(browser):
 
 def _thinking_turn(page, *, portal, model_server) -> None:
     model_server.add(Text(ANSWER, reasoning=THOUGHT, chunk_size=6, delay=0.03))
-    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    sign_in(page, portal=portal, user=portal.users[0])
     ask(page, question=QUESTION)
 
 
@@ -48,7 +48,7 @@ def test_the_watch_catches_a_running_turn_swapped_away(portal, model_server, wat
     page, watch = watched
     # About ten seconds of thinking: the swap lands while the turn still runs.
     model_server.add(Text(ANSWER, reasoning=THOUGHT, chunk_size=2, delay=0.05))
-    sign_in(page, base_url=portal.base_url, user=portal.users[0])
+    sign_in(page, portal=portal, user=portal.users[0])
     ask(page, question=QUESTION)
     turn = page.locator("article.turn").first
     expect(turn.locator(".thinking-text")).to_contain_text("第2步", timeout=TURN_TIMEOUT)
