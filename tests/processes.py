@@ -86,7 +86,10 @@ class Cluster:
             return
         self.process.terminate()
         try:
-            self.process.wait(timeout=10)
+            # Not 10 s: a cluster whose task pusher met a database error (a fault test's
+            # outage) sleeps 10 s before it can stop (django_q.pusher), and no test here
+            # asks for more than that it stops; test_worker times a stop of its own.
+            self.process.wait(timeout=waits.seconds(3))
         except subprocess.TimeoutExpired:
             pass
         self.kill()
