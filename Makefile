@@ -10,6 +10,12 @@ TEST_WORKERS ?= 2
 
 .PHONY: run test check lint install install-test bench clean messages
 
+# The suite starts some forty Python processes that import the portal (portals,
+# workers, shells) and two that import every test: each reads them compiled once
+# (pytest's rewritten tests too), even where the environment says to write no
+# bytecode (an empty value is unset to Python).
+test check: export PYTHONDONTWRITEBYTECODE =
+
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip

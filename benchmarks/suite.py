@@ -1,5 +1,5 @@
 """Where the suite's time goes: runs pytest, then prints its wall time, the test
-time per directory, the 30 slowest tests (setup, call and teardown together,
+time per directory, the 30 slowest files and tests (setup, call and teardown together,
 from pytest's JUnit XML, so a portal or a browser started for a test counts in
 its time) and how many portal templates, portals and Chromiums the run started
 (tests.processes.start_record logs each to the file ARTIFACTFLOW_TEST_STARTS_LOG
@@ -45,6 +45,14 @@ def by_directory(times: list[tuple[float, str]]) -> collections.Counter:
     return spent
 
 
+def by_file(times: list[tuple[float, str]]) -> collections.Counter:
+    """Seconds of test time per test file ("tests.e2e.test_pane", …)."""
+    spent = collections.Counter()
+    for seconds, test in times:
+        spent[test.split("::")[0]] += seconds
+    return spent
+
+
 def starts(log: Path) -> dict[str, collections.Counter]:
     """Per kind ("portal", "chromium"), how many each test file started."""
     counted = collections.defaultdict(collections.Counter)
@@ -60,9 +68,9 @@ def main(arguments: list[str]) -> int:
         junit, log = Path(directory) / "junit.xml", Path(directory) / "starts.log"
         command = [sys.executable, "-m", "pytest", *(arguments or MAKE_TEST), f"--junitxml={junit}", "-q"]
         began = time.monotonic()
-        status = subprocess.run(
-            command, cwd=ROOT, env={**os.environ, "ARTIFACTFLOW_TEST_STARTS_LOG": str(log)}
-        ).returncode
+        # As make test runs it: compiled once (the Makefile's note on PYTHONDONTWRITEBYTECODE).
+        env = {**os.environ, "ARTIFACTFLOW_TEST_STARTS_LOG": str(log), "PYTHONDONTWRITEBYTECODE": ""}
+        status = subprocess.run(command, cwd=ROOT, env=env).returncode
         wall = time.monotonic() - began
         if not junit.exists():
             print(f"pytest wrote no report (exit status {status})")
@@ -74,7 +82,10 @@ def main(arguments: list[str]) -> int:
     print(f"\nTest time by directory, {sum(t for t, _ in times):.0f} s in all (the processes' time added up):")
     for directory, seconds in by_directory(times).most_common():
         print(f"{seconds:8.1f} s  {directory}")
-    print(f"\nThe {SLOWEST} slowest (setup + call + teardown):")
+    print(f"\nThe {SLOWEST} slowest files:")
+    for file, seconds in by_file(times).most_common(SLOWEST):
+        print(f"{seconds:8.1f} s  {file}")
+    print(f"\nThe {SLOWEST} slowest tests (setup + call + teardown):")
     for seconds, test in sorted(times, reverse=True)[:SLOWEST]:
         print(f"{seconds:8.1f} s  {test}")
     for kind in ("template", "portal", "chromium"):
