@@ -75,6 +75,7 @@ def test_stopping_the_worker_as_honcho_does_stops_its_whole_cluster_in_time(tmp_
     took = time.monotonic() - stopped_at
 
     assert returncode == 0, (tmp_path / "worker.log").read_text()
-    # A second's slack for a quiet machine, more for a busy one.
-    assert took < STOP_SECONDS + waits.seconds(1)
+    # Within honcho's 5 s on a quiet machine; on a busy one every process's
+    # signal, wait and exit take longer alike, so the whole bound is scaled.
+    assert took < waits.seconds(STOP_SECONDS + 1)
     assert [pid for pid in cluster if _alive(pid)] == []
