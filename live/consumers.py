@@ -51,6 +51,15 @@ def _in_thread(function):
     return DatabaseSyncToAsync(function, thread_sensitive=False, executor=_executor)
 
 
+def _cancellation_kept() -> None:
+    """Ends the calling task if it was asked to: a library on its path may have
+    caught the CancelledError, or (a timeout entered while a cancellation was
+    pending) turned a timeout into an error that looks like the layer being
+    down. A socket's loops must never outlive the socket."""
+    if asyncio.current_task().cancelling():
+        raise asyncio.CancelledError
+
+
 @functools.cache
 def _artifacts_changed_signal() -> str:
     # The same for every page and language: rendered once per process.
@@ -116,7 +125,19 @@ class RunStateMixin:
         return "".join(parts)
 
 
-class ConversationConsumer(RunStateMixin, AsyncWebsocketConsumer):
+class TasksEndWithTheSocket:
+    """The server ends a consumer that outlives its close timeout by cancelling
+    it, and disconnect() may not have run: the tasks it started (`_stop`) end
+    with it rather than polling for a socket that is gone."""
+
+    async def __call__(self, scope, receive, send):
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._stop()
+
+
+class ConversationConsumer(TasksEndWithTheSocket, RunStateMixin, AsyncWebsocketConsumer):
     """Pushes a conversation's live runs to its open page as HTML fragments that
     HTMX swaps in by id: a snapshot of each running message on connect, then
     only what is new (streaming), at most one push per
@@ -147,6 +168,7 @@ class ConversationConsumer(RunStateMixin, AsyncWebsocketConsumer):
             burst=settings.WEBSOCKET_MESSAGE_BURST, per_second=settings.WEBSOCKET_MESSAGES_PER_SECOND
         )
         self.ended = False
+        self.pusher = self.listener = self.checker = self.healer = None
 
     async def dispatch(self, message):
         # A frame beyond the page's budget, or after its session ended, is
@@ -166,7 +188,6 @@ class ConversationConsumer(RunStateMixin, AsyncWebsocketConsumer):
         # Runs that wrote rows since the last push, and streamed text sent live.
         self.dirty = set()
         self.deltas = {}
-        self.pusher = self.listener = self.checker = self.healer = None
         # run id -> when a wake-up last said it wrote rows (or it was read for want of one).
         self.woken = {}
         self.last_push = 0.0
@@ -253,13 +274,16 @@ class ConversationConsumer(RunStateMixin, AsyncWebsocketConsumer):
                     try:
                         message = await self.channel_layer.receive(self.channel_name)
                     except Exception:
+                        _cancellation_kept()
                         logger.warning(LAYER_DOWN, self.conversation.pk, exc_info=True)
                         joined = False
                     else:
                         await self.dispatch(message)
+                    _cancellation_kept()
                 await asyncio.sleep(LAYER_DOWN_POLL_INTERVAL)
                 joined = await self._join()
                 await self._poll(rejoined=joined)
+                _cancellation_kept()
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -436,7 +460,7 @@ class ConversationConsumer(RunStateMixin, AsyncWebsocketConsumer):
         return "".join(parts)
 
 
-class UserConsumer(RunStateMixin, AsyncWebsocketConsumer):
+class UserConsumer(TasksEndWithTheSocket, RunStateMixin, AsyncWebsocketConsumer):
     """The websocket of a page that shows no conversation (a new one's): it
     carries what the user's group says, the list's marks and the end of the
     session, and nothing of any conversation's stream. A page holds one
@@ -446,13 +470,14 @@ class UserConsumer(RunStateMixin, AsyncWebsocketConsumer):
     layer outage: channels listens to the layer, and a layer failure closes
     the socket, which the page reopens."""
 
+    checker = None
+
     async def connect(self):
         descriptors.descriptors_check()
         user = self.scope["user"]
         if not user.is_authenticated:
             await self.close()
             return
-        self.checker = None
         self.language = await _in_thread(scope_language)(scope=self.scope)
         self.session_key = self.scope["session"].session_key
         self.session_tag = sockets.session_tag(self.session_key)
@@ -463,8 +488,7 @@ class UserConsumer(RunStateMixin, AsyncWebsocketConsumer):
         self.checker = asyncio.create_task(self._check_session())
 
     async def disconnect(self, code):
-        if getattr(self, "checker", None) is not None:
-            self.checker.cancel()
+        self._stop()
         if getattr(self, "group", None):
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
@@ -474,6 +498,10 @@ class UserConsumer(RunStateMixin, AsyncWebsocketConsumer):
         # channels would spend the shared database thread on each.
         if message["type"] != "websocket.receive":
             await super().dispatch(message)
+
+    def _stop(self):
+        if self.checker is not None:
+            self.checker.cancel()
 
     async def _check_session(self):
         while True:

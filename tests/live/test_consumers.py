@@ -12,7 +12,7 @@ import pytest
 import redis.asyncio
 from asgiref.sync import sync_to_async
 from channels.auth import AuthMiddlewareStack
-from channels.layers import get_channel_layer
+from channels.layers import InMemoryChannelLayer, get_channel_layer
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth.hashers import make_password
@@ -906,6 +906,61 @@ async def test_a_waiting_turn_shows_its_place_and_it_moves_up_live_as_earlier_tu
         page.apply(html) if "artifacts-changed" not in html else None
     await communicator.disconnect()
     assert _words(page.find(f"activity-{message_id}").text_content()) == "Queued…"
+
+
+def _tasks_of(consumer_class) -> list[asyncio.Task]:
+    prefix = f"{consumer_class.__name__}."
+    return [task for task in asyncio.all_tasks() if task.get_coro().__qualname__.startswith(prefix)]
+
+
+async def _left_running(consumer_class) -> list[asyncio.Task]:
+    """The consumer's tasks still running once cancelled ones have had their turn to end."""
+    async with asyncio.timeout(PUSH_WAIT):
+        while any(task.cancelling() for task in _tasks_of(consumer_class)):
+            await asyncio.sleep(0.01)
+    return _tasks_of(consumer_class)
+
+
+@pytest.mark.parametrize("opened", ["conversation", "user"])
+async def test_a_socket_the_server_ends_without_a_disconnect_leaves_no_task_running(user, opened):
+    # Daphne cancels an application that outlives its close timeout (a slow
+    # disconnect, a busy machine); the socket's loops must not poll on for ever.
+    if opened == "conversation":
+        communicator, consumer_class = await _connected(await _conversation(user), user), consumers.ConversationConsumer
+    else:
+        communicator, consumer_class = await _user_opened(user), consumers.UserConsumer
+    async with asyncio.timeout(PUSH_WAIT):
+        while not _tasks_of(consumer_class):
+            await asyncio.sleep(0.01)
+
+    communicator.future.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await communicator.future
+
+    assert await _left_running(consumer_class) == []
+
+
+class CancelSwallowingLayer(InMemoryChannelLayer):
+    """A layer whose receive, cancelled, answers with an error instead, as
+    redis-py does when its read timeout was entered with a cancellation pending."""
+
+    async def receive(self, channel):
+        try:
+            return await super().receive(channel)
+        except asyncio.CancelledError:
+            raise ConnectionError("Timeout reading from 127.0.0.1:6379") from None
+
+
+async def test_a_listener_whose_cancellation_a_library_turned_into_an_error_still_ends(user, settings):
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": f"{__name__}.CancelSwallowingLayer"}}
+    communicator = await _connected(await _conversation(user), user)
+    async with asyncio.timeout(PUSH_WAIT):
+        while not _tasks_of(consumers.ConversationConsumer):
+            await asyncio.sleep(0.01)
+
+    await communicator.disconnect()
+
+    assert await _left_running(consumers.ConversationConsumer) == []
 
 
 @sync_to_async
