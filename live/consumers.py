@@ -39,6 +39,7 @@ NO_LONGER_SHARED = 4403
 # While the channel layer cannot be reached (Redis down), a connection polls its
 # runs this often instead of waiting to be woken, and tries to join again.
 LAYER_DOWN_POLL_INTERVAL = 1.0
+RECANCEL_INTERVAL = 1.0
 LAYER_DOWN = "Channel layer unreachable: the websocket of conversation %s polls until it is back"
 
 # Consumers' database work runs here rather than in asgiref's one thread-sensitive
@@ -51,13 +52,14 @@ def _in_thread(function):
     return DatabaseSyncToAsync(function, thread_sensitive=False, executor=_executor)
 
 
-def _cancellation_kept() -> None:
-    """Ends the calling task if it was asked to: a library on its path may have
-    caught the CancelledError, or (a timeout entered while a cancellation was
-    pending) turned a timeout into an error that looks like the layer being
-    down. A socket's loops must never outlive the socket."""
-    if asyncio.current_task().cancelling():
-        raise asyncio.CancelledError
+def _cancelled(task: asyncio.Task | None) -> None:
+    """Cancels a socket's task, and again every RECANCEL_INTERVAL until it has
+    ended: a cancellation that lands while redis-py connects is lost (seen on
+    Python 3.11), and channels_redis's receive then blocks on Redis, 5 s at a
+    time, for ever. A socket's loops must never outlive the socket."""
+    if task is not None and not task.done():
+        task.cancel()
+        asyncio.get_running_loop().call_later(RECANCEL_INTERVAL, _cancelled, task)
 
 
 @functools.cache
@@ -249,8 +251,7 @@ class ConversationConsumer(TasksEndWithTheSocket, RunStateMixin, AsyncWebsocketC
     def _stop(self):
         _following.discard(self)
         for task in (self.pusher, self.listener, self.checker, self.healer):
-            if task is not None:
-                task.cancel()
+            _cancelled(task)
 
     async def _join(self) -> bool:
         try:
@@ -274,16 +275,13 @@ class ConversationConsumer(TasksEndWithTheSocket, RunStateMixin, AsyncWebsocketC
                     try:
                         message = await self.channel_layer.receive(self.channel_name)
                     except Exception:
-                        _cancellation_kept()
                         logger.warning(LAYER_DOWN, self.conversation.pk, exc_info=True)
                         joined = False
                     else:
                         await self.dispatch(message)
-                    _cancellation_kept()
                 await asyncio.sleep(LAYER_DOWN_POLL_INTERVAL)
                 joined = await self._join()
                 await self._poll(rejoined=joined)
-                _cancellation_kept()
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -500,8 +498,7 @@ class UserConsumer(TasksEndWithTheSocket, RunStateMixin, AsyncWebsocketConsumer)
             await super().dispatch(message)
 
     def _stop(self):
-        if self.checker is not None:
-            self.checker.cancel()
+        _cancelled(self.checker)
 
     async def _check_session(self):
         while True:

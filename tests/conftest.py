@@ -4,6 +4,7 @@ import subprocess
 import pytest
 from channels.layers import channel_layers
 from django.core.management import call_command
+from django.db import connection
 from django.utils import translation
 
 from agents.event_schema import EventSchemaError, event_validate
@@ -86,6 +87,24 @@ def demo_model(settings):
     settings.DEMO_WORD_DELAY = 0
     settings.SEARCH_PROVIDER = settings.SEARXNG_URL = settings.TAVILY_API_KEY = ""
     call_command("library_samples", verbosity=0)
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker):
+    """pytest-django's test database, which it drops at the end of the session.
+    On Postgres the drop fails while anything is still connected, and the
+    database stays on the server, one more per worker at every run: threads of
+    this process that used the database (the websockets' executor, asgiref's)
+    keep their pooled connections, which closing the pool cannot reach. They
+    are cut off first."""
+    yield
+    if connection.vendor != "postgresql":
+        return
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
 
 
 def pytest_report_header(config):
