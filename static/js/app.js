@@ -13,10 +13,11 @@ const threadNearBottom = (el) => el.scrollHeight - el.scrollTop - el.clientHeigh
 document.addEventListener("scroll", (event) => {
   if (event.target.id === "thread") followThread = threadNearBottom(event.target);
 }, true);
-// What is swapped beside the thread (the list's marks, the title, the artifact
-// pane's refresh when the socket connects) changes nothing in it: following
-// then would undo a scroll up whose scroll event has not been handled yet.
-const BESIDE_THREAD = ".run-mark, #attention-count, #conversation-title, #conversation-list, #artifact-pane";
+// What is swapped beside the thread (the list's marks, the title, the composer's
+// Send or Stop and the artifact pane's refresh when the socket connects) changes
+// nothing in it: following then would undo a scroll up whose scroll event has
+// not been handled yet.
+const BESIDE_THREAD = ".run-mark, #attention-count, #conversation-title, #conversation-list, #composer-actions, #artifact-pane";
 const followNewest = (event) => {
   if (event?.detail?.target?.closest?.(BESIDE_THREAD)) return;
   const thread = document.getElementById("thread");

@@ -401,6 +401,15 @@ _SWAP_RIGHT_AFTER_SCROLL_JS = """(selector) => {
 }"""
 
 
+# The reader back at the newest text, once the page has seen the scroll (it is
+# handled before the next frame is drawn): the thread follows again.
+_BACK_AT_THE_NEWEST_JS = """() => new Promise((done) => {
+  const thread = document.getElementById("thread");
+  thread.scrollTop = thread.scrollHeight;
+  requestAnimationFrame(() => requestAnimationFrame(done));
+})"""
+
+
 def test_a_push_beside_the_thread_does_not_undo_a_scroll_up(portal, new_page):
     code = f"from tests.e2e.seed import long_conversation; print(long_conversation(username={portal.users[0].username!r}, turns=30))"
     url = f"{portal.base_url}/c/{portal.shell(code).strip()}/"
@@ -413,5 +422,8 @@ def test_a_push_beside_the_thread_does_not_undo_a_scroll_up(portal, new_page):
 
     # A turn's push follows the newest text while the reader has not scrolled away, as far as the page knows.
     assert page.evaluate(_SWAP_RIGHT_AFTER_SCROLL_JS, "article.turn:last-of-type") > 0
-    # The list's mark of the conversation, swapped just after the reader scrolled up: the reader stays.
-    assert page.evaluate(_SWAP_RIGHT_AFTER_SCROLL_JS, "#conversation-list .run-mark") == 0
+    # The list's mark of the conversation, and the composer's Send the socket sends as it connects,
+    # swapped just after the reader scrolled up: the reader stays.
+    for beside in ("#conversation-list .run-mark", "#composer-actions"):
+        page.evaluate(_BACK_AT_THE_NEWEST_JS)
+        assert page.evaluate(_SWAP_RIGHT_AFTER_SCROLL_JS, beside) == 0, beside
