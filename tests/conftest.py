@@ -94,9 +94,8 @@ def django_db_setup(django_db_setup, django_db_blocker):
     """pytest-django's test database, which it drops at the end of the session.
     On Postgres the drop fails while anything is still connected, and the
     database stays on the server, one more per worker at every run: threads of
-    this process that used the database (the websockets' executor, asgiref's)
-    keep their pooled connections, which closing the pool cannot reach. They
-    are cut off first."""
+    this process that used the database keep the connections they took from
+    the pool, which closing the pool cannot reach. They are cut off first."""
     yield
     if connection.vendor != "postgresql":
         return
