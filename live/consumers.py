@@ -39,7 +39,6 @@ NO_LONGER_SHARED = 4403
 # While the channel layer cannot be reached (Redis down), a connection polls its
 # runs this often instead of waiting to be woken, and tries to join again.
 LAYER_DOWN_POLL_INTERVAL = 1.0
-RECANCEL_INTERVAL = 1.0
 LAYER_DOWN = "Channel layer unreachable: the websocket of conversation %s polls until it is back"
 
 # Consumers' database work runs here rather than in asgiref's one thread-sensitive
@@ -50,6 +49,10 @@ _executor = ThreadPoolExecutor(max_workers=settings.WEBSOCKET_THREADS, thread_na
 
 def _in_thread(function):
     return DatabaseSyncToAsync(function, thread_sensitive=False, executor=_executor)
+
+
+# How often a socket's task is cancelled again until it has ended (_cancelled).
+RECANCEL_INTERVAL = 1.0
 
 
 def _cancelled(task: asyncio.Task | None) -> None:

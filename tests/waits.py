@@ -7,6 +7,7 @@ idle, 2 with one busy process per core, at most 4) and is put in the
 environment, so the xdist workers and the portals they start use the same one.
 """
 
+import asyncio
 import os
 import time
 
@@ -36,3 +37,11 @@ def until(condition, *, timeout: float, interval: float = 0.02) -> None:
     while not condition():
         assert time.monotonic() < deadline, f"condition not met within {seconds(timeout):.1f} s"
         time.sleep(interval)
+
+
+async def until_async(condition, *, timeout: float, interval: float = 0.01) -> None:
+    """`until` for a test running in the event loop, which the wait must not block."""
+    deadline = time.monotonic() + seconds(timeout)
+    while not condition():
+        assert time.monotonic() < deadline, f"condition not met within {seconds(timeout):.1f} s"
+        await asyncio.sleep(interval)

@@ -913,6 +913,11 @@ def _tasks_of(consumer_class) -> list[asyncio.Task]:
     return [task for task in asyncio.all_tasks() if task.get_coro().__qualname__.startswith(prefix)]
 
 
+async def _tasks_started(consumer_class) -> None:
+    """The consumer has started its loops, the last thing its connect does."""
+    await waits.until_async(lambda: _tasks_of(consumer_class), timeout=10)
+
+
 async def _left_running(consumer_class) -> list[asyncio.Task]:
     """The consumer's tasks still running once cancelled ones have had time to end."""
     deadline = time.monotonic() + PUSH_WAIT
@@ -929,9 +934,7 @@ async def test_a_socket_the_server_ends_without_a_disconnect_leaves_no_task_runn
         communicator, consumer_class = await _connected(await _conversation(user), user), consumers.ConversationConsumer
     else:
         communicator, consumer_class = await _user_opened(user), consumers.UserConsumer
-    async with asyncio.timeout(PUSH_WAIT):
-        while not _tasks_of(consumer_class):
-            await asyncio.sleep(0.01)
+    await _tasks_started(consumer_class)
 
     communicator.future.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -962,9 +965,7 @@ async def test_a_listener_whose_cancellation_the_layer_lost_still_ends(user, set
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": f"{__name__}.CancelLosingLayer"}}
     monkeypatch.setattr(CancelLosingLayer, "first_lost", None)
     communicator = await _connected(await _conversation(user), user)
-    async with asyncio.timeout(PUSH_WAIT):
-        while not _tasks_of(consumers.ConversationConsumer):
-            await asyncio.sleep(0.01)
+    await _tasks_started(consumers.ConversationConsumer)
 
     await communicator.disconnect()
 
