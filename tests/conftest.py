@@ -15,6 +15,9 @@ from tests.factories import UserFactory
 from tests.model_server import ScriptedModelServer
 from tests.processes import REDIS_SERVER, DisposableRedis
 
+# The session's browser (one Chromium per test process) and what sharing it takes.
+pytest_plugins = ["tests.browser"]
+
 
 @pytest.fixture
 def model_server():
@@ -122,7 +125,7 @@ def pytest_configure(config):
 # Chromium (new_page and page ask for it), a Redis of the test's own, the OpenID provider.
 PROCESS_FIXTURES = {
     "tests.e2e.conftest.portal",
-    "tests.e2e.conftest.browser",
+    "tests.browser.browser",
     "tests.conftest.disposable_redis",
     "tests.accounts.test_oidc.provider",
     "tests.e2e.test_sso.provider",

@@ -81,19 +81,6 @@ class Cluster:
             os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait()
 
-    def stop(self) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
-        self.process.terminate()
-        try:
-            # Not 10 s: a cluster whose task pusher met a database error (a fault test's
-            # outage) sleeps 10 s before it can stop (django_q.pusher), and no test here
-            # asks for more than that it stops; test_worker times a stop of its own.
-            self.process.wait(timeout=waits.seconds(3))
-        except subprocess.TimeoutExpired:
-            pass
-        self.kill()
-
     def log_tail(self, lines: int = 60) -> str:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
 

@@ -45,7 +45,7 @@ def clusters(scripted_model, tmp_path):
 
     yield start
     for cluster in started:
-        cluster.stop()
+        cluster.kill()
 
 
 def _until(condition, *, timeout: float, clusters: list[Cluster] = ()):

@@ -23,14 +23,12 @@ from urllib.parse import urlsplit
 
 import pytest
 from django.conf import settings
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import expect
 
 from tests import waits
 from tests.agents.test_engine import call
 from tests.answers import long_answer
 from tests.e2e.conftest import (
-    CHROMIUM,
-    CHROMIUM_ARGS,
     SCREENSHOTS,
     STARTUP_TIMEOUT,
     VENV_BIN,
@@ -44,7 +42,6 @@ from tests.e2e.conftest import (
 )
 from tests.e2e.test_first_turn import ask, sign_in_with_password
 from tests.model_server import ScriptedModelServer, Text
-from tests.processes import start_record
 
 pytestmark = pytest.mark.e2e
 
@@ -192,7 +189,9 @@ def _certificate(directory: Path) -> tuple[Path, Path]:
     return cert, key
 
 
-def test_two_daphnes_and_two_workers_behind_nginx_survive_losing_one_of_each_mid_turn(tmp_path, topology_ready):
+def test_two_daphnes_and_two_workers_behind_nginx_survive_losing_one_of_each_mid_turn(
+    tmp_path, topology_ready, browser
+):
     database_url, redis_url = topology_ready
     server = ScriptedModelServer().start()
     name = f"{urlsplit(database_url).path.lstrip('/')}_deploy_{secrets.token_hex(4)}"
@@ -278,10 +277,9 @@ def test_two_daphnes_and_two_workers_behind_nginx_survive_losing_one_of_each_mid
             # The worker that takes the turn over asks the model again.
             Text(answer, chunk_size=200),
         )
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            start_record("chromium")
-            page = browser.new_page(ignore_https_errors=True, viewport={"width": 1366, "height": 900})
+        context = browser.new_context(ignore_https_errors=True, viewport={"width": 1366, "height": 900})
+        try:
+            page = context.new_page()
             sign_in_with_password(page, base_url=base_url, user=user)
             ask(page, question="What is in the library?")
             prompt = page.locator("form.permission")
@@ -324,7 +322,8 @@ def test_two_daphnes_and_two_workers_behind_nginx_survive_losing_one_of_each_mid
             assert (status, deaths, whole) == ("completed", "1", "True") and worker != holder
             SCREENSHOTS.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(SCREENSHOTS / "deploy-nginx.png"))
-            browser.close()
+        finally:
+            context.close()
     except BaseException:
         print(portal.log_tails(lines=60))
         raise

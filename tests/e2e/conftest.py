@@ -3,7 +3,8 @@
 daphne and a django-q2 worker run as subprocesses on a fresh database (a new
 Postgres database when DATABASE_URL names one, else a SQLite file), and the
 worker talks to a scripted model server running in this test process. Tests
-drive them with headless Chromium through sync Playwright.
+drive them with headless Chromium through sync Playwright, one browser per test
+process (tests/browser.py).
 
 Each test process migrates once (portal_template): every portal it starts gets a
 copy of that database, users included, and the static files it collected.
@@ -29,7 +30,7 @@ from urllib.parse import urlsplit
 import psycopg
 import pytest
 from django.conf import settings
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import expect
 
 from tests import waits
 from tests.e2e.watch import watch_start
@@ -39,17 +40,6 @@ from tests.processes import start_record
 REPO = Path(__file__).resolve().parents[2]
 SCREENSHOTS = REPO / "test-artifacts" / "screenshots"
 VENV_BIN = Path(sys.executable).parent
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 STARTUP_TIMEOUT = waits.seconds(30)
 # Playwright's own default for expect(), scaled as every other wait.
 expect.set_options(timeout=waits.ms(5))
@@ -203,14 +193,8 @@ def _start(*, command: list[str], env: dict, log: Path) -> subprocess.Popen:
 
 
 def _stop(*, process: subprocess.Popen) -> None:
-    # SIGTERM to the parent alone: qcluster stops its own worker processes,
-    # and signalling them too stalls its shutdown.
-    process.terminate()
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        pass
-    # Whatever is left of its session, e.g. the workers of a hung cluster.
+    # A test's portal keeps nothing, so its whole session is killed at once: a
+    # graceful stop of qcluster takes seconds (tests/agents/test_worker.py tests that).
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
     process.wait()
@@ -344,24 +328,6 @@ def model_server(portal):
     """The portal's model server with an empty script and request log."""
     portal.model_server.reset()
     return portal.model_server
-
-
-# A module's, not the session's: Playwright's sync API keeps its event loop
-# running in this thread while it is open, and under it Django refuses database
-# work (SynchronousOnlyOperation) and asyncio.run() refuses to start, so the
-# tests of another file that run next in this process (pytest-xdist) would fail.
-@pytest.fixture(scope="module")
-def browser():
-    if not Path(CHROMIUM).exists():
-        if os.environ.get("CI"):
-            pytest.fail(f"{CHROMIUM} is missing; .ci/run installs it from Debian's chromium package")
-        # A developer machine may lack it; CI never skips.
-        pytest.skip(f"browser tests need {CHROMIUM}: apt-get install chromium")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        start_record("chromium")
-        yield browser
-        browser.close()
 
 
 @pytest.fixture
