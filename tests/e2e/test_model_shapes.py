@@ -9,19 +9,19 @@ answer streams, and the end is what a reload shows."""
 import json
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
 
 from tests.conftest import LEAD_MODELS
-from tests.e2e.conftest import portal_running
+from tests.e2e.conftest import SCREENSHOTS, portal_running
 from tests.e2e.test_first_turn import TURN_TIMEOUT, ask, sign_in
 from tests.model_server import StreamError, Text, ToolCalls
 
 pytestmark = pytest.mark.e2e
 
-SHOTS = Path("/work/notes/shots/conform")
+# Beside the other browser tests' screenshots, in the repository's test-artifacts/.
+SHOTS = SCREENSHOTS / "model-shapes"
 QUESTION = "Can an air-source heat pump heat a house at -15 °C?"
 # Long enough to be watched growing, short enough to keep the test quick.
 THOUGHT = "".join(f"Step {n}: weigh the pump's efficiency in deep cold. " for n in range(1, 11))
