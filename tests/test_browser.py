@@ -8,12 +8,19 @@ import pytest
 from django.contrib.auth import get_user_model
 
 
-def test_a_browser_test_opens_a_page(browser):
+def _shown(browser, text: str) -> str:
+    """What a page of a new context shows of a paragraph holding `text`."""
     context = browser.new_context()
-    page = context.new_page()
-    page.set_content("<p>空气源热泵</p>")
-    assert page.text_content("p") == "空气源热泵"
-    context.close()
+    try:
+        page = context.new_page()
+        page.set_content(f"<p>{text}</p>")
+        return page.text_content("p")
+    finally:
+        context.close()
+
+
+def test_a_browser_test_opens_a_page(browser):
+    assert _shown(browser, "空气源热泵") == "空气源热泵"
 
 
 @pytest.mark.django_db
@@ -28,8 +35,4 @@ async def test_an_async_test_gets_a_loop_of_its_own():
 
 
 def test_a_later_browser_test_still_has_the_browser(browser):
-    context = browser.new_context()
-    page = context.new_page()
-    page.set_content("<p>second</p>")
-    assert page.text_content("p") == "second"
-    context.close()
+    assert _shown(browser, "second") == "second"
