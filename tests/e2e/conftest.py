@@ -122,6 +122,28 @@ class Portal:
         name, key = self.shell(code).split()
         return name, key
 
+    def runs_end(self) -> None:
+        """Cancels every turn still going, as staff would, and waits until each a
+        worker may run has ended: a turn a test left behind must not ask the model
+        server for a reply the next test scripted. (A turn a test seeded as running
+        has no worker, and never asks.)"""
+        code = (
+            "from agents.models import Run; from agents.services.runs import runs_cancel_by_staff; "
+            "active = Run.objects.filter(status__in=Run.ACTIVE_STATUSES); "
+            "runs_cancel_by_staff(run_ids=list(active.values_list('pk', flat=True))); "
+            "print(list(active.exclude(status=Run.Status.RUNNING, worker='').values_list('pk', 'status')))"
+        )
+        going = self.shell(code).strip()
+        if going == "[]":
+            return
+        # A stream the test held goes on, so its worker reaches its next cancel check.
+        self.model_server.release()
+        deadline = time.monotonic() + waits.seconds(30)
+        while going != "[]":
+            assert time.monotonic() < deadline, f"turns still going after their cancel: {going}"
+            time.sleep(0.1)
+            going = self.shell(code).strip()
+
     def log_tails(self, *, lines: int = 40) -> str:
         return "\n".join(
             f"--- {name} ({path}) ---\n{_tail(path=path, lines=lines)}" for name, path in self.logs.items()
@@ -325,9 +347,11 @@ def portal_running(*, template: Template, data_dir: Path, extra_env: dict | None
 
 @pytest.fixture
 def model_server(portal):
-    """The portal's model server with an empty script and request log."""
+    """The portal's model server with an empty script and request log; what the
+    test's turns left going is ended after it."""
     portal.model_server.reset()
-    return portal.model_server
+    yield portal.model_server
+    portal.runs_end()
 
 
 @pytest.fixture
