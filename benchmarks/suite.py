@@ -7,7 +7,7 @@ names), with the files that started them.
 
     python benchmarks/suite.py [pytest arguments]
 
-Without arguments it runs the whole suite as `make test` does (two processes,
+Without arguments it runs the whole suite as `make test` does (three processes,
 a file's tests in one); with them, pytest gets them as they are, e.g.
 `python benchmarks/suite.py -n 0 tests/artifactflow/test_urls.py`. Not part of
 `make bench`: it is the suite, minutes long. Uses DATABASE_URL and REDIS_URL as
@@ -25,8 +25,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SLOWEST = 30
-# What `make test` runs (TEST_WORKERS=2).
-MAKE_TEST = ["-n", "2", "--dist", "loadfile"]
+# What `make test` runs (TEST_WORKERS=3).
+MAKE_TEST = ["-n", "3", "--dist", "loadfile"]
 
 
 def durations(junit: Path) -> list[tuple[float, str]]:
