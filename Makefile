@@ -6,8 +6,8 @@ PORT ?= 8000
 # The suite runs in this many processes (pytest-xdist), each on a database, cache,
 # Redis database and portals of its own (tests/settings.py); 0 runs it in this
 # one, to debug with -x or --pdb: make test TEST_WORKERS=0 PYTEST_ARGS='-x tests/e2e'.
-# Three on two cores: its tests wait on streams, pages and processes about as much
-# as they compute, and with two processes the cores sat idle a third of the time.
+# Three on two cores: its tests wait on streams, pages and processes as well as
+# compute, and three ran the suite in 0.93 of two's time on SQLite, 0.86 on Postgres.
 TEST_WORKERS ?= 3
 
 .PHONY: run test check lint install install-test bench clean messages

@@ -28,8 +28,10 @@ class _Connection:
         self.upstream = upstream
         self.websocket = False
         # What goes to the browser goes in whole websocket frames, so a close
-        # frame of the proxy's own never lands inside one of the portal's.
+        # frame of the proxy's own never lands inside one of the portal's, and
+        # nothing follows that close frame (a browser reports a frame after it).
         self.to_client = threading.Lock()
+        self.closed_to_client = False
 
     def close(self):
         for end in (self.client, self.upstream):
@@ -101,6 +103,8 @@ class ClosingProxy:
                     buffer = buffer[end + 4 :]
                 while (size := _frame_size(buffer)) is not None:
                     with connection.to_client:
+                        if connection.closed_to_client:
+                            return
                         connection.client.sendall(buffer[:size])
                     buffer = buffer[size:]
         connection.close()
@@ -109,6 +113,7 @@ class ClosingProxy:
         """Sends each open websocket a close frame with `code`, then hangs up on both ends."""
         for connection in [c for c in self.connections if c.websocket]:
             with connection.to_client, contextlib.suppress(OSError):
+                connection.closed_to_client = True
                 connection.client.sendall(bytes([0x88, 2]) + code.to_bytes(2, "big"))
             connection.close()
             self.connections.remove(connection)
