@@ -133,16 +133,11 @@ class Portal:
             "runs_cancel_by_staff(run_ids=list(active.values_list('pk', flat=True))); "
             "print(list(active.exclude(status=Run.Status.RUNNING, worker='').values_list('pk', 'status')))"
         )
-        going = self.shell(code).strip()
-        if going == "[]":
+        if self.shell(code).strip() == "[]":
             return
         # A stream the test held goes on, so its worker reaches its next cancel check.
         self.model_server.release()
-        deadline = time.monotonic() + waits.seconds(30)
-        while going != "[]":
-            assert time.monotonic() < deadline, f"turns still going after their cancel: {going}"
-            time.sleep(0.1)
-            going = self.shell(code).strip()
+        waits.until(lambda: self.shell(code).strip() == "[]", timeout=30, interval=0.1)
 
     def log_tails(self, *, lines: int = 40) -> str:
         return "\n".join(
