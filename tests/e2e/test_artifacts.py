@@ -571,6 +571,8 @@ def test_two_tabs_editing_one_artifact_ask_the_second_what_to_keep(portal, model
     # Edit a merge: theirs beside, mine in the editor; saving makes the merge current.
     pane = _race(tab_a, tab_b, url, mine=base + "\n\nMine: the third.", theirs=base + "\n\nTheirs: the third.")
     pane.get_by_role("button", name="Edit a merge").click()
+    # The conflict's own "Their text" is theirs too: wait for the merge editor that replaces it.
+    expect(pane.get_by_label("Their text")).to_have_accessible_name(re.compile("read only"))
     expect(pane.get_by_label("Their text")).to_have_value(base + "\n\nTheirs: the third.")
     expect(pane.get_by_label("Content of")).to_have_value(base + "\n\nMine: the third.")
     _shots(tab_a, screenshot, name=f"{width}-merge")
