@@ -6,6 +6,8 @@ from django.utils.translation import gettext_lazy as _
 
 from conversations.models import Message
 
+from .source_checks import source_problems
+
 # Library documents are read through web_fetch under URLs like library://12.
 LIBRARY_URL_PREFIX = "library://"
 
@@ -306,6 +308,12 @@ class ToolSource(models.Model):
             )
         return secret_decrypt(self.secret_encrypted) if self.secret_encrypted else ""
 
+    def clean(self):
+        # The check is its kind's tool code (agents.source_checks).
+        problems = source_problems(source=self)
+        if problems:
+            raise ValidationError(problems)
+
 
 class HttpTool(ToolSource):
     """A declarative tool for an internal REST endpoint (agents.tools.http,
@@ -349,13 +357,6 @@ class HttpTool(ToolSource):
         from .secrets import url_origin
 
         return url_origin(self.url_template)
-
-    def clean(self):
-        from .tools.http import http_tool_problems
-
-        problems = http_tool_problems(tool=self)
-        if problems:
-            raise ValidationError(problems)
 
 
 class McpServer(ToolSource):
@@ -402,10 +403,3 @@ class McpServer(ToolSource):
         if self.transport == self.Transport.HTTP:
             return url_origin(self.url)
         return f"the command {self.command}"
-
-    def clean(self):
-        from .tools.mcp import mcp_server_problems
-
-        problems = mcp_server_problems(server=self)
-        if problems:
-            raise ValidationError(problems)

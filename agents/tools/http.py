@@ -28,7 +28,9 @@ import httpx
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError, best_match
 
+from ..models import HttpTool
 from ..secrets import SecretError, secret_pieces, secret_scrub
+from ..source_checks import source_check_register
 from .base import AUTO, CONFIRM, Tool, ToolContext, ToolResult, tool_error
 from .files import file_artifact_keep
 from .web import body_read_capped
@@ -462,3 +464,6 @@ def _example(spec: dict):
     if isinstance(spec.get("examples"), list) and spec["examples"]:
         return spec["examples"][0]
     return spec.get("default", spec.get("example"))
+
+
+source_check_register(model=HttpTool, check=lambda source: http_tool_problems(tool=source))

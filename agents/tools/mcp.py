@@ -40,7 +40,9 @@ from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
+from ..models import McpServer
 from ..secrets import SecretError, secret_pieces, secret_scrub
+from ..source_checks import source_check_register
 from .base import AUTO, CONFIRM, Tool, ToolContext, ToolResult, tool_error
 from .files import file_artifact_keep
 from .http import HttpToolError, arguments_checked
@@ -402,3 +404,6 @@ def mcp_server_test(*, server) -> TestReport:
         for item in listed
     ]
     return TestReport(ok=True, outcome=secret_scrub("; ".join(lines), secrets))
+
+
+source_check_register(model=McpServer, check=lambda source: mcp_server_problems(server=source))
