@@ -7,16 +7,18 @@ length is over the cap, without reading the body, and stops a body without a
 declared length as soon as it grows past the cap.
 """
 
-from django.conf import settings
-from django.utils import translation
+from collections.abc import Callable
 
-from accounts.services import scope_language
-from artifacts.uploads import upload_too_large_message
+from django.conf import settings
 
 
 class RequestBodyLimit:
-    def __init__(self, app):
+    """`refusal` gives the 413's text for a connection's scope: the apps know
+    what to tell the person and in which language (artifactflow.asgi)."""
+
+    def __init__(self, app, *, refusal: Callable[[dict], str]):
         self.app = app
+        self.refusal = refusal
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -24,7 +26,7 @@ class RequestBodyLimit:
         limit = settings.REQUEST_BODY_MAX_BYTES
         declared = dict(scope["headers"]).get(b"content-length", b"")
         if declared.isdigit() and int(declared) > limit:
-            return await _refuse(send, scope)
+            return await _refuse(send, body=self.refusal(scope).encode())
 
         received = 0
         refused = False
@@ -36,7 +38,7 @@ class RequestBodyLimit:
                 received += len(message.get("body", b""))
                 if received > limit:
                     refused = True
-                    await _refuse(send, scope)
+                    await _refuse(send, body=self.refusal(scope).encode())
                     # Django stops reading and sends nothing.
                     return {"type": "http.disconnect"}
             return message
@@ -48,10 +50,7 @@ class RequestBodyLimit:
         await self.app(scope, receive_counted, send_unless_refused)
 
 
-async def _refuse(send, scope) -> None:
-    # In the page's language: the upload form shows these words (app.js).
-    with translation.override(scope_language(scope=scope)):
-        body = upload_too_large_message().encode()
+async def _refuse(send, *, body: bytes) -> None:
     await send(
         {
             "type": "http.response.start",
