@@ -1,6 +1,6 @@
 from django.apps import AppConfig
 
-from . import db, descriptors
+from . import checks, db, descriptors  # noqa: F401 (checks registers the portal's system checks)
 
 
 class ArtifactflowConfig(AppConfig):

@@ -7,7 +7,6 @@ variable; secrets never come from this file.
 """
 
 import os
-import secrets
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -17,14 +16,18 @@ import environ
 from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
+from artifactflow.datadir import local_secret_key_read
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env()
 
 DEBUG = env.bool("DEBUG", default=False)
 
-# Made here only for the embedded database, whose file and local secret key
-# must exist before anything runs; whatever else writes under it (uploads,
+# Importing these settings makes no directory and writes no file: the
+# embedded database makes its file, and the directories above it, when a
+# process first opens it (artifactflow.sqlite3), and `migrate` makes the local
+# secret key (artifactflow.datadir); whatever else writes under it (uploads,
 # collectstatic, the file cache, demo_user) makes the directories it writes to.
 DATA_DIR = Path(env.str("ARTIFACTFLOW_DATA_DIR", default=str(BASE_DIR / "data")))
 
@@ -33,37 +36,9 @@ DATA_DIR = Path(env.str("ARTIFACTFLOW_DATA_DIR", default=str(BASE_DIR / "data"))
 DATABASES = {"default": env.db_url("DATABASE_URL", default=f"sqlite:///{DATA_DIR / 'artifactflow.sqlite3'}")}
 USING_SQLITE = DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3"
 if USING_SQLITE:
-    DATA_DIR.mkdir(parents=True, exist_ok=True)
-    # Django's backend, giving each connection the function search indexes with.
+    # Django's backend, giving each connection the function search indexes
+    # with, and making the file readable by its owner alone.
     DATABASES["default"]["ENGINE"] = "artifactflow.sqlite3"
-
-
-def _owner_only(path: Path) -> None:
-    """Creates the database file readable by its owner alone, like the key
-    beside it; SQLite gives its -wal and -shm files the same mode."""
-    try:
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-    except FileExistsError:
-        path.chmod(path.stat().st_mode & 0o700)
-
-
-if USING_SQLITE and DATABASES["default"]["NAME"] not in ("", ":memory:"):
-    _owner_only(Path(DATABASES["default"]["NAME"]))
-
-
-def _local_secret_key() -> str:
-    # Kept in a file so the web process and the workers agree on it (django-q2
-    # signs task payloads with it) and sessions survive a restart. Only its
-    # owner may read it.
-    path = DATA_DIR / "secret_key"
-    try:
-        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        pass
-    else:
-        with os.fdopen(descriptor, "w") as f:
-            f.write(secrets.token_urlsafe(50))
-    return path.read_text().strip()
 
 
 def _secret_key_weak(key: str) -> bool:
@@ -79,8 +54,10 @@ if not SECRET_KEY:
             "perhaps on several machines: give them all the same key in the environment."
         )
     # One machine with its SQLite file: a key kept beside it serves the web
-    # process, the workers and manage.py alike, with nothing to export.
-    SECRET_KEY = _local_secret_key()
+    # process, the workers and manage.py alike, with nothing to export. Until
+    # `migrate` has made it, it is empty, and the system checks say so
+    # (artifactflow.checks).
+    SECRET_KEY = local_secret_key_read(data_dir=DATA_DIR)
 elif not DEBUG and _secret_key_weak(SECRET_KEY):
     raise ImproperlyConfigured(
         "SECRET_KEY is too weak for production: use at least 50 random characters, e.g. "

@@ -19,6 +19,8 @@ from django.db.utils import ConnectionHandler
 from django.test import Client, override_settings
 from django.utils.module_loading import import_string
 
+from artifactflow.datadir import local_secret_key_make
+
 ROOT = Path(__file__).resolve().parents[2]
 STRONG_KEY = "k3y-for-tests-0123456789-abcdefghijklmnopqrstuvwxyz-ABCDEFG"
 # What the README asks of a production install behind nginx with TLS.
@@ -70,12 +72,15 @@ def test_production_refuses_a_weak_secret_key(load, key):
         load(SECRET_KEY=key)
 
 
-def test_the_embedded_database_generates_one_local_key_only_its_owner_can_read(tmp_path, load):
+def test_the_embedded_settings_write_nothing_and_read_the_one_key_migrate_makes(tmp_path, load):
+    assert load()["SECRET_KEY"] == ""
+    assert list(tmp_path.iterdir()) == []
+
+    made = local_secret_key_make(data_dir=tmp_path)
+
     # No DEBUG, nothing exported: manage.py after `make run` just works.
-    first = load()["SECRET_KEY"]
-    second = load(DEBUG="1")["SECRET_KEY"]
-    assert len(first) > 40
-    assert first == second
+    assert len(made) > 40
+    assert load()["SECRET_KEY"] == load(DEBUG="1")["SECRET_KEY"] == made == local_secret_key_make(data_dir=tmp_path)
     assert stat.S_IMODE((tmp_path / "secret_key").stat().st_mode) == 0o600
 
 
@@ -199,6 +204,7 @@ def test_the_readme_names_every_environment_variable_the_code_reads():
 
 def test_the_embedded_database_and_uploads_are_readable_by_their_owner_only(tmp_path, load, django_db_blocker):
     """The SQLite file was created 0644 beside a 0600 key."""
+    local_secret_key_make(data_dir=tmp_path)
     embedded = load()
     databases = ConnectionHandler({"default": embedded["DATABASES"]["default"]})
     uploads = embedded["STORAGES"]["default"]
@@ -228,10 +234,15 @@ def test_the_embedded_database_and_uploads_are_readable_by_their_owner_only(tmp_
     ]
 
 
-def test_a_database_file_made_before_is_made_owner_only(tmp_path, load):
+def test_a_database_file_made_before_is_made_owner_only(tmp_path, load, django_db_blocker):
     (tmp_path / "artifactflow.sqlite3").touch(mode=0o644)
+    databases = ConnectionHandler({"default": load()["DATABASES"]["default"]})
 
-    load()
+    with django_db_blocker.unblock():
+        try:
+            databases["default"].ensure_connection()
+        finally:
+            databases.close_all()
 
     assert stat.S_IMODE((tmp_path / "artifactflow.sqlite3").stat().st_mode) == 0o600
 
