@@ -1,5 +1,6 @@
 """Imports point one way: live → agents → artifacts → conversations, the
-interface modules (views, admin, commands…) on top of all four, the project's
+interface modules (views, admin, commands…) too but for the upward edges the
+contract names, the project's
 shared helpers below them, and only live speaks to websockets; within the run
 services, only the worker's execution executes a turn; no model imports a tool
 (the contracts in pyproject.toml)."""
