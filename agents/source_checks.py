@@ -3,7 +3,7 @@ that knows its kind.
 
 The checks need that code (agents.tools.http and agents.tools.mcp parse URL
 templates and schemas), and that code imports the models; so a model asks here
-rather than importing it, which kept the models inside an import circle. Each
+rather than importing it, which would close an import circle. Each
 tool module registers its check when imported, and AgentsConfig.ready imports
 them, so every process that validates a source has them.
 """
