@@ -5,13 +5,19 @@ from django.core.checks import Error, register
 from django.core.exceptions import ImproperlyConfigured
 
 
+def secret_key_set() -> bool:
+    """Whether there is a key: on the embedded default, none until `migrate`
+    made it (Django refuses to read an empty one)."""
+    try:
+        return bool(settings.SECRET_KEY)
+    except ImproperlyConfigured:
+        return False
+
+
 @register
 def secret_key_check(app_configs, **kwargs):
-    """On the embedded default the key is made by `migrate`: before it, say so
-    rather than fail at the first signed-in page."""
-    try:
-        settings.SECRET_KEY  # noqa: B018
-    except ImproperlyConfigured:
+    """Before the first `migrate` says so, rather than fail at the first signed-in page."""
+    if not secret_key_set():
         return [
             Error(
                 "There is no secret key yet.",

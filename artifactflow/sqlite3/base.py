@@ -5,6 +5,7 @@ without it. It makes the database file where it is first opened, readable by
 its owner alone like the key beside it (SQLite gives its -wal and -shm files
 the same mode), so that importing the settings need write nothing."""
 
+import functools
 import os
 from pathlib import Path
 
@@ -13,6 +14,8 @@ from django.db.backends.sqlite3 import base
 from artifactflow.textsearch import cjk_split
 
 
+# Once per process and file: Django opens a SQLite connection per request.
+@functools.cache
 def _owner_only(name) -> None:
     if not isinstance(name, str | Path) or str(name) in ("", ":memory:") or str(name).startswith("file:"):
         return

@@ -127,17 +127,18 @@ class Portal:
         worker may run has ended: a turn a test left behind must not ask the model
         server for a reply the next test scripted. (A turn a test seeded as running
         has no worker, and never asks.)"""
-        code = (
-            "from agents.models import Run; from agents.services.runs import runs_cancel_by_staff; "
-            "active = Run.objects.filter(status__in=Run.ACTIVE_STATUSES); "
+        active = "from agents.models import Run; active = Run.objects.filter(status__in=Run.ACTIVE_STATUSES); "
+        cancel = (
+            "from agents.services.runs import runs_cancel_by_staff; "
             "runs_cancel_by_staff(run_ids=list(active.values_list('pk', flat=True))); "
-            "print(list(active.exclude(status=Run.Status.RUNNING, worker='').values_list('pk', 'status')))"
         )
-        if self.shell(code).strip() == "[]":
+        going = "print(list(active.exclude(status=Run.Status.RUNNING, worker='').values_list('pk', 'status')))"
+        if self.shell(active + cancel + going).strip() == "[]":
             return
-        # A stream the test held goes on, so its worker reaches its next cancel check.
+        # A stream the test held goes on, so its worker reaches its next cancel
+        # check; the cancel is made once, then only waited for.
         self.model_server.release()
-        waits.until(lambda: self.shell(code).strip() == "[]", timeout=30, interval=0.1)
+        waits.until(lambda: self.shell(active + going).strip() == "[]", timeout=30, interval=0.1)
 
     def log_tails(self, *, lines: int = 40) -> str:
         return "\n".join(
