@@ -47,8 +47,12 @@ document.addEventListener("htmx:wsOpen", () => {
 // - a reader a conversation is shared with has no composer, so the owner's new
 //   turn first reaches their page by the socket: it goes at the end of the
 //   thread when it answers the turn the page ends with (the branch shown); a
-//   turn of another branch waits for a reload.
-const PUSHED_IDS = /id="((?:run-mark|message)-[^"]+)"/g;
+//   turn of another branch waits for a reload;
+// - a part of a turn's stream (its steps, status line, answer, thinking) for a
+//   turn the page does not show, as another branch's after a switch while it
+//   streamed, is left out: its branch, once shown, renders the turn whole.
+const PUSHED_IDS = /id="((?:run-mark|message|steps|activity|answer|blocks|tail|thinking|thinking-text)-[^"]+)"/g;
+const TURN_PART = /^(?:steps|activity|answer|blocks|tail|thinking|thinking-text)-(\d+)$/;
 htmx.defineExtension("placed", {
   transformResponse: (text) => {
     const missing = [...text.matchAll(PUSHED_IDS)].some(([, id]) => !document.getElementById(id));
@@ -72,6 +76,12 @@ htmx.defineExtension("placed", {
       turn.removeAttribute("hx-swap-oob");
       turn.replaceWith(append);
       append.append(turn);
+    }
+    for (const part of pushedOob("*")) {
+      const turn = TURN_PART.exec(part.id);
+      if (turn && !document.getElementById(`message-${turn[1]}`) && !pushed.content.querySelector(`#message-${turn[1]}`)) {
+        part.remove();
+      }
     }
     return pushed.innerHTML;
   },

@@ -6,6 +6,7 @@ import pytest
 from django.conf import settings
 from playwright.sync_api import expect
 
+from tests import waits
 from tests.agents.test_engine import call
 from tests.e2e.test_first_turn import TURN_TIMEOUT, ask, sign_in
 from tests.model_server import Text
@@ -280,6 +281,41 @@ def test_retrying_an_old_cancelled_turn_starts_a_branch_and_leaves_the_newest_tu
     expect(pane.locator(".artifact-content")).to_have_text("Report\nTurn 2's report.")
     assert pane.locator(shown).all_inner_texts() == newest_pane
     screenshot(page, name=f"{width}-back")
+
+
+def test_a_branch_switched_away_from_while_it_streams_sends_the_page_nothing_it_cannot_place(
+    portal, model_server, new_page
+):
+    """Its pushes go on reaching the page; none lands (the watch fails the test on an
+    out-of-band swap without a target), and its branch, shown again, has the whole answer."""
+    model_server.add(
+        Text("A long answer that keeps going " * 40, chunk_size=4, delay=0.05),
+        Text("The newest turn's answer."),
+        Text("分支上的回答，" * 30 + "写完了。", chunk_size=4, delay=0.02, hold="写完了"),
+    )
+    page = new_page(viewport={"width": 1366, "height": 900})
+    sign_in(page, portal=portal, user=portal.users[0])
+    ask(page, question="Write the report")
+    turns = page.locator("article.turn")
+    expect(turns.nth(0).locator(".answer")).to_contain_text("A long answer", timeout=TURN_TIMEOUT)
+    page.locator("#composer-actions").get_by_role("button", name="Stop").click()
+    expect(turns.nth(0)).to_have_attribute("data-status", "cancelled", timeout=TURN_TIMEOUT)
+    _send(page, "Go on")
+    expect(turns.nth(1)).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
+
+    turns.nth(0).get_by_role("button", name="Retry").click()
+    expect(turns.nth(0).locator(".answer")).to_contain_text("分支上的回答", timeout=TURN_TIMEOUT)
+    page.get_by_role("button", name="Previous branch").click()
+    expect(turns).to_have_count(2)
+    model_server.release()
+    # The retried turn ends while the page shows the other branch: its last pushes come here.
+    waits.until(lambda: "写完了" in "".join(piece for _, piece in model_server.sent), timeout=20)
+    expect(turns.nth(1).locator(".answer")).to_have_text("The newest turn's answer.")
+
+    page.get_by_role("button", name="Next branch").click()
+    expect(turns).to_have_count(1)
+    expect(turns.nth(0)).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
+    expect(turns.nth(0).locator(".answer")).to_contain_text("写完了。")
 
 
 @pytest.mark.parametrize(("width", "height"), [(1366, 900), (390, 844)])
