@@ -117,8 +117,11 @@ else:
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "name": "artifactflow",
         # Opened with the pool (at a process's first query) and kept; the rest
-        # open on demand and close after ten idle minutes (psycopg_pool's max_idle).
+        # open on demand, and one a burst opened is closed each max_idle
+        # seconds while the pool has more than it used (psycopg_pool's default:
+        # ten minutes), so a quiet process gives back what a burst took.
         "min_size": env.int("ARTIFACTFLOW_DB_POOL_MIN_SIZE", default=1),
+        "max_idle": env.float("ARTIFACTFLOW_DB_POOL_MAX_IDLE", default=600.0),
         # The most a process opens. A worker's turns borrow one for each write
         # and give it back while they wait on the model
         # (artifactflow.db.connection_release), so they share a few; the

@@ -22,31 +22,40 @@ pytestmark = [
 ]
 
 
-def _backend_pid() -> int:
-    with connection.cursor() as cursor:
+def _backend_pid(database) -> int:
+    with database.cursor() as cursor:
         cursor.execute("SELECT pg_backend_pid()")
         return cursor.fetchone()[0]
 
 
-def _child_backend_pid(queue) -> None:
-    queue.put(_backend_pid())
-    connection.close()
+def _child_backend_pid(queue, settings_dict) -> None:
+    child = DatabaseWrapper(settings_dict, alias="forked")
+    queue.put(_backend_pid(child))
+    child.close()
 
 
 def test_a_forked_process_opens_connections_of_its_own_not_its_parents_pooled_ones():
-    # As django-q2's sentinel does before it forks a worker: use the database, give the connection back.
-    _backend_pid()
-    connection.close()
-    pooled = {pooled.info.backend_pid for pooled in connection.pool._pool}
-    context = multiprocessing.get_context("fork")
-    queue = context.Queue()
-    child = context.Process(target=_child_backend_pid, args=(queue,))
-    child.start()
-    child_pid = queue.get(timeout=30)
-    child.join(timeout=30)
-    assert pooled and child_pid not in pooled
-    # The parent's pooled connections still work: the child neither used nor closed them.
-    assert _backend_pid() in pooled
+    # A pool of this test's own: what it holds idle is what this test gave back,
+    # whatever the test process's other threads borrow from the default one.
+    settings_dict = {**connection.settings_dict, "OPTIONS": {"pool": {"min_size": 1, "max_size": 2}}}
+    parent = DatabaseWrapper(settings_dict, alias="forked")
+    try:
+        # As django-q2's sentinel does before it forks a worker: use the database, give the connection back.
+        _backend_pid(parent)
+        parent.close()
+        pooled = {pooled.info.backend_pid for pooled in parent.pool._pool}
+        context = multiprocessing.get_context("fork")
+        queue = context.Queue()
+        child = context.Process(target=_child_backend_pid, args=(queue, settings_dict))
+        child.start()
+        child_pid = queue.get(timeout=30)
+        child.join(timeout=30)
+        assert pooled and child_pid not in pooled
+        # The parent's pooled connections still work: the child neither used nor closed them.
+        assert _backend_pid(parent) in pooled
+    finally:
+        parent.close()
+        parent.close_pool()
 
 
 def test_an_exhausted_pool_fails_after_its_timeout_instead_of_hanging():

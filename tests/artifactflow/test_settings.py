@@ -273,9 +273,11 @@ def test_a_server_database_is_pooled_per_process(load):
     assert default["CONN_MAX_AGE"] == 0
     assert default["OPTIONS"] == {
         "sslmode": "require",
-        "pool": {"name": "artifactflow", "min_size": 1, "max_size": 20, "timeout": 10.0},
+        "pool": {"name": "artifactflow", "min_size": 1, "max_idle": 600.0, "max_size": 20, "timeout": 10.0},
     }
     assert larger["OPTIONS"]["pool"]["max_size"] == 50
+    quicker = load(SECRET_KEY=STRONG_KEY, ARTIFACTFLOW_DB_POOL_MAX_IDLE="15", **server)["DATABASES"]["default"]
+    assert quicker["OPTIONS"]["pool"]["max_idle"] == 15.0
 
 
 def test_conn_max_age_is_refused_now_that_connections_are_pooled(load):

@@ -29,6 +29,7 @@ from tests import waits
 from tests.agents.test_engine import call
 from tests.answers import long_answer
 from tests.e2e.conftest import (
+    POOL_ENV,
     SCREENSHOTS,
     STARTUP_TIMEOUT,
     VENV_BIN,
@@ -215,6 +216,7 @@ def test_two_daphnes_and_two_workers_behind_nginx_survive_losing_one_of_each_mid
         # A killed worker is taken for dead soon, so the sweep resumes its turn in this test's time.
         "ARTIFACTFLOW_HEARTBEAT_STALE": "4",
         "PYTHONUNBUFFERED": "1",
+        **POOL_ENV,
     }
     logs = {n: tmp_path / f"{n}.log" for n in ("setup", "daphne-a", "daphne-b", "worker-1", "worker-2", "nginx")}
     user = User("deploy-user", secrets.token_urlsafe(12))

@@ -231,6 +231,15 @@ def _wait_for_http(*, url: str, processes: list[subprocess.Popen], portal: Porta
     raise RuntimeError(f"{url} did not answer within {STARTUP_TIMEOUT:.0f} s\n{portal.log_tails()}")
 
 
+# The test machine's Postgres takes 100 connections, shared by every xdist
+# worker's portals (its session portal and a module's own, seven processes
+# each) and the deployment test's topology at once. With psycopg_pool's
+# defaults a portal held what its bursts opened for ten minutes, about 15, and
+# CI's last files ran out. Each process here opens at most a few and closes a
+# burst's within seconds.
+POOL_ENV = {"ARTIFACTFLOW_DB_POOL_MAX_SIZE": "6", "ARTIFACTFLOW_DB_POOL_MAX_IDLE": "5"}
+
+
 def _environment(*, data_dir: Path, database_url: str, extra_env: dict | None = None) -> dict:
     """A portal process's environment: production settings on `database_url`, `extra_env` last."""
     # REDIS_URL, when set, passes through, as the test process's Redis database (one
@@ -248,6 +257,7 @@ def _environment(*, data_dir: Path, database_url: str, extra_env: dict | None = 
         PYTHONUNBUFFERED="1",
         # As in tests.settings: a test that wants the model's title turns it on.
         ARTIFACTFLOW_MODEL_TITLES="0",
+        **POOL_ENV,
     )
     env.update(extra_env or {})
     return env
