@@ -2,7 +2,7 @@
 has completed.
 
 Until then (and whenever the proposal fails) the title is the first question
-cut short (services.asking). The proposal is bounded: one call of at most
+cut short (conversations.lifecycle). The proposal is bounded: one call of at most
 TITLE_SECONDS, whose reply is cleaned and checked; a failed, slow or malformed
 one keeps the cut-short title, and it never fails the turn, which is complete
 before it is asked. A title the person chose is never replaced:

@@ -289,7 +289,7 @@ def _candidate_remove(candidate: CleanupCandidate, *, busy) -> str:
 
 
 def session_delete_plan(*, conversation_id, busy) -> SessionDeletePlan:
-    """What deleting the conversation (agents.services.asking.conversation_delete) would
+    """What deleting the conversation (conversations.lifecycle.conversation_delete) would
     remove, and whether it is `busy` (as in `cleanup_plan`), which refuses it."""
     [pk] = _conversation_ids_checked([conversation_id])
     conversation = (

@@ -46,7 +46,7 @@ UPLOADS_MAX_BYTES = 100 * 1024 * 1024
 # folder and a "-2" must still fit.
 FILE_NAME_MAX_BYTES = 120
 # A download's own name, alone in its folder: a title of the longest a
-# question gives (agents.services.asking.TITLE_LENGTH) fits whole in Chinese,
+# question gives (conversations.lifecycle.TITLE_LENGTH) fits whole in Chinese,
 # three bytes a character, with ".docx" after it.
 DOWNLOAD_NAME_MAX_BYTES = 250
 _EXTENSIONS = {"text/markdown": ".md", "text/plain": ".txt", "text/csv": ".csv", "application/json": ".json"}

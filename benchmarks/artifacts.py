@@ -22,12 +22,12 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from agents.models import RunEvent
-from agents.services import asking
 from agents.services.execution import run_execute
 from artifacts import selectors
 from artifacts.branches import branch_shown
 from artifacts.manager import ArtifactManager
 from artifacts.models import Artifact, ArtifactSession, ArtifactVersion
+from conversations import lifecycle
 from conversations.models import Conversation, Message
 from tests.model_server import ScriptedModelServer, Text
 
@@ -79,7 +79,7 @@ def _whole_copies(branch, entries: list[dict]) -> list[dict]:
 
 
 def _edit_turn(user) -> tuple[list[dict], list[RunEvent], object]:
-    conversation = asking.conversation_start(user=user, content="Tick the first ten items", enqueue=False)
+    conversation = lifecycle.conversation_start(user=user, content="Tick the first ten items", enqueue=False)
     seed = ArtifactManager(branch=branch_shown(conversation=conversation))
     seed.create(artifact_id="report", content=LARGE)
     seed.flush_all()
@@ -150,7 +150,7 @@ def _bytes_written(user) -> None:
 
 
 def _with_versions(user, count: int) -> str:
-    conversation = asking.conversation_start(user=user, content=f"{count} versions", enqueue=False)
+    conversation = lifecycle.conversation_start(user=user, content=f"{count} versions", enqueue=False)
     artifact = Artifact.objects.create(
         session=conversation.artifact_session,
         artifact_id="report",

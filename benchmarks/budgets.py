@@ -26,8 +26,8 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 
 from agents.budgets import spend_reserve, spend_settle, tokens_today
-from agents.services import asking
 from agents.services.execution import run_start
+from conversations import lifecycle
 from tests.model_server import ScriptedModelServer, Text
 
 BUDGET = 12_000
@@ -55,7 +55,7 @@ def _asked_at_once(*, name: str, checked: bool) -> tuple[int, int]:
     settings.TURNS_PER_USER, settings.DAILY_TOKEN_BUDGET = 3, BUDGET
     user = get_user_model().objects.get_or_create(username=f"bench-budget-{name}")[0]
     runs = [
-        asking.conversation_start(user=user, content=f"第{n}个问题 question {n}").active_branch.runs.get()
+        lifecycle.conversation_start(user=user, content=f"第{n}个问题 question {n}").active_branch.runs.get()
         for n in range(QUESTIONS)
     ]
     if not checked:

@@ -6,7 +6,7 @@ import time
 from django.contrib.auth import get_user_model
 
 from agents.events import RunEventLog
-from agents.services import asking
+from conversations import lifecycle
 
 TOKENS = 2000
 TOKEN_INTERVAL = 0.002  # 500 tokens/s, a fast model
@@ -14,7 +14,7 @@ TOKEN_INTERVAL = 0.002  # 500 tokens/s, a fast model
 
 def _write(flush_seconds: float) -> tuple[float, int]:
     user, _ = get_user_model().objects.get_or_create(username="bench")
-    conversation = asking.conversation_start(user=user, content="benchmark", enqueue=False)
+    conversation = lifecycle.conversation_start(user=user, content="benchmark", enqueue=False)
     run = conversation.active_branch.runs.get()
     log = RunEventLog(run=run, flush_seconds=flush_seconds)
     spent = 0.0

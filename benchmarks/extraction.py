@@ -32,9 +32,9 @@ from django.contrib.auth import get_user_model
 from django.core.handlers.asgi import ASGIHandler
 from django.test import Client, override_settings
 
-from agents.services import asking
 from artifactflow.documents import DocumentError, docx_markdown, pdf_text
 from artifactflow.extraction import document_read
+from conversations import lifecycle
 from tests.asgi import http_scope
 from tests.factories import docx_of_xml, pdf_sharing_one_stream, pdf_written
 
@@ -198,7 +198,7 @@ def _page_seconds(handler: ASGIHandler, path: str, cookie: str) -> float:
 
 def _middleware_chain() -> None:
     user, _ = get_user_model().objects.get_or_create(username="bench-extraction")
-    conversation = asking.conversation_start(user=user, content="How do heat pumps work?", enqueue=False)
+    conversation = lifecycle.conversation_start(user=user, content="How do heat pumps work?", enqueue=False)
     client = Client()
     client.force_login(user)
     cookie = f"sessionid={client.cookies['sessionid'].value}"

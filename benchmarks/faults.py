@@ -33,9 +33,9 @@ from django_q.conf import Conf
 from django_q.status import Stat
 
 from agents.models import Run
-from agents.services import asking
 from agents.services.recovery import runs_sweep
 from artifacts.models import ArtifactVersion
+from conversations import lifecycle
 from tests.model_server import ScriptedModelServer, Text
 from tests.processes import Cluster, TcpProxy, database_url
 
@@ -101,7 +101,7 @@ class Turn:
     def ask(self):
         user = get_user_model().objects.get_or_create(username="bench-faults")[0]
         self.started = time.monotonic()
-        self.conversation = asking.conversation_start(user=user, content="Research WAL")  # enqueued on commit
+        self.conversation = lifecycle.conversation_start(user=user, content="Research WAL")  # enqueued on commit
         self.run = self.conversation.active_branch.runs.get()
 
     def status(self):

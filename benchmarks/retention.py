@@ -27,8 +27,9 @@ from django.utils import timezone
 from agents import events
 from agents.events import RunEventLog
 from agents.models import Run, RunEvent
-from agents.services import asking, retention
+from agents.services import retention
 from agents.services.execution import run_execute
+from conversations import lifecycle
 from conversations.models import Message
 from tests.answers import long_answer
 from tests.model_server import ScriptedModelServer, Text
@@ -87,10 +88,10 @@ def _month(server: ScriptedModelServer, user) -> tuple[list[int], int]:
         for turn in range(TURNS):
             server.add(Text(answer, reasoning=thinking, chunk_size=6))
             if turn % TURNS_PER_CONVERSATION == 0:
-                conversation = asking.conversation_start(user=user, content=f"Question {turn}?", enqueue=False)
+                conversation = lifecycle.conversation_start(user=user, content=f"Question {turn}?", enqueue=False)
                 message = conversation.active_branch
             else:
-                message = asking.message_post(conversation=conversation, content=f"Question {turn}?", enqueue=False)
+                message = lifecycle.message_post(conversation=conversation, content=f"Question {turn}?", enqueue=False)
             run = message.runs.get()
             run_execute(run_id=run.pk)
             run_ids.append(run.pk)

@@ -13,6 +13,7 @@ import matching  # noqa: E402
 import message_path  # noqa: E402
 import pages  # noqa: E402
 import people_edits  # noqa: E402
+import question_path  # noqa: E402
 import renderers  # noqa: E402
 import retention  # noqa: E402
 import search_chinese  # noqa: E402
@@ -51,6 +52,7 @@ for benchmark in (
     retention,
     admin,
     faults,
+    question_path,
 ):
     benchmark.main()
     print()

@@ -11,9 +11,9 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.test import Client, override_settings
 
-from agents.services import asking
 from artifactflow import markdown
 from artifactflow.asgi import application, django_asgi_app
+from conversations import lifecycle
 from tests.asgi import http_scope
 
 UPLOAD_BYTES = 50 * 1024 * 1024
@@ -79,7 +79,7 @@ def main():
     print(f"  ratio: {read_time / cap_time:.0f}x sooner, {read_bytes - cap_bytes} bytes fewer read")
 
     user, _ = get_user_model().objects.get_or_create(username="bench-security")
-    conversation = asking.conversation_start(user=user, content="How do heat pumps work?", enqueue=False)
+    conversation = lifecycle.conversation_start(user=user, content="How do heat pumps work?", enqueue=False)
     client = Client(HTTP_HOST="localhost")
     client.force_login(user)
     url = conversation.get_absolute_url()

@@ -22,9 +22,9 @@ from django.contrib.auth import get_user_model
 from django.db import connections
 
 from agents.models import Run, RunEvent
-from agents.services import asking
 from agents.services.execution import run_execute
 from agents.services.runs import run_cancel
+from conversations import lifecycle
 from tests.model_server import ScriptedModelServer, Text
 
 SILENCE = 30
@@ -51,7 +51,7 @@ def _stop_latency(server: ScriptedModelServer, moment: str) -> float:
             Text(LONG_CREATE, chunk_size=4000),
             Text(SUMMARY, wait=SILENCE),
         )
-    conversation = asking.conversation_start(user=user, content="stop benchmark", enqueue=False)
+    conversation = lifecycle.conversation_start(user=user, content="stop benchmark", enqueue=False)
     run = conversation.active_branch.runs.get()
     waiting_for = {
         "streaming": RunEvent.Type.LLM_CHUNK,

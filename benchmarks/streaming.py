@@ -24,9 +24,9 @@ from django.db import connections
 from django.test import Client
 
 from agents.models import Run, RunEvent
-from agents.services import asking
 from agents.services.execution import run_execute
 from artifactflow.markdown import markdown_render
+from conversations import lifecycle
 from live.streaming import stream_advance, stream_open
 from tests.answers import long_answer
 from tests.asgi import conversation_socket, session_cookie
@@ -43,7 +43,7 @@ def _replay(tokens: int) -> dict:
     answer = long_answer(tokens=tokens)
     words = answer.split(" ")
     per_row = max(1, round(TOKENS_PER_SECOND * settings.RUN_CHUNK_FLUSH_SECONDS))
-    conversation = asking.conversation_start(user=_user(), content="benchmark", enqueue=False)
+    conversation = lifecycle.conversation_start(user=_user(), content="benchmark", enqueue=False)
     run = conversation.active_branch.runs.get()
     Run.objects.filter(pk=run.pk).update(status=Run.Status.RUNNING)
     seq = 0
@@ -105,7 +105,7 @@ def _latency(tokens: int = 600) -> None:
     client = Client()
     client.force_login(user)
     cookie = session_cookie(client)
-    conversation = asking.conversation_start(user=user, content="latency", enqueue=False)
+    conversation = lifecycle.conversation_start(user=user, content="latency", enqueue=False)
     run = conversation.active_branch.runs.get()
     seen: dict[str, float] = {}
 
@@ -152,7 +152,7 @@ def _long_thread(turns: int = 100) -> None:
     from conversations.models import Message
 
     user = _user()
-    conversation = asking.conversation_start(user=user, content="turn 0", enqueue=False)
+    conversation = lifecycle.conversation_start(user=user, content="turn 0", enqueue=False)
     parent = conversation.active_branch
     answer = long_answer(tokens=400)
     html = markdown_render(answer)

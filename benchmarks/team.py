@@ -24,9 +24,9 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from agents.services.forking import conversation_fork
 from artifacts import conversation_export
 from conversations import selectors
+from conversations.lifecycle import conversation_fork
 from conversations.models import Conversation, ConversationShare
 from tests.e2e.seed import long_conversation
 

@@ -27,8 +27,7 @@ from django.test import Client, RequestFactory, override_settings
 from django_htmx.middleware import HtmxDetails
 
 from agents.models import Run, RunEvent
-from agents.services import asking
-from conversations import views
+from conversations import lifecycle, views
 from conversations.models import Conversation
 from tests.e2e.seed import long_conversation
 
@@ -163,7 +162,7 @@ def _send(user, conversation) -> tuple[float, int]:
     for _ in range(REQUESTS):
         request = factory.post(conversation.get_absolute_url())
         request.user, request.htmx = user, HtmxDetails(request)
-        message = asking.message_post(conversation=conversation, content="And then?", enqueue=False)
+        message = lifecycle.message_post(conversation=conversation, content="And then?", enqueue=False)
         started = time.perf_counter()
         if settings.THREAD_PAGE_TURNS == ALL_TURNS:
             response = views.thread_response(request, conversation=conversation, posted=True)

@@ -29,8 +29,8 @@ from django.contrib.auth import get_user_model
 from django.db import connection, connections
 from django.test import Client
 
-from agents.services import asking
 from agents.services.execution import run_execute
+from conversations import lifecycle
 from tests.asgi import conversation_socket, session_cookie
 from tests.model_server import ScriptedModelServer, Text
 
@@ -61,7 +61,7 @@ def _turn(url: str, *, flush: float, live: float) -> dict:
     client = Client()
     client.force_login(user)
     cookie = session_cookie(client)
-    conversation = asking.conversation_start(user=user, content="What does a turn cost?", enqueue=False)
+    conversation = lifecycle.conversation_start(user=user, content="What does a turn cost?", enqueue=False)
     run = conversation.active_branch.runs.get()
     writes = []
 

@@ -27,8 +27,8 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 
 from agents.models import Run, RunEvent
-from agents.services import asking
 from artifactflow import realtime
+from conversations import lifecycle
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = 40
@@ -110,7 +110,7 @@ def _flood_process(port: int, path: str, cookie: str, sent, ready) -> None:
 def _watched(username: str):
     """A user's conversation with a running turn, and a signed-in browser's cookie."""
     user = get_user_model().objects.get_or_create(username=username)[0]
-    conversation = asking.conversation_start(user=user, content="flood", enqueue=False)
+    conversation = lifecycle.conversation_start(user=user, content="flood", enqueue=False)
     run = conversation.active_branch.runs.get()
     Run.objects.filter(pk=run.pk).update(status=Run.Status.RUNNING)
     RunEvent.objects.create(run=run, seq=1, type=RunEvent.Type.METADATA, agent="lead_agent", data={"model": "bench"})

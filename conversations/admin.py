@@ -7,10 +7,10 @@ from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from agents.selectors import conversations_busy
-from agents.services import asking
 from artifactflow.admin import ServiceDeleteMixin
 from artifacts.cleanup import bytes_text, cleanup_apply, cleanup_plan
 from artifacts.models import ArtifactSession
+from conversations import lifecycle
 
 from .models import Conversation, ConversationShare, Message
 
@@ -88,11 +88,11 @@ class ConversationAdmin(ServiceDeleteMixin, admin.ModelAdmin):
     def save_model(self, request, obj, form, change):
         super().save_model(request, obj, form, change)
         if not change:
-            # A conversation has its artifact session from the start, as agents.services.asking.conversation_start makes it.
+            # A conversation has its artifact session from the start, as conversations.lifecycle.conversation_start makes it.
             ArtifactSession.objects.get_or_create(conversation=obj)
 
     def delete_model(self, request, obj):
-        asking.conversation_delete(conversation=obj)
+        lifecycle.conversation_delete(conversation=obj)
 
     def save_formset(self, request, form, formset, change):
         # A share added here is the administrator's.
@@ -111,7 +111,7 @@ class ConversationAdmin(ServiceDeleteMixin, admin.ModelAdmin):
         deleted, refused = 0, []
         for conversation in queryset:
             try:
-                asking.conversation_delete(conversation=conversation)
+                lifecycle.conversation_delete(conversation=conversation)
             except ValidationError as exc:
                 refused.append(f"{conversation.title or conversation.pk}: {' '.join(exc.messages)}")
             else:

@@ -19,7 +19,7 @@ class Conversation(models.Model):
     # (agents.llm.config, [lead] choices); blank: the configured default.
     lead_model = models.CharField(max_length=100, blank=True)
     metadata = models.JSONField(default=dict, blank=True)
-    # A conversation continued from another's branch (agents.services.forking):
+    # A conversation continued from another's branch (conversations.lifecycle):
     # where it came from, kept while the original is.
     forked_from = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="forks", editable=False

@@ -1,5 +1,5 @@
 """Write-side operations on conversations and their message trees. Asking (posting a
-message, which starts a turn) and deleting are agents.services.asking's."""
+message, which starts a turn) and deleting are conversations.lifecycle's."""
 
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError

@@ -11,12 +11,12 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect, push_url, reswap, retarget
 
 from agents import selectors as agent_selectors
-from agents.services import asking, forking
 from agents.services import permissions as agent_permissions
 from agents.thread import ThreadPage, thread_entries, thread_page, thread_page_before
 from artifactflow.ids import id_from_text
 from artifacts import conversation_export
 from artifacts import pane as artifact_pane
+from conversations import lifecycle
 
 from . import selectors, services
 
@@ -237,7 +237,7 @@ def conversation_detail(request, conversation_id):
 @require_POST
 def conversation_create(request):
     try:
-        conversation = asking.conversation_start(
+        conversation = lifecycle.conversation_start(
             user=request.user, content=request.POST.get("content", ""), lead_model=request.POST.get("model")
         )
     except ValidationError as exc:
@@ -249,14 +249,14 @@ def conversation_create(request):
 @require_POST
 def message_create(request, conversation_id):
     conversation = _conversation_or_404(request, conversation_id)
-    parent = asking.ACTIVE_BRANCH
+    parent = lifecycle.ACTIVE_BRANCH
     named = request.POST.get("parent")
     if named == "root":
         parent = None
     elif named:
         parent = _message_or_404(conversation, named)
     try:
-        message = asking.message_post(
+        message = lifecycle.message_post(
             conversation=conversation,
             content=request.POST.get("content", ""),
             parent=parent,
@@ -269,7 +269,7 @@ def message_create(request, conversation_id):
     # The page says which turn it ends with (app.js): one showing another branch
     # than the conversation's now (switched in another tab) is sent the thread.
     shown = id_from_text(request.POST.get("after"))
-    if parent is asking.ACTIVE_BRANCH and message.parent_id is not None and shown in (None, message.parent_id):
+    if parent is lifecycle.ACTIVE_BRANCH and message.parent_id is not None and shown in (None, message.parent_id):
         return turn_response(request, conversation=conversation, message=message)
     # An edited or re-asked message starts a branch of its own; a first one, the thread.
     return thread_response(
@@ -342,7 +342,7 @@ def conversation_rename(request, conversation_id):
 def conversation_delete(request, conversation_id):
     conversation = _conversation_or_404(request, conversation_id)
     try:
-        asking.conversation_delete(conversation=conversation)
+        lifecycle.conversation_delete(conversation=conversation)
     except ValidationError as exc:
         if request.htmx and _from_sidebar(request):
             return _sidebar_item(request, conversation=conversation, error=exc.messages[0])
@@ -478,7 +478,7 @@ def conversation_fork(request, conversation_id):
     conversation = _viewable_or_404(request, conversation_id)
     message = _message_or_404(conversation, request.POST.get("message", ""))
     try:
-        fork = forking.conversation_fork(user=request.user, conversation=conversation, message=message)
+        fork = lifecycle.conversation_fork(user=request.user, conversation=conversation, message=message)
     except ValidationError as exc:
         return _page(request, conversation=conversation, error=exc.messages[0])
     url = fork.get_absolute_url()

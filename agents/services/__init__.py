@@ -1,1 +1,1 @@
-"""Write-side operations of turns: runs, permissions, recovery, and asking."""
+"""Write-side operations of turns: runs, permissions, their execution, recovery and retention."""

@@ -11,10 +11,10 @@ from django.utils import timezone
 
 from agents.admin import QUESTION_LIST_CHARS
 from agents.models import HttpTool, Run, RunEvent
-from agents.services import asking
 from agents.services.execution import run_execute
 from agents.services.permissions import permission_answer
 from agents.state import pending_request
+from conversations import lifecycle
 from conversations.models import Message
 from tests.agents.test_engine import call, run_with_a_cut_compaction
 from tests.agents.tools.http_service import Service
@@ -68,7 +68,7 @@ def _researched_run(user, scripted_model):
         Text("The page says heat pumps move heat."),
         Text("Heat pumps move heat rather than make it."),
     )
-    conversation = asking.conversation_start(user=user, content="How do heat pumps work?", enqueue=False)
+    conversation = lifecycle.conversation_start(user=user, content="How do heat pumps work?", enqueue=False)
     run = conversation.active_branch.runs.get()
     run_execute(run_id=run.pk)
     pending = pending_request(Run.objects.get(pk=run.pk).checkpoint)
@@ -376,7 +376,7 @@ HOSTILE_NAMES = ("items", "keys", "values", "__class__", "get", "update")
 
 def test_tools_named_like_a_dicts_methods_are_rows_of_the_trace_like_any_other(staff_client, user, scripted_model):
     scripted_model.add(*(Text(call(name)) for name in HOSTILE_NAMES), Text(call("items")), Text("Done."))
-    conversation = asking.conversation_start(user=user, content="Call them", enqueue=False)
+    conversation = lifecycle.conversation_start(user=user, content="Call them", enqueue=False)
     run = run_execute(run_id=conversation.active_branch.runs.get().pk)
 
     response = staff_client.get(reverse("admin:agents_run_change", args=[run.pk]))
@@ -403,7 +403,7 @@ def test_the_trace_shows_a_compaction_starting_and_one_that_cut_the_context(staf
 
 def test_the_trace_names_the_lead_model_the_conversation_chose(staff_client, user, lead_models, scripted_model):
     scripted_model.add(Text("热泵很高效。"))
-    conversation = asking.conversation_start(user=user, content="热泵的效率？", lead_model="fast", enqueue=False)
+    conversation = lifecycle.conversation_start(user=user, content="热泵的效率？", lead_model="fast", enqueue=False)
     run = conversation.active_branch.runs.get()
     run_execute(run_id=run.pk)
 
@@ -416,7 +416,7 @@ def test_the_trace_names_the_lead_model_the_conversation_chose(staff_client, use
 
 def test_the_run_list_shows_waiting_runs_and_their_place(staff_client, user, settings):
     settings.TURNS_PER_USER = 1
-    runs = [asking.conversation_start(user=user, content=f"Question {n}").active_branch.runs.get() for n in range(3)]
+    runs = [lifecycle.conversation_start(user=user, content=f"Question {n}").active_branch.runs.get() for n in range(3)]
 
     response = staff_client.get(reverse("admin:agents_run_changelist"), {"status__exact": "waiting_slot"})
 

@@ -24,11 +24,11 @@ from agents.budgets import (
     tokens_today,
 )
 from agents.models import Run, TokenBudget
-from agents.services import asking
 from agents.services.execution import run_execute, run_start
 from agents.services.runs import BudgetSpent as QuestionRefused
 from agents.services.runs import run_retry
 from artifacts.models import Artifact
+from conversations import lifecycle
 from tests.agents.test_engine import call
 from tests.factories import TokenSpendFactory, UserFactory
 from tests.model_server import Text
@@ -37,7 +37,7 @@ pytestmark = pytest.mark.django_db
 
 
 def _question(user, content="What is WAL?") -> Run:
-    return asking.conversation_start(user=user, content=content, enqueue=False).active_branch.runs.get()
+    return lifecycle.conversation_start(user=user, content=content, enqueue=False).active_branch.runs.get()
 
 
 def _ran(run: Run) -> Run:
@@ -60,7 +60,7 @@ def test_a_spent_daily_budget_refuses_the_question_and_a_retry_with_a_message(us
     TokenSpendFactory(user=user, tokens=1_100)
 
     with pytest.raises(ValidationError, match="used today's token budget: 1,100 of 1,000 tokens"):
-        asking.conversation_start(user=user, content="One more?")
+        lifecycle.conversation_start(user=user, content="One more?")
     with pytest.raises(QuestionRefused):
         run_retry(run_id=failed.pk, user=user)
 
@@ -94,7 +94,7 @@ def test_another_users_tokens_and_yesterdays_do_not_count(user, other_user, sett
     TokenSpendFactory(user=other_user, tokens=500)
     TokenSpendFactory(user=user, tokens=500, day=timezone.localdate() - timedelta(days=1))
     assert tokens_today(user_id=user.pk) == 0
-    asking.conversation_start(user=user, content="Mine to ask.", enqueue=False)
+    lifecycle.conversation_start(user=user, content="Mine to ask.", enqueue=False)
 
 
 # --- each model call --------------------------------------------------------------------
@@ -138,7 +138,7 @@ def test_deleting_the_conversation_gives_no_budget_back(user, scripted_model):
     run = _ran(_question(user))
     spent = tokens_today(user_id=user.pk)
 
-    asking.conversation_delete(conversation=run.message.conversation)
+    lifecycle.conversation_delete(conversation=run.message.conversation)
 
     assert spent > 0 and tokens_today(user_id=user.pk) == spent
 
@@ -186,7 +186,7 @@ def test_leaving_a_generous_group_applies_the_default_budget_from_the_next_call(
     assert _ran(run).error == BUDGET_SPENT
     assert scripted_model.requests == []
     with pytest.raises(ValidationError, match="5,000 of 1,000"):
-        asking.conversation_start(user=user, content="And now?")
+        lifecycle.conversation_start(user=user, content="And now?")
 
 
 def test_a_groups_budget_stops_its_members_turn_as_their_own_would(user, scripted_model, settings):
@@ -262,7 +262,7 @@ def test_parallel_asks_spend_no_more_than_the_budget_and_one_call(user, scripted
     step = call("update_artifact", id="notes", old_str="x", new_str="y")
     scripted_model.add(*[Text(step, chunk_size=6, delay=0.01) for _ in range(200)])
     runs = [
-        asking.conversation_start(user=user, content=f"第{number}个问题").active_branch.runs.get()
+        lifecycle.conversation_start(user=user, content=f"第{number}个问题").active_branch.runs.get()
         for number in range(8)
     ]
 

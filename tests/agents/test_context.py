@@ -7,11 +7,11 @@ from agents.config import AGENTS, LEAD, LEAD_AGENT
 from agents.context import agent_messages, prompt_text, system_prompt
 from agents.llm.base import XML
 from agents.models import Run, RunEvent
-from agents.services import asking
 from agents.services.execution import run_execute
 from artifacts import services as artifact_services
 from artifacts.branches import branch_at
 from artifacts.manager import ArtifactManager
+from conversations import lifecycle
 from tests.factories import ConversationFactory, MessageFactory, RunFactory
 from tests.model_server import Text
 
@@ -135,7 +135,7 @@ def test_each_agent_of_a_turn_is_told_to_write_in_its_users_language(user, scrip
         Text("找到的资料：无。"),
         Text("没有找到资料。"),
     )
-    conversation = asking.conversation_start(user=user, content="空气源热泵冬天好用吗？", enqueue=False)
+    conversation = lifecycle.conversation_start(user=user, content="空气源热泵冬天好用吗？", enqueue=False)
 
     run_execute(run_id=conversation.active_branch.runs.get().pk)
 

@@ -15,7 +15,6 @@ from agents.engine import (
 )
 from agents.models import Run, RunEvent
 from agents.selectors import run_activity
-from agents.services import asking
 from agents.services.execution import run_execute
 from agents.services.permissions import permission_answer, permissions_expire
 from agents.services.runs import RunStateError
@@ -24,6 +23,7 @@ from agents.tokens import tokens_estimate
 from artifacts.branches import branch_shown
 from artifacts.models import Artifact, ArtifactVersion
 from artifacts.services import artifact_edit
+from conversations import lifecycle
 from tests.bounded import finishes_within
 from tests.factories import LibraryDocumentFactory
 from tests.model_server import Drop, Status, Text, ToolCalls, prompt_tokens
@@ -39,7 +39,7 @@ def call(name, **params):
 
 
 def _run(user, content="Research WAL"):
-    conversation = asking.conversation_start(user=user, content=content, enqueue=False)
+    conversation = lifecycle.conversation_start(user=user, content=content, enqueue=False)
     run = conversation.active_branch.runs.get()
     run_execute(run_id=run.pk)
     run.refresh_from_db()
@@ -492,9 +492,9 @@ def test_always_allow_holds_for_the_rest_of_the_branch_only(user, scripted_model
     _run_again(run)
     conversation = run.message.conversation
 
-    follow_up = asking.message_post(conversation=conversation, content="More", enqueue=False)
+    follow_up = lifecycle.message_post(conversation=conversation, content="More", enqueue=False)
     run_execute(run_id=follow_up.runs.get().pk)
-    new_root = asking.message_post(conversation=conversation, content="Fresh", parent=None, enqueue=False)
+    new_root = lifecycle.message_post(conversation=conversation, content="Fresh", parent=None, enqueue=False)
     run_execute(run_id=new_root.runs.get().pk)
 
     assert follow_up.runs.get().status == Run.Status.COMPLETED
@@ -693,7 +693,7 @@ def test_the_next_turn_continues_from_the_compaction_boundary(user, small_window
         Text("Second answer."),
     )
     first = _run(user, content="Research WAL")
-    second = asking.message_post(
+    second = lifecycle.message_post(
         conversation=first.message.conversation, content="And rollback journals?", enqueue=False
     )
 
@@ -857,7 +857,7 @@ def test_a_long_chinese_conversation_is_compacted_before_the_window_and_every_tu
     first = _run(user, content=turns[0])
     runs = [first]
     for content in turns[1:]:
-        message = asking.message_post(conversation=first.message.conversation, content=content, enqueue=False)
+        message = lifecycle.message_post(conversation=first.message.conversation, content=content, enqueue=False)
         run_execute(run_id=message.runs.get().pk)
         runs.append(Run.objects.get(message=message))
 
@@ -1081,7 +1081,7 @@ def _report_edited_by_a_person(user, scripted_model):
 
 
 def _follow_up(conversation, content="And for a busy site?"):
-    message = asking.message_post(conversation=conversation, content=content, enqueue=False)
+    message = lifecycle.message_post(conversation=conversation, content=content, enqueue=False)
     run = message.runs.get()
     run_execute(run_id=run.pk)
     run.refresh_from_db()

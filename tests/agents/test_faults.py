@@ -12,8 +12,8 @@ import pytest
 from django.db import connection
 
 from agents.models import Run, RunEvent
-from agents.services import asking
 from artifacts.models import ArtifactVersion
+from conversations import lifecycle
 from tests import waits
 from tests.agents.test_engine import call
 from tests.model_server import Text
@@ -59,7 +59,7 @@ def _until(condition, *, timeout: float, clusters: list[Cluster] = ()):
 
 
 def _ask(user, content="Research WAL"):
-    conversation = asking.conversation_start(user=user, content=content)
+    conversation = lifecycle.conversation_start(user=user, content=content)
     return conversation.active_branch.runs.get()
 
 

@@ -12,10 +12,10 @@ from django.utils import timezone
 
 from agents.lease import HOST, Heartbeat, Lease, LeaseLost, worker_gone, worker_name
 from agents.models import Run, RunEvent
-from agents.services import asking
 from agents.services.execution import run_execute
 from agents.services.recovery import runs_sweep
 from artifacts.models import Artifact, ArtifactVersion
+from conversations import lifecycle
 from tests import waits
 from tests.agents.test_engine import call
 from tests.model_server import Text
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def _turn(user, content="What is WAL?"):
-    conversation = asking.conversation_start(user=user, content=content, enqueue=False)
+    conversation = lifecycle.conversation_start(user=user, content=content, enqueue=False)
     return conversation.active_branch.runs.get()
 
 

@@ -11,7 +11,6 @@ from agents import selectors
 from agents.library import library_document_fetch
 from agents.models import Run, RunEvent
 from agents.selectors import RunView, lead_model_options, model_use, run_activity, run_view_apply
-from agents.services.asking import conversation_start
 from agents.services.execution import run_execute
 from agents.services.permissions import permission_answer
 from agents.state import pending_request
@@ -19,6 +18,7 @@ from agents.tools.base import ToolContext, ToolResult, tool_error
 from agents.tools.search import web_search
 from artifacts.models import Artifact
 from artifacts.services import artifact_version_save
+from conversations.lifecycle import conversation_start
 from tests.factories import ConversationFactory, LibraryDocumentFactory, MessageFactory, RunFactory
 
 pytestmark = pytest.mark.django_db

@@ -5,9 +5,9 @@ from agents.llm.base import TITLE_PROMPT
 from agents.llm.config import AgentModels
 from agents.llm.demo import DemoChatModel, demo_title
 from agents.models import Run
-from agents.services import asking
 from agents.services.execution import run_execute
 from artifactflow import realtime
+from conversations import lifecycle
 from conversations.models import Conversation
 from conversations.services import conversation_rename
 from tests.agents.test_engine import call
@@ -28,7 +28,7 @@ def titles(settings, scripted_model):
 def _turn(user, question, *replies, model_server):
     """A first turn that answers at once, then the title's call answered by `replies`."""
     model_server.add(Text("The answer, **in short**."), *replies)
-    conversation = asking.conversation_start(user=user, content=question, enqueue=False)
+    conversation = lifecycle.conversation_start(user=user, content=question, enqueue=False)
     run = conversation.active_branch.runs.get()
     run_execute(run_id=run.pk)
     run.refresh_from_db()
@@ -83,12 +83,12 @@ def test_a_title_that_hides_or_reorders_text_reaches_neither_the_database_nor_th
 def test_a_title_of_nothing_but_hidden_characters_keeps_the_question(user, titles):
     _, conversation = _turn(user, CHINESE_QUESTION, Text(f"{HIDDEN}\n\u202e"), model_server=titles)
 
-    assert conversation.title == asking._title_from(CHINESE_QUESTION)
+    assert conversation.title == lifecycle._title_from(CHINESE_QUESTION)
     assert "title_source" not in conversation.metadata
 
 
 def test_the_questions_title_hides_nothing_either(user):
-    conversation = asking.conversation_start(user=user, content=f"\u202e热泵{HIDDEN}效率如何？", enqueue=False)
+    conversation = lifecycle.conversation_start(user=user, content=f"\u202e热泵{HIDDEN}效率如何？", enqueue=False)
 
     assert conversation.title == "热泵效率如何？"
 
@@ -109,7 +109,7 @@ def test_a_failed_or_malformed_title_keeps_the_question_and_the_turn(user, title
     run, conversation = _turn(user, CHINESE_QUESTION, reply, model_server=titles)
 
     assert run.status == Run.Status.COMPLETED
-    assert conversation.title == asking._title_from(CHINESE_QUESTION)
+    assert conversation.title == lifecycle._title_from(CHINESE_QUESTION)
     assert "title_source" not in conversation.metadata
 
 
@@ -119,7 +119,7 @@ def test_a_slow_title_is_given_up(user, titles, monkeypatch):
     run, conversation = _turn(user, QUESTION, Text("Too late", wait=3.0), model_server=titles)
 
     assert run.status == Run.Status.COMPLETED
-    assert conversation.title == asking._title_from(QUESTION)
+    assert conversation.title == lifecycle._title_from(QUESTION)
 
 
 def test_a_long_title_is_cut_to_sixty_characters(user, titles):
@@ -133,7 +133,7 @@ def test_a_long_title_is_cut_to_sixty_characters(user, titles):
 
 def test_a_title_the_user_chose_is_never_replaced(user, titles):
     titles.add(Text("The answer."), Text("Model title"))
-    conversation = asking.conversation_start(user=user, content=QUESTION, enqueue=False)
+    conversation = lifecycle.conversation_start(user=user, content=QUESTION, enqueue=False)
     conversation_rename(conversation=conversation, title="我的标题")
     run = conversation.active_branch.runs.get()
 
@@ -163,7 +163,7 @@ def test_a_rename_while_the_title_is_asked_wins(user, titles, monkeypatch):
 def test_only_the_first_turn_is_titled(user, titles):
     _, conversation = _turn(user, QUESTION, Text("First title"), model_server=titles)
     titles.add(Text("A second answer."))
-    message = asking.message_post(conversation=conversation, content="And in summer?", enqueue=False)
+    message = lifecycle.message_post(conversation=conversation, content="And in summer?", enqueue=False)
 
     run_execute(run_id=message.runs.get().pk)
 
@@ -175,7 +175,7 @@ def test_only_the_first_turn_is_titled(user, titles):
 def test_titles_can_be_turned_off(user, scripted_model):
     _, conversation = _turn(user, QUESTION, model_server=scripted_model)
 
-    assert conversation.title == asking._title_from(QUESTION)
+    assert conversation.title == lifecycle._title_from(QUESTION)
     assert len(scripted_model.requests) == 1
 
 
@@ -192,7 +192,7 @@ def test_titles_can_be_turned_off(user, scripted_model):
 def test_the_demo_model_proposes_a_title_from_the_questions_key_words(settings, user, question, title):
     settings.MODEL_TITLES = True
     assert demo_title(question) == title
-    conversation = asking.conversation_start(user=user, content=question, enqueue=False)
+    conversation = lifecycle.conversation_start(user=user, content=question, enqueue=False)
     message = conversation.active_branch
     message.response = "Demo answer."
     run = message.runs.get()

@@ -13,11 +13,11 @@ from django.urls import reverse
 
 from agents.library import PAGE_MAX_CHARS, library_document_create
 from agents.models import LibraryDocument, Run, RunEvent
-from agents.services import asking
 from agents.services.execution import run_execute
 from agents.services.permissions import permission_answer
 from agents.state import pending_request
 from artifacts.services import artifact_delete
+from conversations import lifecycle
 from conversations.models import ConversationShare
 from tests.agents.test_admin import HOSTILE_NAMES
 from tests.agents.test_engine import call, run_with_a_cut_compaction
@@ -36,7 +36,7 @@ HTMX = {"HTTP_HX_REQUEST": "true"}
 def waiting_run(user, scripted_model, settings):
     settings.TOOL_PERMISSIONS = {"create_artifact": "confirm"}
     scripted_model.add(Text(call("create_artifact", id="draft", content="text")))
-    conversation = asking.conversation_start(user=user, content="Draft it", enqueue=False)
+    conversation = lifecycle.conversation_start(user=user, content="Draft it", enqueue=False)
     run = conversation.active_branch.runs.get()
     run_execute(run_id=run.pk)
     run.refresh_from_db()
@@ -149,7 +149,7 @@ def _connected_to(listener) -> bool:
 
 def _waiting(user, question: str) -> Run:
     """The turn asking `question`, run until it waits for the answer to a permission request."""
-    conversation = asking.conversation_start(user=user, content=question, enqueue=False)
+    conversation = lifecycle.conversation_start(user=user, content=question, enqueue=False)
     run = conversation.active_branch.runs.get()
     run_execute(run_id=run.pk)
     run.refresh_from_db()
@@ -327,7 +327,7 @@ def test_a_call_too_long_to_show_whole_can_only_be_denied_and_the_model_is_told_
     settings.TOOL_PERMISSIONS = {"create_artifact": "confirm"}
     content = "The heat pump report, 热泵报告. " * 3000
     scripted_model.add(Text(call("create_artifact", id="report", content=content), chunk_size=50_000))
-    conversation = asking.conversation_start(user=user, content="Write the report", enqueue=False)
+    conversation = lifecycle.conversation_start(user=user, content="Write the report", enqueue=False)
     run = run_execute(run_id=conversation.active_branch.runs.get().pk)
     client.force_login(user)
     request_id = pending_request(run.checkpoint).id
@@ -406,7 +406,7 @@ def test_the_activity_of_a_turn_with_its_metrics_for_its_owner_only(client, user
         Text(call("read_artifact", id="notes")),
         Text("Done."),
     )
-    conversation = asking.conversation_start(user=user, content="Take notes", enqueue=False)
+    conversation = lifecycle.conversation_start(user=user, content="Take notes", enqueue=False)
     run = run_execute(run_id=conversation.active_branch.runs.get().pk)
     url = reverse("run-activity", args=[run.pk])
 
@@ -440,7 +440,7 @@ def test_the_activity_counts_a_summary_and_a_failed_call_among_the_model_calls(c
 async def test_a_cancel_through_the_asgi_app_answers_at_once_and_leaves_other_requests_working(async_client, user):
     # The web process announces through the realtime module's own loop: the
     # request neither waits for the channel layer nor binds a loop to its thread.
-    conversation = await sync_to_async(asking.conversation_start)(user=user, content="Stop", enqueue=False)
+    conversation = await sync_to_async(lifecycle.conversation_start)(user=user, content="Stop", enqueue=False)
     run = await sync_to_async(conversation.active_branch.runs.get)()
     await async_client.aforce_login(user)
     watcher = conversation_socket(conversation.pk, cookie=session_cookie(async_client))
@@ -517,7 +517,7 @@ def test_the_activity_shows_sources_and_reports_as_text_and_links_only_to_the_we
 
 def test_the_activity_of_a_turn_calling_tools_named_like_a_dicts_methods(signed_in, user, scripted_model):
     scripted_model.add(*(Text(call(name)) for name in HOSTILE_NAMES), Text("Done."))
-    conversation = asking.conversation_start(user=user, content="Call them", enqueue=False)
+    conversation = lifecycle.conversation_start(user=user, content="Call them", enqueue=False)
     run = run_execute(run_id=conversation.active_branch.runs.get().pk)
 
     response = signed_in.get(reverse("run-activity", args=[run.pk]))
@@ -554,8 +554,8 @@ REPORT = "# 研究报告\n\n热泵在零下十度仍然有效。\n"
 
 
 def _turn(conversation, content):
-    message = asking.message_post(
-        conversation=conversation, content=content, parent=asking.ACTIVE_BRANCH, enqueue=False
+    message = lifecycle.message_post(
+        conversation=conversation, content=content, parent=lifecycle.ACTIVE_BRANCH, enqueue=False
     )
     return run_execute(run_id=message.runs.get().pk)
 
@@ -592,7 +592,7 @@ def test_a_turns_activity_opens_the_version_it_saved_after_later_turns_wrote_new
             )
         ),
     )
-    conversation = asking.conversation_start(user=user, content="热泵还是燃气？", enqueue=False)
+    conversation = lifecycle.conversation_start(user=user, content="热泵还是燃气？", enqueue=False)
     run_execute(run_id=conversation.active_branch.runs.get().pk)
     turn_2 = _turn(conversation, "再改一下")
     for n in (3, 4, 5):
@@ -622,7 +622,7 @@ def test_an_artifact_deleted_since_the_turn_is_named_but_not_linked(signed_in, u
         Text(call("read_artifact", id="notes")),
         Text("Done."),
     )
-    conversation = asking.conversation_start(user=user, content="记下来", enqueue=False)
+    conversation = lifecycle.conversation_start(user=user, content="记下来", enqueue=False)
     run = run_execute(run_id=conversation.active_branch.runs.get().pk)
     artifact = run.artifact_versions.get().artifact
     artifact_delete(artifact=artifact, active_runs=())
@@ -698,7 +698,7 @@ def test_the_activity_shows_each_model_calls_thinking_folded_as_text(signed_in, 
         Text("<think>先写笔记 <script>x()</script></think>" + call("create_artifact", id="notes", content="WAL")),
         Text("答案。", reasoning="笔记写好了。", reasoning_field="reasoning"),
     )
-    conversation = asking.conversation_start(user=user, content="WAL?", enqueue=False)
+    conversation = lifecycle.conversation_start(user=user, content="WAL?", enqueue=False)
     run = conversation.active_branch.runs.get()
     run_execute(run_id=run.pk)
 
@@ -719,7 +719,7 @@ def test_the_activity_shows_each_model_calls_thinking_folded_as_text(signed_in, 
 
 def test_the_activity_names_the_lead_model_the_conversation_chose(signed_in, user, lead_models, scripted_model):
     scripted_model.add(Text("热泵很高效。"))
-    conversation = asking.conversation_start(user=user, content="热泵的效率？", lead_model="fast", enqueue=False)
+    conversation = lifecycle.conversation_start(user=user, content="热泵的效率？", lead_model="fast", enqueue=False)
     run = conversation.active_branch.runs.get()
     run_execute(run_id=run.pk)
 
@@ -942,7 +942,7 @@ def test_a_cited_library_source_and_link_in_an_answer_open_the_document_page(sig
         Text(f"找到了 {document.url}"),
         Text(f"见[热泵手册]({document.url})。"),
     )
-    conversation = asking.conversation_start(user=user, content="热泵的效率如何？", enqueue=False)
+    conversation = lifecycle.conversation_start(user=user, content="热泵的效率如何？", enqueue=False)
     run = run_execute(run_id=conversation.active_branch.runs.get().pk)
 
     activity = _page(signed_in.get(reverse("run-activity", args=[run.pk])))

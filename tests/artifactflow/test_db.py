@@ -163,9 +163,9 @@ def test_a_daphne_serving_bursts_of_page_loads_stays_within_its_pool(tmp_path):
         _manage("migrate", "--noinput", "--verbosity", "0", env=env, log=logs["setup"])
         cookie, conversation = portal.shell(
             "from django.contrib.auth import get_user_model; from django.test import Client; "
-            "from agents.services import asking; "
+            "from conversations import lifecycle; "
             "user = get_user_model().objects.create_user(username='burst', password='not-used-0123'); "
-            "conversation = asking.conversation_start(user=user, content='Question?', enqueue=False); "
+            "conversation = lifecycle.conversation_start(user=user, content='Question?', enqueue=False); "
             "client = Client(); client.force_login(user); "
             "print(client.cookies['sessionid'].value, conversation.pk)"
         ).split()

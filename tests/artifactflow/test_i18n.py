@@ -18,8 +18,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from agents.models import Run
-from agents.services import asking, execution, runs
+from agents.services import execution, runs
 from agents.services.execution import run_execute
+from conversations import lifecycle
 from conversations.models import Conversation
 from tests.agents.test_engine import call
 from tests.factories import PASSWORD, ConversationFactory, LibraryDocumentFactory, UserFactory
@@ -152,7 +153,7 @@ def english_in(html: str) -> list[str]:
 def _turn(scripted_model, conversation, content: str, *replies: str) -> Run:
     for reply in replies:
         scripted_model.add(Text(reply))
-    message = asking.message_post(conversation=conversation, content=content, enqueue=False)
+    message = lifecycle.message_post(conversation=conversation, content=content, enqueue=False)
     run = message.runs.get()
     run_execute(run_id=run.pk)
     run.refresh_from_db()
@@ -180,7 +181,7 @@ def research(user, scripted_model):
         call("update_artifact", id="hp_study", old_str="热泵的效率很高。", new_str="热泵在冬季效率会下降。"),
         "已经补充了冬季的表现。",
     )
-    stopped = asking.message_post(conversation=conversation, content="请再查一下价格", enqueue=False)
+    stopped = lifecycle.message_post(conversation=conversation, content="请再查一下价格", enqueue=False)
     runs.run_cancel(run_id=stopped.runs.get().pk, user=user)
     waiting = _turn(
         scripted_model,
@@ -320,7 +321,7 @@ def test_plurals_and_date_groups_are_chinese(client, user, research):
 def test_a_failed_turns_stored_message_is_shown_in_the_readers_language(client, user):
     """The worker stores its message in English; each reader sees it in theirs."""
     conversation = ConversationFactory(owner=user, title="失败的一轮")
-    message = asking.message_post(conversation=conversation, content="请研究", enqueue=False)
+    message = lifecycle.message_post(conversation=conversation, content="请研究", enqueue=False)
     Run.objects.filter(message=message).update(status=Run.Status.FAILED, error=execution.INTERNAL_ERROR)
     client.force_login(user)
 

@@ -44,13 +44,13 @@ from django.views.defaults import server_error
 
 from agents.library import library_document_create
 from agents.models import LibraryDocument, Run, RunEvent
-from agents.services import asking
 from agents.services.execution import run_execute
 from agents.state import pending_request
 from artifacts import services as artifact_services
 from artifacts.branches import branch_shown
 from artifacts.manager import ArtifactManager
 from artifacts.models import Artifact, ArtifactSession, ArtifactVersion
+from conversations import lifecycle
 from conversations.models import Conversation, ConversationShare, Message
 from conversations.selectors import readable_filter
 from tests.agents.test_engine import call
@@ -114,12 +114,12 @@ def world(user, other_user, scripted_model, settings):
     owner, attacker = user, other_user
     question = f"How do {SEARCHED} work in winter? {MARKER}"
     scripted_model.add(Text(f"An answer only the owner may read: {MARKER}. " * 20))
-    conversation = asking.conversation_start(user=owner, content=question, enqueue=False)
+    conversation = lifecycle.conversation_start(user=owner, content=question, enqueue=False)
     completed = run_execute(run_id=conversation.active_branch.runs.get().pk)
 
     settings.TOOL_PERMISSIONS = {"create_artifact": "confirm"}
     scripted_model.add(Text(call("create_artifact", id="draft", content=f"Pending parameters {MARKER}")))
-    waiting_message = asking.message_post(conversation=conversation, content=f"Draft it {MARKER}", enqueue=False)
+    waiting_message = lifecycle.message_post(conversation=conversation, content=f"Draft it {MARKER}", enqueue=False)
     waiting = run_execute(run_id=waiting_message.runs.get().pk)
     waiting.refresh_from_db()
     assert waiting.status == Run.Status.WAITING_PERMISSION
@@ -155,7 +155,7 @@ def world(user, other_user, scripted_model, settings):
     ConversationShareFactory(conversation=conversation, group=left)
     attacker.groups.remove(left)
 
-    own_conversation = asking.conversation_start(user=attacker, content="My own question", enqueue=False)
+    own_conversation = lifecycle.conversation_start(user=attacker, content="My own question", enqueue=False)
     # The owner's team's document, which the attacker (in no team) may not see, and
     # one the owner added for everyone, which the attacker may read but not remove.
     team = Group.objects.create(name="Owner's team")

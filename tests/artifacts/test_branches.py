@@ -10,13 +10,13 @@ from django.urls import reverse
 
 from agents.models import Run, RunEvent
 from agents.selectors import branch_shown_live
-from agents.services import asking
 from agents.services.execution import run_execute
 from artifacts import selectors, services
 from artifacts.branches import branch_at, branch_shown
 from artifacts.manager import ArtifactError, ArtifactManager
 from artifacts.models import Artifact, ArtifactSession, ArtifactVersion
 from artifacts.pane import NO_SUCH_ARTIFACT
+from conversations import lifecycle
 from conversations import services as conversation_services
 from conversations.models import Conversation
 from tests.agents.test_engine import call
@@ -30,8 +30,8 @@ PLAN_HEAT = "- [x] compare heat pumps\n- [ ] write the report"
 PLAN_SOLAR = "- [x] compare solar panels\n- [ ] write the report"
 
 
-def _turn(conversation, *, content, parent=asking.ACTIVE_BRANCH):
-    message = asking.message_post(conversation=conversation, content=content, parent=parent, enqueue=False)
+def _turn(conversation, *, content, parent=lifecycle.ACTIVE_BRANCH):
+    message = lifecycle.message_post(conversation=conversation, content=content, parent=parent, enqueue=False)
     run_execute(run_id=message.runs.get().pk)
     return message
 
@@ -55,7 +55,7 @@ def _plan_in_prompt(request) -> str | None:
 def two_branches(user, scripted_model):
     """The first question asked twice, each answer with its own plan and report."""
     scripted_model.add(*_writes(PLAN_HEAT, "Heat pumps\n\nHeat pumps win."))
-    conversation = asking.conversation_start(user=user, content="Heat pumps or gas?", enqueue=False)
+    conversation = lifecycle.conversation_start(user=user, content="Heat pumps or gas?", enqueue=False)
     heat = conversation.active_branch
     run_execute(run_id=heat.runs.get().pk)
     scripted_model.add(*_writes(PLAN_SOLAR, "Solar\n\nSolar wins."))
@@ -131,7 +131,7 @@ def test_an_artifact_of_another_branch_does_not_exist_on_this_one(user, signed_i
 
 def test_versions_record_who_wrote_them_on_which_branch(user, signed_in, scripted_model, media_root):
     scripted_model.add(Text(call("create_artifact", id="report", content="# Agent's")), Text("Done."))
-    conversation = asking.conversation_start(user=user, content="Write a report", enqueue=False)
+    conversation = lifecycle.conversation_start(user=user, content="Write a report", enqueue=False)
     message = conversation.active_branch
     run = message.runs.get()
     run_execute(run_id=run.pk)

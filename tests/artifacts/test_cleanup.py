@@ -12,7 +12,6 @@ from django.utils import timezone
 
 from agents.models import Run
 from agents.selectors import conversations_busy
-from agents.services import asking
 from agents.services.execution import run_execute
 from artifacts import services
 from artifacts.branches import branch_shown
@@ -25,6 +24,7 @@ from artifacts.cleanup import (
     cleanup_plan,
 )
 from artifacts.models import Artifact, ArtifactSession, ArtifactVersion
+from conversations import lifecycle
 from conversations.models import Conversation
 from tests.factories import ArtifactFactory, ConversationFactory, MessageFactory, RunFactory
 from tests.model_server import Text
@@ -69,7 +69,7 @@ def test_a_result_a_turn_stores_for_being_too_long_is_a_run_artifact_and_the_onl
         Text(report, chunk_size=500),
         Text("See search_agent_report_1."),
     )
-    conversation = asking.conversation_start(user=user, content="Research WAL", enqueue=False)
+    conversation = lifecycle.conversation_start(user=user, content="Research WAL", enqueue=False)
     run_execute(run_id=conversation.active_branch.runs.get().pk)
 
     stored = Artifact.objects.get(artifact_id="search_agent_report_1")

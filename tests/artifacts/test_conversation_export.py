@@ -53,7 +53,7 @@ def test_markdown_holds_the_branch_shown_in_order():
 
 
 def test_an_export_is_named_after_the_whole_title_and_a_title_too_long_for_a_file_says_it_was_cut():
-    # The longest a question's title is (asking.TITLE_LENGTH, and its "…"), in Chinese: 243 bytes.
+    # The longest a question's title is (conversations.lifecycle.TITLE_LENGTH, and its "…"), in Chinese: 243 bytes.
     whole = "空气源热泵" * 16 + "…"
     conversation = ConversationFactory(title=whole)
     user = UserFactory()

@@ -5,8 +5,8 @@ from django.contrib.auth.models import Group
 from django.urls import reverse
 
 from agents.models import Run
-from agents.services.forking import conversation_fork
 from artifacts.models import Artifact
+from conversations.lifecycle import conversation_fork
 from conversations.models import Conversation, ConversationShare
 from tests.agents.test_admin import _text, actions_offered, staff_with
 from tests.factories import (

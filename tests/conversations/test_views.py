@@ -17,12 +17,11 @@ from django.urls import reverse
 from django.utils import timezone
 
 from agents.models import Run
-from agents.services import asking
 from artifactflow import markdown as markdown_module
 from artifacts.branches import branch_at
 from artifacts.manager import ArtifactManager
 from artifacts.models import Artifact, ArtifactSession
-from conversations import selectors, services
+from conversations import lifecycle, selectors, services
 from conversations.models import Conversation, ConversationShare, Message
 from tests.artifacts.test_views import download_name
 from tests.conversations.test_selectors import expected_label
@@ -652,7 +651,7 @@ def test_pages_are_gzipped_for_a_browser_that_accepts_it(signed_in, user):
 
 
 def test_with_redis_down_one_signs_in_and_sees_a_running_turn(disposable_redis, client, user, other_user):
-    conversation = asking.conversation_start(user=user, content="Still thinking?", enqueue=False)
+    conversation = lifecycle.conversation_start(user=user, content="Still thinking?", enqueue=False)
     message = conversation.active_branch
     run = message.runs.get()
     Run.objects.filter(pk=run.pk).update(status=Run.Status.RUNNING)

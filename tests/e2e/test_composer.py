@@ -6,7 +6,7 @@ import pytest
 from django.conf import settings
 from playwright.sync_api import expect
 
-from agents.services.asking import MAX_MESSAGE_LENGTH
+from conversations.lifecycle import MAX_MESSAGE_LENGTH
 from tests.e2e.test_first_turn import TURN_TIMEOUT, sign_in
 from tests.model_server import Text
 

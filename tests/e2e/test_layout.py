@@ -216,7 +216,7 @@ def test_a_long_title_reads_whole_in_the_head_and_on_one_line_in_the_list_with_a
         f"ids = [long_conversation(username={user.username!r}, turns=1) for _ in range(3)]; "
         f"titles = {list(LONG_TITLES.values())!r}; "
         "[Conversation.objects.filter(pk=pk).update(title=t) for pk, t in zip(ids, titles * 2)]; "
-        # The third continues the first, as "Continue from here" makes it (agents.services.forking).
+        # The third continues the first, as "Continue from here" makes it (conversations.lifecycle).
         "Conversation.objects.filter(pk=ids[2]).update(title=titles[0], forked_from_id=ids[0]); "
         "print(' '.join(ids))"
     )

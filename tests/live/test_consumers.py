@@ -25,13 +25,13 @@ from django.utils import timezone
 from accounts.models import UserPreference
 from agents import selectors as agent_selectors
 from agents.models import Run, RunEvent
-from agents.services import asking
 from agents.services.execution import run_execute
 from agents.services.runs import run_cancel
 from agents.titling import SOURCE_MODEL, TITLE_SOURCE
 from artifactflow import descriptors, realtime
 from artifactflow.asgi import application
 from artifactflow.markdown import BlockSplitter, markdown_render
+from conversations import lifecycle
 from conversations.models import Conversation, Message
 from live import consumers
 from tests import waits
@@ -71,7 +71,7 @@ def _session_cookie(user):
 
 @sync_to_async
 def _conversation(user, content="Question?"):
-    return asking.conversation_start(user=user, content=content, enqueue=False)
+    return lifecycle.conversation_start(user=user, content=content, enqueue=False)
 
 
 def _execute_in_thread(run_id):
@@ -274,7 +274,7 @@ def _finished_conversation(user):
 
 async def test_connect_sends_what_is_still_running_not_the_thread(user):
     conversation, done_message, _ = await _finished_conversation(user)
-    queued = await sync_to_async(asking.message_post)(
+    queued = await sync_to_async(lifecycle.message_post)(
         conversation=conversation, content="Still waiting?", enqueue=False
     )
     communicator = await _connected(conversation, user)
@@ -880,7 +880,7 @@ async def test_a_websockets_pushes_speak_the_language_its_page_was_shown_in(user
 @sync_to_async
 def _asked_in_turn(user, count):
     """`count` questions of the user's, each in a conversation of its own, enqueued as a page's would be."""
-    return [asking.conversation_start(user=user, content=f"Question {number}") for number in range(count)]
+    return [lifecycle.conversation_start(user=user, content=f"Question {number}") for number in range(count)]
 
 
 async def test_a_waiting_turn_shows_its_place_and_it_moves_up_live_as_earlier_turns_end(user, settings):
@@ -1107,7 +1107,7 @@ async def test_deleting_a_shared_conversation_closes_its_viewers_sockets(user, o
     await _shared(conversation, user=other_user)
     viewer = await _open(conversation, (await _browser(other_user))[1])
 
-    await sync_to_async(asking.conversation_delete)(conversation=conversation)
+    await sync_to_async(lifecycle.conversation_delete)(conversation=conversation)
 
     assert await _closed(viewer, timeout=waits.seconds(5)) == consumers.NO_LONGER_SHARED
 

@@ -2,8 +2,8 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from agents.selectors import conversations_busy
-from agents.services.asking import conversation_delete
 from artifacts.cleanup import SESSION_ACTIVE, bytes_text, session_delete_plan
+from conversations.lifecycle import conversation_delete
 
 
 class Command(BaseCommand):

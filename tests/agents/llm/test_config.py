@@ -8,8 +8,8 @@ from agents.llm.config import lead_choices_from_settings, models_file_read, mode
 from agents.llm.demo import DemoChatModel
 from agents.llm.openai_model import ModelSettings
 from agents.models import Run, RunEvent
-from agents.services import asking
 from agents.services.execution import run_execute
+from conversations import lifecycle
 from tests.agents.test_engine import call
 from tests.conftest import LEAD_MODELS
 from tests.model_server import ScriptedModelServer, Text
@@ -88,7 +88,7 @@ def test_each_agent_talks_to_its_own_model(user, scripted_model, settings, tmp_p
             Text("The lead's answer."),
         )
         small.add(Text("The search agent's report."))
-        conversation = asking.conversation_start(user=user, content="Find it", enqueue=False)
+        conversation = lifecycle.conversation_start(user=user, content="Find it", enqueue=False)
         run = conversation.active_branch.runs.get()
 
         run_execute(run_id=run.pk)
@@ -107,7 +107,7 @@ def test_each_agent_talks_to_its_own_model(user, scripted_model, settings, tmp_p
 @pytest.mark.django_db
 def test_a_broken_models_file_fails_the_turn_with_the_reason(user, scripted_model, settings, tmp_path):
     settings.MODELS_FILE = str(tmp_path / "missing.toml")
-    conversation = asking.conversation_start(user=user, content="Hi", enqueue=False)
+    conversation = lifecycle.conversation_start(user=user, content="Hi", enqueue=False)
     run = conversation.active_branch.runs.get()
 
     run_execute(run_id=run.pk)
@@ -209,7 +209,7 @@ def test_a_turn_asks_the_lead_model_the_conversation_chose(user, lead_models, sc
         Text("搜索结果：热泵很高效。"),
         Text("热泵的效率很高。"),
     )
-    conversation = asking.conversation_start(user=user, content="热泵的效率如何？", enqueue=False)
+    conversation = lifecycle.conversation_start(user=user, content="热泵的效率如何？", enqueue=False)
     conversation.lead_model = chosen
     conversation.save()
     run = conversation.active_branch.runs.get()

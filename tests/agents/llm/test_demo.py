@@ -17,13 +17,13 @@ from agents.llm.demo import (
     written_in_chinese,
 )
 from agents.models import Run, RunEvent
-from agents.services import asking
 from agents.services.execution import run_execute
 from agents.services.permissions import permission_answer
 from agents.state import pending_request
 from artifacts import services as artifact_services
 from artifacts.branches import branch_shown
 from artifacts.models import Artifact, ArtifactVersion
+from conversations import lifecycle
 
 pytestmark = pytest.mark.django_db
 
@@ -37,12 +37,12 @@ def _execute(run):
 
 
 def _turn(user, question):
-    conversation = asking.conversation_start(user=user, content=question, enqueue=False)
+    conversation = lifecycle.conversation_start(user=user, content=question, enqueue=False)
     return _execute(conversation.active_branch.runs.get())
 
 
 def _follow_up(conversation, question):
-    message = asking.message_post(conversation=conversation, content=question, enqueue=False)
+    message = lifecycle.message_post(conversation=conversation, content=question, enqueue=False)
     return _execute(message.runs.get())
 
 
@@ -227,7 +227,7 @@ def test_a_follow_up_the_library_does_not_cover_leaves_the_report(user, demo_mod
 
 
 def test_a_report_that_could_not_be_written_is_not_claimed(user, demo_model):
-    conversation = asking.conversation_start(user=user, content=WAL_QUESTION, enqueue=False)
+    conversation = lifecycle.conversation_start(user=user, content=WAL_QUESTION, enqueue=False)
     # An image the user uploaded holds the report's id: it cannot be rewritten as text.
     artifact_services.artifact_upload(
         branch=branch_shown(conversation=conversation),
@@ -600,7 +600,7 @@ UPLOADED_NOTES = (
 
 
 def _conversation_with_upload(user, question, *, filename="energy_audit.md", text=UPLOADED_NOTES):
-    conversation = asking.conversation_start(user=user, content=question, enqueue=False)
+    conversation = lifecycle.conversation_start(user=user, content=question, enqueue=False)
     upload = artifact_services.artifact_upload(
         branch=branch_shown(conversation=conversation),
         filename=filename,
@@ -656,7 +656,7 @@ def test_a_question_naming_an_older_upload_reads_that_one_not_the_newest(user, d
     plan.add_paragraph("测试在零下十度进行。每台热泵运行两周。")
     data = io.BytesIO()
     plan.save(data)
-    conversation = asking.conversation_start(user=user, content="总结 test_plan_热泵.docx 这个文件", enqueue=False)
+    conversation = lifecycle.conversation_start(user=user, content="总结 test_plan_热泵.docx 这个文件", enqueue=False)
     branch = branch_shown(conversation=conversation)
     word = artifact_services.artifact_upload(branch=branch, filename="test_plan_热泵.docx", data=data.getvalue())
     artifact_services.artifact_upload(branch=branch, filename="meeting_notes.txt", data="周一开会。".encode())
@@ -687,7 +687,7 @@ def test_a_question_about_an_uploaded_image_says_there_is_no_text_to_read(user, 
 
 @pytest.mark.parametrize("image", [False, True])
 def test_a_question_about_uploads_with_none_says_so(user, demo_model, image):
-    conversation = asking.conversation_start(user=user, content="Summarise the file I uploaded", enqueue=False)
+    conversation = lifecycle.conversation_start(user=user, content="Summarise the file I uploaded", enqueue=False)
     if image:
         artifact_services.artifact_upload(
             branch=branch_shown(conversation=conversation),

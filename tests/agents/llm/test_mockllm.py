@@ -17,8 +17,8 @@ import pytest
 
 from agents.llm.openai_model import ModelSettings, OpenAIChatModel
 from agents.models import Run
-from agents.services import asking
 from agents.services.execution import run_execute
+from conversations import lifecycle
 from tests import waits
 
 pytestmark = pytest.mark.processes
@@ -127,7 +127,7 @@ def test_a_whole_turn_against_mockllm_completes_with_its_answer(mockllm, user, s
         "timeout": 10.0,
         "max_retries": 0,
     }
-    conversation = asking.conversation_start(user=user, content=prompt, enqueue=False)
+    conversation = lifecycle.conversation_start(user=user, content=prompt, enqueue=False)
     run = conversation.active_branch.runs.get()
 
     run_execute(run_id=run.pk)

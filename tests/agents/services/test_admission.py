@@ -11,12 +11,12 @@ from django_q.models import OrmQ
 
 from agents.models import Run, RunEvent
 from agents.selectors import run_views
-from agents.services import asking
 from agents.services.execution import run_execute
 from agents.services.permissions import permission_answer
 from agents.services.recovery import runs_sweep
 from agents.services.runs import run_cancel
 from agents.state import pending_request
+from conversations import lifecycle
 from tests.agents.test_engine import call
 from tests.factories import ConversationFactory
 from tests.model_server import Text
@@ -33,7 +33,7 @@ def turns_per_user(settings):
 
 def _ask(user, content="What is WAL?") -> Run:
     """A question in a new conversation, its task enqueued as a web request's would be."""
-    return asking.conversation_start(user=user, content=content).active_branch.runs.get()
+    return lifecycle.conversation_start(user=user, content=content).active_branch.runs.get()
 
 
 def _enqueued() -> list[int]:
@@ -193,7 +193,7 @@ def test_concurrent_questions_of_one_user_never_admit_past_the_limit(user):
     def ask(conversation):
         try:
             barrier.wait()
-            asking.message_post(conversation=conversation, content="At once?")
+            lifecycle.message_post(conversation=conversation, content="At once?")
         except Exception as exc:  # pragma: no cover - reported below
             errors.append(exc)
         finally:

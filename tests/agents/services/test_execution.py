@@ -12,12 +12,13 @@ from django.utils import translation
 
 from agents.models import Run, RunEvent
 from agents.selectors import run_views
-from agents.services import asking, execution
+from agents.services import execution
 from agents.services.execution import run_execute
 from agents.services.runs import run_cancel
 from artifacts.branches import branch_shown
 from artifacts.manager import ArtifactManager
 from artifacts.models import Artifact
+from conversations import lifecycle
 from tests import waits
 from tests.agents.test_engine import call
 from tests.artifacts.test_manager import LARGE
@@ -30,7 +31,7 @@ ANSWER = "## WAL\n\nWrite-ahead logging lets **readers** run beside one writer. 
 
 
 def _turn(user, content="What is WAL?"):
-    conversation = asking.conversation_start(user=user, content=content, enqueue=False)
+    conversation = lifecycle.conversation_start(user=user, content=content, enqueue=False)
     return conversation.active_branch, conversation.active_branch.runs.get()
 
 
@@ -63,7 +64,7 @@ def test_the_model_sees_the_branch_history_and_the_question(user, scripted_model
     scripted_model.add(Text("First answer."), Text("Second answer."))
     message, run = _turn(user, "First question")
     run_execute(run_id=run.pk)
-    follow_up = asking.message_post(conversation=message.conversation, content="Second question", enqueue=False)
+    follow_up = lifecycle.message_post(conversation=message.conversation, content="Second question", enqueue=False)
 
     run_execute(run_id=follow_up.runs.get().pk)
 

@@ -334,7 +334,7 @@ def test_a_run_of_a_conversation_made_without_its_artifact_session_is_recovered_
     user, scripted_model, settings
 ):
     scripted_model.add(Text("Answered after all."))
-    # Made by a script rather than asking.conversation_start: no artifact session.
+    # Made by a script rather than lifecycle.conversation_start: no artifact session.
     resumed, twice = (
         RunFactory(message=MessageFactory(conversation=ConversationFactory(owner=user, session=None))) for _ in range(2)
     )

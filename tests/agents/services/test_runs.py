@@ -7,10 +7,10 @@ import pytest
 from django.db import connections
 
 from agents.models import Run, RunEvent
-from agents.services import asking
 from agents.services.execution import run_execute
 from agents.services.runs import RunStateError, run_cancel, run_retry
 from artifacts.branches import branch_at, branch_heads
+from conversations import lifecycle
 from conversations.models import Conversation
 from tests import waits
 from tests.agents.services.test_execution import _turn
@@ -120,7 +120,7 @@ def _cancelled_under_a_later_turn(user):
     """Turn 7 cancelled, then turn 8 asked on top of it: (turn 7's run, turn 8's message)."""
     message, run = _turn(user, "第七问：热泵在零下能用吗？")
     Run.objects.filter(pk=run.pk).update(status=Run.Status.CANCELLED)
-    later = asking.message_post(conversation=message.conversation, content="And for a flat?", enqueue=False)
+    later = lifecycle.message_post(conversation=message.conversation, content="And for a flat?", enqueue=False)
     later.runs.update(status=Run.Status.COMPLETED)
     return run, later
 
@@ -170,7 +170,7 @@ def test_a_retried_old_turn_saves_on_its_new_branch_and_the_newest_turn_sees_wha
     scripted_model.add(
         Text(call("rewrite_artifact", id="report", content="# Report\n\nTurn 8's report")), Text("Rewritten.")
     )
-    later = asking.message_post(conversation=message.conversation, content="Rewrite it for a flat", enqueue=False)
+    later = lifecycle.message_post(conversation=message.conversation, content="Rewrite it for a flat", enqueue=False)
     run_execute(run_id=later.runs.get().pk)
     seen = _heads(later)
     assert Run.objects.get(pk=run.pk).status == Run.Status.FAILED and seen[0][2] == "# Report\n\nTurn 8's report"

@@ -20,13 +20,13 @@ from django.urls import reverse
 
 from agents.models import McpServer, Run, RunEvent
 from agents.secrets import url_origin
-from agents.services import asking
 from agents.services.execution import run_execute
 from agents.services.permissions import permission_answer
 from agents.state import pending_request
 from agents.tools.base import ToolContext
 from agents.tools.mcp import McpError, mcp_server_problems, mcp_tools_build, offered_name, tools_discovered
 from artifacts.models import Artifact
+from conversations import lifecycle
 from tests import waits
 from tests.agents.test_engine import call
 from tests.agents.tools.http_service import Service
@@ -116,7 +116,7 @@ def _tools(server) -> dict:
 
 
 def _turn(user, content="Use the demo server"):
-    conversation = asking.conversation_start(user=user, content=content, enqueue=False)
+    conversation = lifecycle.conversation_start(user=user, content=content, enqueue=False)
     run = conversation.active_branch.runs.get()
     run_execute(run_id=run.pk)
     run.refresh_from_db()

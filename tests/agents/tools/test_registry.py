@@ -12,11 +12,11 @@ from django.urls import reverse
 
 from agents.models import HttpTool, Run, RunEvent
 from agents.secrets import SCRUBBED
-from agents.services import asking
 from agents.services.execution import run_execute
 from agents.services.permissions import permission_answer
 from agents.state import pending_request
 from artifacts.models import Artifact
+from conversations import lifecycle
 from tests.agents.test_engine import call
 from tests.agents.tools.http_service import Service
 from tests.agents.tools.test_http import BASIC, SECRET, SLASHED, leaked, make_tool
@@ -34,7 +34,7 @@ def service():
 
 
 def _turn(user, content="Look ticket T-7 up"):
-    conversation = asking.conversation_start(user=user, content=content, enqueue=False)
+    conversation = lifecycle.conversation_start(user=user, content=content, enqueue=False)
     run = conversation.active_branch.runs.get()
     run_execute(run_id=run.pk)
     run.refresh_from_db()

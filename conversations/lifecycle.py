@@ -1,22 +1,31 @@
-"""Asking: a conversation's questions and the turns that answer them. Posting
-a message queues its run and deleting a conversation waits for its runs, so
-these live above the conversations app."""
+"""A conversation's life as a person lives it: started with a question,
+asked in (each question queues the turn that answers it), forked from a branch
+into a conversation of one's own, and deleted once no turn is writing to it.
+These steps drive the engine and the artifacts, so they sit above both: the
+conversations app's models, tree and selectors stay below the engine, its
+workflow and pages above it (the layer contract in pyproject.toml)."""
 
 from django.core.exceptions import ValidationError
 from django.core.validators import ProhibitNullCharactersValidator
 from django.db import transaction
 from django.utils.translation import gettext
 
+from agents.llm.config import lead_choices_from_settings
+from agents.models import Run
+from agents.selectors import ALLOWED_TOOLS
+from agents.services.runs import RunStateError, run_create
 from artifactflow.names import name_line, name_shortened
+from artifacts.branches import branch_at
 from artifacts.models import ArtifactSession
-from conversations.models import Conversation, Message
+from artifacts.services import branch_copy
 
-from ..llm.config import lead_choices_from_settings
-from ..models import Run
-from .runs import RunStateError, run_create
+from .models import Conversation, Message
+from .tree import message_path
 
 MAX_MESSAGE_LENGTH = 20_000
 TITLE_LENGTH = 80
+# The metadata key a fork keeps its origin under, said on its page.
+FORKED_FROM = "forked_from"
 
 # Passed as `parent` to continue the branch the user is looking at.
 ACTIVE_BRANCH = object()
@@ -110,3 +119,53 @@ def conversation_delete(*, conversation: Conversation) -> None:
                 gettext("A turn is still in progress here. Stop it, and delete the conversation once it has ended.")
             )
         conversation.delete()
+
+
+def conversation_fork(*, user, conversation: Conversation, message: Message) -> Conversation:
+    """A new conversation of `user`'s holding the branch of `conversation` from
+    its root down to `message` (questions and answers) and the artifacts as
+    that branch had them, saying where it came from. The tools the original's
+    owner always allowed are not carried over: the new owner decides their own.
+    The caller checks that `user` may read `conversation`."""
+    if message.conversation_id != conversation.pk:
+        raise ValidationError(gettext("That message belongs to another conversation."))
+    # Read afresh: the answer is stored when its turn ends.
+    path = message_path(message_id=message.pk)
+    if not path[-1].response:
+        raise ValidationError(gettext("This message has no answer yet; continue from one that has."))
+    with transaction.atomic():
+        fork = Conversation.objects.create(
+            owner=user,
+            title=conversation.title,
+            lead_model=conversation.lead_model,
+            forked_from=conversation,
+            forked_at=message,
+            # Said on the fork's page after the original is gone or no longer shared, as it was when forked.
+            metadata={FORKED_FROM: {"title": conversation.title, "owner": conversation.owner.get_username()}},
+        )
+        session = ArtifactSession.objects.create(conversation=fork)
+        parent = None
+        copied = {}
+        for original in path:
+            parent = Message.objects.create(
+                conversation=fork,
+                parent=parent,
+                content=original.content,
+                response=original.response,
+                response_html=original.response_html,
+                metadata={key: value for key, value in original.metadata.items() if key != ALLOWED_TOOLS},
+            )
+            copied[original.pk] = parent.pk
+        fork.active_branch = parent
+        fork.save(update_fields=["active_branch", "updated_at"])
+        try:
+            original_session = conversation.artifact_session
+        except ArtifactSession.DoesNotExist:
+            original_session = None
+        if original_session is not None:
+            branch_copy(
+                branch=branch_at(session=original_session, message_id=message.pk),
+                session=session,
+                message_ids=copied,
+            )
+    return fork

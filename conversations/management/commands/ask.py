@@ -6,12 +6,11 @@ from django.core.management.base import BaseCommand, CommandError
 
 from agents.models import Run, RunEvent
 from agents.selectors import LEAD_AGENT
-from agents.services import asking
 from agents.services.execution import run_execute
 from agents.services.permissions import permission_answer
 from agents.state import PendingRequest, PermissionDecision, pending_request
 from artifacts.models import Artifact
-from conversations import selectors
+from conversations import lifecycle, selectors
 from conversations.management.commands.demo_user import DEMO_USERNAME
 from conversations.models import Message
 
@@ -53,16 +52,18 @@ class Command(BaseCommand):
                 found = selectors.conversation_get(user=owner, conversation_id=conversation)
                 if found is None:
                     raise CommandError(f"{owner} has no conversation {conversation}.")
-                branch_from = asking.ACTIVE_BRANCH
+                branch_from = lifecycle.ACTIVE_BRANCH
                 if parent is not None:
                     branch_from = Message.objects.filter(conversation=found, pk=parent).first()
                     if branch_from is None:
                         raise CommandError(f"Conversation {conversation} has no message {parent}.")
-                message = asking.message_post(conversation=found, content=question, parent=branch_from, enqueue=False)
+                message = lifecycle.message_post(
+                    conversation=found, content=question, parent=branch_from, enqueue=False
+                )
             else:
                 if parent is not None:
                     raise CommandError("--parent needs --conversation.")
-                message = asking.conversation_start(user=owner, content=question, enqueue=False).active_branch
+                message = lifecycle.conversation_start(user=owner, content=question, enqueue=False).active_branch
         except ValidationError as exc:
             raise CommandError(exc.messages[0]) from exc
 
