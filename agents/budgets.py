@@ -29,7 +29,7 @@ from artifactflow.db import transient_retry
 from .models import TokenBudget, TokenSpend
 from .tokens import tokens_estimate
 
-# Stored in English on the run and translated as a page shows it (agents.selectors.stored_text).
+# Stored in English on the run and translated as a page shows it (agents.projection.stored_text).
 BUDGET_SPENT = gettext_noop(
     "Today's token budget is spent, so this turn stopped before its next model call. "
     "What it wrote so far is kept; the budget renews at midnight."

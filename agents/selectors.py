@@ -1,20 +1,17 @@
-"""What a run has done so far, folded from its event log.
+"""What a run has done so far, and the reads about runs that the pages and a
+run's start share: a user's run, a conversation's active one, the tools
+always allowed on a branch.
 
-The page and the websocket consumer render runs from the same fold, so a view
-rebuilt after a reload or a dropped message is the view that streamed. Its
-steps are agents.steps's fold, which the activity under a finished answer
-shows too.
-
-Also the reads about runs that the pages and a run's start share: a user's
-run, a conversation's active one, the tools always allowed on a branch.
+Runs are shown from their one projection (agents.projection): the page and
+the websocket consumer render the same view, so a view rebuilt after a
+reload or a dropped message is the view that streamed, and the activity under
+a finished answer is the same fold of its steps.
 """
 
-import json
-from dataclasses import dataclass, field, replace
-from datetime import datetime
+from dataclasses import dataclass, replace
 
 from django.db.models import F, OuterRef, Q, Subquery
-from django.utils.translation import gettext, gettext_noop, ngettext
+from django.utils.translation import gettext
 
 from artifactflow.textsearch import CJK_CHARACTER
 from artifacts.branches import Branch, branch_at, branch_shown
@@ -27,173 +24,14 @@ from conversations.tree import message_path
 from .config import LEAD_AGENT
 from .library import library_documents
 from .llm.config import lead_choices_from_settings
-from .models import LIBRARY_URL_PREFIX, Run, RunEvent
-from .state import ALLOWING
-from .steps import (
-    ArtifactRef,
-    Step,
-    StepFold,
-    Thinking,
-    quoted,
-    shortened,
-    status_line,
-    step_fold_apply,
-    step_thinking_add,
-)
-from .toolcalls import text_before_calls
-from .tools.web import WEB_FETCH, FetchTarget, fetch_target
+from .models import Run, RunEvent
+from .projection import RunView, run_view_apply, stored_text
+from .steps import ArtifactRef, Step, StepFold
 
 # Message metadata key: tools the user always allows on the branch through it.
 ALLOWED_TOOLS = "allowed_tools"
 # A library of thousands is not sorted for six examples.
 LIBRARY_TITLES_SCANNED = 200
-
-
-@dataclass(frozen=True)
-class RequestTarget:
-    """What an HTTP tool's call would send, as its permission_request says
-    (agents.tools.http.http_request_shown), for the person asked to approve it."""
-
-    method: str
-    # The whole URL, query included, as it will be requested.
-    url: str
-    # Its host as web_fetch's prompt shows one (fetch_target): as people read it, and in ASCII when spelt otherwise.
-    host: FetchTarget
-    # Why the call will be refused before any request, whoever approves it.
-    refused: str
-
-
-def _request_target(request) -> RequestTarget | None:
-    if not isinstance(request, dict) or not request.get("url"):
-        return None
-    url = str(request["url"])
-    return RequestTarget(
-        method=str(request.get("method", "")), url=url, host=fetch_target(url), refused=str(request.get("refused", ""))
-    )
-
-
-@dataclass(frozen=True)
-class PermissionQuestion:
-    """An open permission request as its prompt shows it: who asks, for what,
-    and every parameter whole, as (name, text) pairs — model-chosen names are
-    data, never looked up as attributes in a template."""
-
-    id: str
-    tool: str
-    agent: str
-    # What the call would read or change, and the task the agent was given.
-    subject: str
-    why: str
-    params: tuple[tuple[str, str], ...]
-    # The parameters the request could not carry whole: (name, full length).
-    cut: tuple[tuple[str, int], ...] = ()
-    # Where a web_fetch call would go.
-    target: FetchTarget | None = None
-    # What an HTTP tool's call would send.
-    request: RequestTarget | None = None
-
-    @property
-    def can_approve(self) -> bool:
-        """Only a call shown whole may be approved (the answer's service refuses it too)."""
-        return not self.cut
-
-    @property
-    def unshowable(self) -> str:
-        lengths = gettext(" and its ").join(
-            ngettext("%(name)s is %(length)s character long", "%(name)s is %(length)s characters long", length)
-            % {"name": name, "length": f"{length:,}"}
-            if isinstance(length, int)
-            else gettext("%(name)s was cut") % {"name": name}
-            for name, length in self.cut
-        )
-        return gettext(
-            "This call cannot be approved: its %(lengths)s, too long to show here whole. Deny it and the agent is told why."
-        ) % {"lengths": lengths}
-
-
-def _permission_question(*, data: dict, agent: str, subject: str, why: str) -> PermissionQuestion:
-    """The question of a permission_request event's data."""
-    params = data.get("params") if isinstance(data.get("params"), dict) else {}
-    cut = data.get("params_truncated") if isinstance(data.get("params_truncated"), dict) else {}
-    tool = str(data.get("tool", ""))
-    url = params.get("url")
-    fetches_web = tool == WEB_FETCH and isinstance(url, str) and not url.strip().lower().startswith(LIBRARY_URL_PREFIX)
-    return PermissionQuestion(
-        id=str(data.get("id", "")),
-        tool=tool,
-        agent=agent,
-        subject=subject,
-        why=why,
-        params=tuple((str(name), _shown(value)) for name, value in params.items()),
-        cut=tuple((str(name), length) for name, length in cut.items()),
-        target=fetch_target(url) if fetches_web else None,
-        request=_request_target(data.get("request")),
-    )
-
-
-def _shown(value) -> str:
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-
-
-@dataclass
-class RunView:
-    status: str = Run.Status.QUEUED
-    activity: str = field(default_factory=lambda: gettext("Queued"))
-    text: str = ""
-    error: str = ""
-    model: str = ""
-    # The lead model's label in the models file: the answer names it.
-    model_label: str = ""
-    demo: bool = False
-    run_id: int | None = None
-    # Tried again as a new branch (runs.run_retry): the run its message keeps.
-    retried: bool = False
-    # The open permission request.
-    pending: PermissionQuestion | None = None
-    # The last event folded in.
-    seq: int = 0
-    # A finished answer rendered when it was stored (Message.response_html).
-    html: str = ""
-    fold: StepFold = field(default_factory=StepFold)
-    # The lead's thinking in its current model call (for a finished run, the
-    # last call's, which wrote the answer): when it began to stream, whether
-    # the call has ended, and how long the model thought once known.
-    thinking: str = ""
-    thinking_from: datetime | None = None
-    thinking_ended: bool = False
-    thinking_ms: int | None = None
-
-    @property
-    def thinking_block(self) -> Thinking | None:
-        """The thinking folded in the answer: open while the model thinks,
-        closed once it answers or the call ends."""
-        if not self.thinking.strip():
-            return None
-        live = self.is_active and not self.thinking_ended and not self.text
-        return Thinking(self.thinking, live=live, ms=self.thinking_ms)
-
-    def thinking_forget(self) -> None:
-        """A new model call of the lead's (or the same asked again) thinks afresh."""
-        self.thinking, self.thinking_from, self.thinking_ended, self.thinking_ms = "", None, False, None
-
-    @property
-    def steps(self) -> list[Step]:
-        return self.fold.steps
-
-    @property
-    def is_active(self):
-        return self.status in Run.ACTIVE_STATUSES
-
-    @property
-    def can_retry(self):
-        return self.run_id is not None and not self.retried and self.status in (Run.Status.FAILED, Run.Status.CANCELLED)
-
-    @property
-    def question(self) -> PermissionQuestion | None:
-        """The permission request to show: the open one while the run row
-        says the run waits for an answer. One answered is not asked again,
-        though the worker logs the answer only when it takes the run up again."""
-        return self.pending if self.status == Run.Status.WAITING_PERMISSION else None
 
 
 def run_get(*, user, run_id: int) -> Run | None:
@@ -209,133 +47,6 @@ def run_viewable(*, user, run_id: int) -> Run | None:
     reading: acting on a run goes through run_get."""
     readable = readable_filter(user=user, via="message__conversation__")
     return Run.objects.select_related("message__conversation").filter(readable, pk=run_id).first()
-
-
-def run_view_chunk(view: RunView, *, agent: str, content: str, reasoning: str, at: datetime | None) -> None:
-    """Streamed text, from an llm_chunk row or sent live before its row
-    (live.streaming): the lead's shows as the answer and its thinking."""
-    if agent != LEAD_AGENT:
-        return
-    if reasoning:
-        view.thinking += reasoning
-        view.thinking_from = view.thinking_from or at
-    if content:
-        if view.thinking_ms is None and view.thinking_from and at:
-            view.thinking_ms = int((at - view.thinking_from).total_seconds() * 1000)
-        view.text += content
-        view.activity = gettext("%(agent)s · writing the answer") % {"agent": LEAD_AGENT}
-
-
-def run_view_apply(view: RunView, event: RunEvent) -> None:
-    data = event.data
-    agent = event.agent
-    view.seq = event.seq
-    step_fold_apply(view.fold, event)
-    match event.type:
-        case RunEvent.Type.METADATA if "ahead" in data:
-            view.activity = queue_place(data["ahead"])
-        case RunEvent.Type.METADATA if data.get("admitted"):
-            view.activity = gettext("Queued")
-        case RunEvent.Type.METADATA if data.get("resumed"):
-            # The step the dead worker was in is done again from the start.
-            view.text = ""
-            view.thinking_forget()
-            view.activity = gettext("Resuming")
-        case RunEvent.Type.METADATA:
-            view.status = Run.Status.RUNNING
-            view.model = data.get("model", "")
-            view.model_label = data.get("model_label", "")
-            view.demo = bool(data.get("demo"))
-            view.activity = gettext("Starting")
-        case RunEvent.Type.AGENT_START if agent == LEAD_AGENT:
-            view.activity = gettext("%(agent)s · thinking") % {"agent": LEAD_AGENT}
-            view.text = ""
-            view.thinking_forget()
-        case RunEvent.Type.AGENT_START:
-            view.activity = gettext("%(agent)s · working on %(instruction)s") % {
-                "agent": agent,
-                "instruction": quoted(data.get("instruction", "")),
-            }
-        case RunEvent.Type.AGENT_COMPLETE if agent != LEAD_AGENT:
-            view.activity = gettext("%(lead)s · reading %(agent)s’s report") % {"lead": LEAD_AGENT, "agent": agent}
-        case RunEvent.Type.LLM_CHUNK:
-            run_view_chunk(
-                view,
-                agent=agent,
-                content=data.get("content", ""),
-                reasoning=data.get("reasoning", ""),
-                at=event.created_at,
-            )
-        case RunEvent.Type.LLM_RETRY:
-            # The stream broke off and the model is asked again from the start.
-            if agent == LEAD_AGENT:
-                view.text = ""
-                view.thinking_forget()
-            view.activity = gettext("%(agent)s · reconnecting to the model") % {"agent": agent}
-        case RunEvent.Type.COMPACTION_START:
-            view.activity = gettext("%(agent)s · summarising its context to make room") % {"agent": agent}
-        case RunEvent.Type.COMPACTION:
-            view.activity = gettext("%(agent)s · thinking") % {"agent": agent}
-        case RunEvent.Type.LLM_COMPLETE if agent == LEAD_AGENT:
-            view.text = text_before_calls(data.get("content", view.text))
-            # The whole of the call's thinking, and how long it took as the engine measured it.
-            view.thinking = data.get("reasoning", view.thinking)
-            view.thinking_ms = data.get("reasoning_ms", view.thinking_ms)
-            view.thinking_ended = True
-        case RunEvent.Type.TOOL_START:
-            # What the agent wrote before a tool call was a step, not the answer;
-            # its thinking is in the activity.
-            if agent == LEAD_AGENT:
-                view.text = ""
-                view.thinking_forget()
-            view.activity = status_line(view.fold.running.get(agent), view.fold, agent)
-        case RunEvent.Type.TOOL_COMPLETE:
-            view.activity = gettext("%(agent)s · thinking") % {"agent": agent}
-        case RunEvent.Type.PERMISSION_REQUEST:
-            # No tool_start precedes a call that needs approval: the question ends the step's prose.
-            if agent == LEAD_AGENT:
-                view.text = ""
-                view.thinking_forget()
-            view.status = Run.Status.WAITING_PERMISSION
-            # The question in the user's terms: who asks, for what, and the
-            # work it was given, from the step the fold keeps for the call.
-            step, group = view.fold.running.get(agent), view.fold.groups.get(agent)
-            why = group.detail.strip().splitlines()[0] if group is not None and group.detail.strip() else ""
-            view.pending = _permission_question(
-                data=data, agent=agent, subject=step.subject if step else "", why=shortened(why, 300)
-            )
-            view.activity = gettext("Waiting for your approval")
-        case RunEvent.Type.PERMISSION_RESULT if data.get("decision") in ALLOWING:
-            view.pending = None
-            view.activity = status_line(view.fold.running.get(agent), view.fold, agent)
-        case RunEvent.Type.PERMISSION_RESULT:
-            view.pending = None
-            view.activity = gettext("%(agent)s · thinking") % {"agent": agent}
-        case RunEvent.Type.COMPLETE:
-            view.status = Run.Status.COMPLETED
-            view.text = data.get("response", view.text)
-            view.activity = ""
-        case RunEvent.Type.ERROR if data.get("cancelled"):
-            view.status = Run.Status.CANCELLED
-            view.activity = ""
-        case RunEvent.Type.ERROR:
-            view.status = Run.Status.FAILED
-            view.error = stored_text(data.get("message") or gettext_noop("The turn failed."))
-            view.activity = ""
-
-
-def queue_place(ahead: int) -> str:
-    """A waiting run's place among its user's waiting runs (admission)."""
-    if not ahead:
-        return gettext("Queued — next in line")
-    return ngettext("Queued — %(count)s ahead of you", "Queued — %(count)s ahead of you", ahead) % {"count": ahead}
-
-
-def stored_text(text: str) -> str:
-    """A message the worker stored in English (a run's error), in the reader's
-    language when it is one of the catalogue's, else as it was stored (a
-    model's or a library's own words)."""
-    return gettext(text) if text else ""
 
 
 def run_views(*, runs: list[Run]) -> dict[int, RunView]:
@@ -395,17 +106,14 @@ def run_activity(*, run: Run) -> StepFold:
     between the events it sees, so skipping some changes no duration), with
     each model call's thinking; each artifact it names with the version
     saved, to link to."""
-    fold = StepFold()
+    view = RunView(fold=StepFold(thinking_steps=True))
     events = run.events.exclude(type=RunEvent.Type.LLM_CHUNK).exclude(
         type=RunEvent.Type.LLM_COMPLETE, data__reasoning=""
     )
     for event in events.order_by("seq"):
-        if event.type == RunEvent.Type.LLM_COMPLETE:
-            step_thinking_add(fold, event)
-        else:
-            step_fold_apply(fold, event)
-    _versions_find(fold=fold, run=run)
-    return fold
+        run_view_apply(view, event)
+    _versions_find(fold=view.fold, run=run)
+    return view.fold
 
 
 @dataclass(frozen=True)

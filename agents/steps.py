@@ -1,7 +1,8 @@
-"""A run's steps, folded from its event log: who did what, with which tool,
-and how it went, subagents' steps under their hand-over. The page lists them
-while a run works and the activity under a finished answer shows them again
-with what each tool found (agents.selectors), so both tell one story.
+"""A run's steps: who did what, with which tool, and how it went, subagents'
+steps under their hand-over. The run's projection (agents.projection) folds
+its events into them, with the helpers here; the page lists them while a run
+works and the activity under a finished answer shows them again with what
+each tool found, so both tell one story.
 
 Tool results are read from the data the tools returned with them (the
 `output` of tool_complete, agents.event_schema.ToolOutput). Events written
@@ -21,10 +22,10 @@ from artifactflow.ids import ArtifactIdConverter
 from artifactflow.markdown import markdown_render
 from artifacts.selectors import VersionName
 
-from .config import CALL_SUBAGENT, LEAD_AGENT
+from .config import CALL_SUBAGENT
 from .library import library_page_url, library_url_id
 from .models import RunEvent
-from .state import ALLOWING, PermissionDecision
+from .state import PermissionDecision
 from .tools.search import WEB_SEARCH, search_provider
 from .tools.web import WEB_FETCH, fetch_target
 
@@ -284,6 +285,8 @@ class StepFold:
     written: set[str] = field(default_factory=set)
     unsaved: set[str] = field(default_factory=set)
     last_at: datetime | None = None
+    # Each model call's thinking as a step of its own: the Activity's, not the live list's.
+    thinking_steps: bool = False
 
     @property
     def work_text(self) -> str:
@@ -304,142 +307,7 @@ def _duration_text(duration: timedelta) -> str:
     return gettext("%(minutes)s min %(seconds)s s") % {"minutes": minutes, "seconds": seconds}
 
 
-def step_fold_apply(fold: StepFold, event: RunEvent) -> None:
-    _clock_advance(fold, event)
-    data = event.data
-    agent = event.agent
-    match event.type:
-        case RunEvent.Type.METADATA if data.get("resumed"):
-            # The worker died and the step it was in starts again, tool call
-            # included; a subagent's work goes on under its hand-over.
-            for open_agent, step in list(fold.running.items()):
-                if step.kind != AGENT:
-                    _finish(fold, step, STOPPED, outcome=gettext("interrupted, done again"))
-                    del fold.running[open_agent]
-            # Among the steps of the agent that was at work: the newest hand-over's, else the lead's.
-            _place(fold, next(reversed(fold.groups), LEAD_AGENT)).append(
-                Step(
-                    RESUMED,
-                    "",
-                    subject=gettext("the worker stopped; the run went on where it was"),
-                    status=OK,
-                    started=fold.work,
-                )
-            )
-        case RunEvent.Type.AGENT_START if agent != LEAD_AGENT:
-            instruction = str(data.get("instruction", ""))
-            by = str(data.get("from") or LEAD_AGENT)
-            step = fold.running.get(by)
-            if step is None or step.kind != AGENT or step.agent != agent:
-                # A hand-over with no call logged before it still gets a step.
-                step = Step(AGENT, agent, by=by, started=fold.work)
-                _place(fold, by).append(step)
-            step.subject, step.detail = quoted(instruction), instruction
-            fold.groups[agent] = step
-        case RunEvent.Type.AGENT_COMPLETE if agent != LEAD_AGENT:
-            step = fold.groups.pop(agent, None)
-            if step is not None:
-                # The whole report; the lead's tool result holds it cut.
-                step.body = str(data.get("response", ""))
-        case RunEvent.Type.TOOL_START:
-            step = fold.running.get(agent)
-            # A call that needed approval has had its step since it asked;
-            # its tool_start follows the approval.
-            if step is None or step.tool != data.get("tool") or step.permission not in ALLOWING:
-                _call_start(fold, agent, data)
-        case RunEvent.Type.TOOL_COMPLETE:
-            step = fold.running.pop(agent, None)
-            if step is None:
-                # A call the engine could not parse never started; it fails on its own.
-                step = Step(TOOL, agent, tool=str(data.get("tool", "")), started=fold.work)
-                fold.tool_calls += 1
-                _place(fold, agent).append(step)
-            _result_read(fold, step, data)
-            if step.permission in (PermissionDecision.DENY, PermissionDecision.EXPIRED):
-                _finish(fold, step, DENIED)
-            else:
-                _finish(fold, step, OK if data.get("success") else FAILED, outcome=_outcome(step, data))
-        case RunEvent.Type.PERMISSION_REQUEST:
-            step = fold.running.get(agent)
-            # A log written when tool_start came before the question has the call's step already.
-            if step is None or step.tool != data.get("tool"):
-                step = _call_start(fold, agent, data)
-            step.permission = "asked"
-            fold.asking = step
-        case RunEvent.Type.PERMISSION_RESULT:
-            step, fold.asking = fold.asking, None
-            if step is None:
-                return
-            step.permission = str(data.get("decision", ""))
-        case RunEvent.Type.COMPACTION_START:
-            # Between the agent's calls, so the step is its one in progress until the summary comes.
-            step = Step(COMPACTION, agent, subject=gettext("summarising its context to make room"), started=fold.work)
-            _place(fold, agent).append(step)
-            fold.running[agent] = step
-        case RunEvent.Type.COMPACTION:
-            step = fold.running.get(agent)
-            if step is None or step.kind != COMPACTION:
-                # Logged before compactions announced their start.
-                step = Step(COMPACTION, agent, started=fold.work)
-                _place(fold, agent).append(step)
-            fold.running.pop(agent, None)
-            before, after = data.get("tokens_before"), data.get("tokens_after")
-            sizes = (
-                {"before": f"{before:,}", "after": f"{after:,}"}
-                if isinstance(before, int) and isinstance(after, int)
-                else None
-            )
-            if data.get("failure"):
-                step.subject = (
-                    gettext("could not summarise its context, so cut it: %(before)s → %(after)s tokens (estimated)")
-                    % sizes
-                    if sizes
-                    else gettext("could not summarise its context, so cut it")
-                )
-                step.text = str(data["failure"])
-            else:
-                step.subject = (
-                    gettext("summarised its context to make room: %(before)s → %(after)s tokens (estimated)") % sizes
-                    if sizes
-                    else gettext("summarised its context to make room")
-                )
-                step.body = str(data.get("summary", ""))
-            _finish(fold, step, OK)
-        case RunEvent.Type.LLM_RETRY:
-            retry = Step(
-                RETRY, agent, subject=gettext("the model's reply broke off; asked again"), status=OK, started=fold.work
-            )
-            retry.text = str(data.get("reason", ""))
-            _place(fold, agent).append(retry)
-        case RunEvent.Type.COMPLETE | RunEvent.Type.ERROR:
-            flush = data.get("artifacts")
-            if isinstance(flush, dict) and isinstance(flush.get("failed"), dict):
-                fold.unsaved = set(flush["failed"])
-            if fold.asking is not None:
-                fold.asking.permission, fold.asking = "unanswered", None
-            for step in fold.running.values():
-                _finish(fold, step, STOPPED)
-            fold.running.clear()
-            fold.groups.clear()
-        case _:
-            return
-    fold.changed_seq = event.seq
-
-
-def step_thinking_add(fold: StepFold, event: RunEvent) -> None:
-    """The thinking of an llm_complete event, as a step of the agent that
-    thought, for the activity (the live list of steps has none)."""
-    reasoning = event.data.get("reasoning")
-    if not isinstance(reasoning, str) or not reasoning.strip():
-        return
-    ms = event.data.get("reasoning_ms")
-    thinking = Thinking(reasoning, ms=ms if isinstance(ms, int) else None)
-    _place(fold, event.agent).append(
-        Step(THINKING, event.agent, subject=thinking.summary, status=OK, started=fold.work, thinking=thinking)
-    )
-
-
-def _call_start(fold: StepFold, agent: str, data: dict) -> Step:
+def step_call_start(fold: StepFold, agent: str, data: dict) -> Step:
     """The step of a tool call, from its tool_start or, for one that needs
     approval, its permission_request: both carry the tool and its params."""
     tool = str(data.get("tool", ""))
@@ -453,12 +321,12 @@ def _call_start(fold: StepFold, agent: str, data: dict) -> Step:
             fold.titles[str(params.get("id", ""))] = str(params["title"])
     step.started = fold.work
     fold.tool_calls += 1
-    _place(fold, agent).append(step)
+    fold_place(fold, agent).append(step)
     fold.running[agent] = step
     return step
 
 
-def _clock_advance(fold: StepFold, event: RunEvent) -> None:
+def fold_clock_advance(fold: StepFold, event: RunEvent) -> None:
     """Adds the time since the previous event to work, or to wait while a
     permission question is open (its answer is the event that ends the wait).
     Waiting for a slot (admission's events) is neither: the clock starts again after it."""
@@ -474,14 +342,14 @@ def _clock_advance(fold: StepFold, event: RunEvent) -> None:
     fold.last_at = event.created_at
 
 
-def _place(fold: StepFold, agent: str) -> list[Step]:
+def fold_place(fold: StepFold, agent: str) -> list[Step]:
     """Where an agent's steps go: under its hand-over for a subagent at work,
     else the run's own list."""
     group = fold.groups.get(agent)
     return group.children if group is not None else fold.steps
 
 
-def _finish(fold: StepFold, step: Step, status: str, *, outcome: str = "") -> None:
+def step_finish(fold: StepFold, step: Step, status: str, *, outcome: str = "") -> None:
     step.status, step.duration = status, fold.work - step.started
     step.outcome = outcome or step.outcome
 
@@ -562,7 +430,7 @@ def _excerpt(text, limit: int) -> str:
     return shortened(_MARKUP.sub("", str(text)), limit)
 
 
-def _result_read(fold: StepFold, step: Step, data: dict) -> None:
+def step_result_read(fold: StepFold, step: Step, data: dict) -> None:
     """What a tool's result says: sources, a page, an artifact, a report or
     an error, as its output gives them."""
     change = data.get("artifact_change")
@@ -705,7 +573,7 @@ def _result_text_read(fold: StepFold, step: Step, data: dict) -> None:
         step.text = result
 
 
-def _outcome(step: Step, data: dict) -> str:
+def step_outcome(step: Step, data: dict) -> str:
     """A finished call's result in a few words."""
     if not data.get("success"):
         return shortened(step.text.splitlines()[0] if step.text.strip() else "", OUTCOME_CHARS)

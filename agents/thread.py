@@ -15,7 +15,8 @@ from conversations.models import Conversation, Message
 from conversations.tree import message_path, message_path_ids
 
 from .models import Run
-from .selectors import RunView, run_views, tools_allowed
+from .projection import RunView
+from .selectors import run_views, tools_allowed
 
 
 @dataclass

@@ -33,7 +33,7 @@ from django.utils import timezone
 
 from agents import thread
 from agents.models import Run, RunEvent
-from agents.selectors import RunView, run_view_apply, run_view_chunk
+from agents.projection import RunView, run_view_apply, run_view_chunk
 from artifactflow.markdown import BlockSplitter, LiveAnswer, live_answer, markdown_render
 from conversations.models import Conversation
 

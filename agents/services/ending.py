@@ -17,11 +17,11 @@ from artifacts.models import ArtifactSession
 from .. import engine
 from ..events import RunEventLog
 from ..models import Run, RunEvent
-from ..selectors import RunView, run_view_apply
+from ..projection import RunView, run_view_apply
 from ..state import checkpoint_state
 from .admission import runs_admit
 
-# Stored in English on the run and translated as a page shows it (agents.selectors.stored_text).
+# Stored in English on the run and translated as a page shows it (agents.projection.stored_text).
 CANCELLED = gettext_noop("Cancelled.")
 
 

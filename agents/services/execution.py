@@ -36,7 +36,7 @@ from .recovery import run_recover_dead
 
 logger = logging.getLogger(__name__)
 
-# Stored in English on the run and translated as a page shows it (agents.selectors.stored_text).
+# Stored in English on the run and translated as a page shows it (agents.projection.stored_text).
 ARTIFACTS_NOT_SAVED = gettext_noop(
     "The answer is complete, but not all its artifacts were saved. Ask again to have them written."
 )

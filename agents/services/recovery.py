@@ -23,7 +23,7 @@ from .permissions import permissions_expire
 
 logger = logging.getLogger(__name__)
 
-# Stored in English on the run and translated as a page shows it (agents.selectors.stored_text).
+# Stored in English on the run and translated as a page shows it (agents.projection.stored_text).
 WORKER_DIED = gettext_noop("The worker running this turn stopped twice. Ask again to retry.")
 NOT_RECOVERED = gettext_noop(
     "The worker running this turn stopped, and the turn could not be resumed. It has been logged."

@@ -10,7 +10,8 @@ from django.utils import timezone
 from agents import selectors
 from agents.library import library_document_fetch
 from agents.models import Run, RunEvent
-from agents.selectors import RunView, lead_model_options, model_use, run_activity, run_view_apply
+from agents.projection import RunView, run_view_apply
+from agents.selectors import lead_model_options, model_use, run_activity
 from agents.services.execution import run_execute
 from agents.services.permissions import permission_answer
 from agents.state import pending_request
