@@ -9,7 +9,10 @@ from one app module into another is a step of the path: library frames
 counts from the app module below them. Reported:
 
 - stays: the modules entered, one per step (the view first), and how many of
-  them are the response's template reading a property of what it shows;
+  them were entered by reading an attribute rather than by a call the code
+  writes (a property, read by code or by the response's template, or a
+  dataclass field's default): a reader following the code by its calls
+  makes the others;
 - modules: how many distinct modules those are;
 - climbs: steps into a module of a higher layer than the caller's (the layer
   contract `apps-one-way` in pyproject.toml, as this checkout has it), with
@@ -25,6 +28,7 @@ if __name__ == "__main__":
 
     setup()
 
+import dis
 import sys
 import tomllib
 from pathlib import Path
@@ -73,17 +77,33 @@ def _module(filename: str, cache: dict) -> str | None:
 class Step(NamedTuple):
     module: str
     caller: str | None
-    # A template reading an attribute (a property) while the response renders.
+    # Entered by reading an attribute, not by a call the code writes: a
+    # property (the response's template reading what it shows, or code
+    # reading `run.is_active`) or a dataclass field's default.
     read: bool
 
 
-def _template_read(frame) -> bool:
+def _opcode(frame) -> str:
+    """The instruction a frame is at: LOAD_ATTR while it reads an attribute."""
+    for instruction in dis.get_instructions(frame.f_code):
+        if instruction.offset == frame.f_lasti:
+            return instruction.opname
+    return ""
+
+
+def _read(frame) -> bool:
+    caller = frame.f_back
+    if caller is None:
+        return False
+    # A dataclass's __init__ is generated code: it calls a field's default factory.
+    if caller.f_code.co_filename == "<string>" or _opcode(caller) == "LOAD_ATTR":
+        return True
     for _ in range(3):
-        frame = frame.f_back
-        if frame is None:
-            return False
-        if "/django/template/" in frame.f_code.co_filename:
+        if "/django/template/" in caller.f_code.co_filename:
             return True
+        caller = caller.f_back
+        if caller is None:
+            return False
     return False
 
 
@@ -98,7 +118,7 @@ def question_path(*, client: Client, conversation: Conversation, question: str) 
             caller = frames.get(id(frame.f_back)) if frame.f_back else None
             module = _module(frame.f_code.co_filename, cache)
             if module and module != caller:
-                steps.append(Step(module, caller, _template_read(frame)))
+                steps.append(Step(module, caller, _read(frame)))
             frames[id(frame)] = module or caller
         elif event == "return":
             frames.pop(id(frame), None)
@@ -125,6 +145,7 @@ def path_figures(steps: list[Step]) -> dict:
     return {
         "stays": len(steps),
         "reads": sum(step.read for step in steps),
+        "calls": sum(not step.read for step in steps),
         "modules": len(seen),
         "climbs": len(climbs),
         "receivers": sum(step.module.endswith(".signals") for step in climbs),
@@ -146,7 +167,7 @@ def main():
     steps = question_path(client=client, conversation=conversation, question="何时会阻塞写入？")
     figures = path_figures(steps)
     print(
-        "a posted question's path: {stays} stays ({reads} of them the response's template reading a property) "
+        "a posted question's path: {stays} stays ({calls} by calls, {reads} by reading a property) "
         "in {modules} modules, {climbs} climbs up a layer ({receivers} of them signal receivers), "
         "{returns} returns to a module already visited".format(**figures)
     )
@@ -154,7 +175,7 @@ def main():
         layers = _layers()
         for step in steps:
             layer = f"layer {_rank(step.caller or '', layers)} → {_rank(step.module, layers)}"
-            print(f"  {step.caller} → {step.module} ({layer}){' (template read)' if step.read else ''}")
+            print(f"  {step.caller} → {step.module} ({layer}){' (read)' if step.read else ''}")
 
 
 if __name__ == "__main__":
