@@ -23,9 +23,10 @@ from datetime import datetime, timedelta
 from django.utils.translation import gettext, gettext_noop, ngettext
 
 from artifacts.models import ArtifactVersion
+from library.models import LIBRARY_URL_PREFIX
 
 from .config import LEAD_AGENT
-from .models import LIBRARY_URL_PREFIX, Run, RunEvent
+from .models import Run, RunEvent
 from .state import ALLOWING, PermissionDecision
 from .steps import (
     AGENT,

@@ -20,9 +20,9 @@ from artifacts.models import ArtifactSession
 from artifacts.selectors import run_versions
 from conversations.selectors import readable_filter
 from conversations.tree import message_path
+from library.selectors import library_documents
 
 from .config import LEAD_AGENT
-from .library import library_documents
 from .llm.config import lead_choices_from_settings
 from .models import Run, RunEvent
 from .projection import RunView, run_view_apply, stored_text

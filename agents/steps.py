@@ -21,9 +21,9 @@ from django.utils.translation import gettext, gettext_lazy, ngettext, pgettext_l
 from artifactflow.ids import ArtifactIdConverter
 from artifactflow.markdown import markdown_render
 from artifacts.selectors import VersionName
+from library.selectors import library_page_url, library_url_id
 
 from .config import CALL_SUBAGENT
-from .library import library_page_url, library_url_id
 from .models import RunEvent
 from .state import PermissionDecision
 from .tools.search import WEB_SEARCH, search_provider
@@ -495,7 +495,7 @@ def step_result_read(fold: StepFold, step: Step, data: dict) -> None:
 
 # --- reading the text of older events --------------------------------------------------
 # The XML shapes the tools write for the model (agents/tools/search.py, agents/tools/web.py,
-# agents/library.py, agents/tools/artifacts.py, agents/tools/base.py, the engine's
+# agents/tools/artifacts.py, agents/tools/base.py, the engine's
 # subagent_result and stored_result), for tool_complete events from before they
 # carried an output. The event keeps the first 2,000 characters, so a result may
 # stop anywhere: every pattern takes what is there.

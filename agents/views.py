@@ -1,17 +1,13 @@
-from django.conf import settings
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
-from django.urls import reverse
 from django.utils.translation import gettext, gettext_noop
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
-from django_htmx.http import HttpResponseClientRedirect, retarget
+from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import retarget
 
-from artifacts.uploads import UploadError, upload_too_large_message
 from conversations.views import thread_response
 
-from . import library, selectors, thread
-from .forms import LibraryDocumentForm
+from . import selectors, thread
 from .models import Run
 from .services import permissions, runs
 from .state import PermissionDecision
@@ -110,63 +106,3 @@ def run_activity(request, run_id):
         "read_only": run.message.conversation.owner_id != request.user.pk,
     }
     return render(request, "agents/activity.html", context)
-
-
-# --- The team library --------------------------------------------------------------
-
-
-def _library_page(request, *, form: LibraryDocumentForm, status: int = 200):
-    query = request.GET.get("q", "").replace("\x00", "")
-    context = {
-        "items": library.library_list(user=request.user, query=query),
-        "query": query,
-        "list_limit": library.LIST_LIMIT,
-        "form": form,
-        "upload_max_bytes": settings.ARTIFACT_UPLOAD_MAX_BYTES,
-        "upload_too_large": upload_too_large_message(),
-    }
-    return render(request, "library/list.html", context, status=status)
-
-
-@require_http_methods(["GET", "POST"])
-def library_index(request):
-    """The library: its documents (or those a search finds), and a form to add one."""
-    if request.method == "GET":
-        return _library_page(request, form=LibraryDocumentForm(user=request.user))
-    form = LibraryDocumentForm(request.POST, request.FILES, user=request.user)
-    if form.is_valid():
-        try:
-            document = library.library_document_create(
-                user=request.user,
-                title=form.cleaned_data["title"],
-                uploaded_file=form.cleaned_data["file"],
-                group=form.cleaned_data.get("group"),
-            )
-        except UploadError as error:
-            form.add_error("file", str(error))
-        else:
-            return redirect("library-document", document.pk)
-    return _library_page(request, form=form, status=422)
-
-
-@require_GET
-def library_document(request, document_id):
-    document = library.library_document_get(user=request.user, document_id=document_id)
-    if document is None:
-        # A library://<id> in an answer or a report links here whoever reads it (shared
-        # conversations too): one the reader may not see says so, as one that is gone does.
-        return render(request, "404.html", {"library_document": True}, status=404)
-    passage = request.GET.get("passage", "").replace("\x00", "")
-    context = {
-        "document": document,
-        "page": library.library_document_page(document=document, passage=passage),
-        "removable": library.library_document_removable(user=request.user, document=document),
-    }
-    return render(request, "library/document.html", context)
-
-
-@require_POST
-def library_document_delete(request, document_id):
-    if not library.library_document_delete(user=request.user, document_id=document_id):
-        raise Http404("No such document.")
-    return HttpResponseClientRedirect(reverse("library")) if request.htmx else redirect("library")

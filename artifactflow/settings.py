@@ -202,6 +202,7 @@ INSTALLED_APPS = [
     "csp",
     "conversations",
     "artifacts",
+    "library",
     "agents",
     "live",
     "accounts",

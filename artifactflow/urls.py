@@ -7,7 +7,6 @@ from django.views.generic import RedirectView
 # Registers the <id:…> and <artifact:…> converters the apps' URLconfs use.
 import artifactflow.ids  # noqa: F401
 from accounts.views import SignInView, SignOutView, SsoCallbackView, SsoStartView, language_set, settings_page
-from agents.urls import library_urlpatterns
 
 urlpatterns = [
     # For browsers that ask for /favicon.ico whatever the page links, signed in or not.
@@ -27,6 +26,6 @@ urlpatterns = [
     path("accounts/language/", login_not_required(language_set), name="language-set"),
     path("accounts/password_change/done/", RedirectView.as_view(pattern_name="settings"), name="password_change_done"),
     path("runs/", include("agents.urls")),
-    path("library/", include(library_urlpatterns)),
+    path("library/", include("library.urls")),
     path("", include("conversations.urls")),
 ]

@@ -11,10 +11,10 @@ import time
 
 from django.contrib.auth import get_user_model
 
-from agents.library import library_search
-from agents.models import LibraryDocument
 from conversations.models import Conversation, Message
 from conversations.search import conversation_search
+from library.models import LibraryDocument
+from library.selectors import library_search
 
 MESSAGES = 40_000
 PER_CONVERSATION = 100

@@ -3,7 +3,7 @@ answers and artifact text. Results are the matching conversations, newest
 first and paged like the list, each with a snippet showing where it matched.
 
 The indexes are migration 0004's: FTS5 tables on SQLite, stored tsvector
-columns with GIN indexes on Postgres, as agents.library searches the library,
+columns with GIN indexes on Postgres, as library.selectors searches the library,
 both with each Chinese character a word of its own (artifactflow.textsearch).
 Both take the user's words, never their syntax, so no query can fail; every
 word must match (a Chinese one as the phrase of its characters) and the last

@@ -7,9 +7,10 @@ import factory
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from agents.models import LibraryDocument, Run, TokenSpend
+from agents.models import Run, TokenSpend
 from artifacts.models import Artifact, ArtifactSession, ArtifactVersion
 from conversations.models import Conversation, ConversationShare, Message
+from library.models import LibraryDocument
 
 PASSWORD = "pw-for-tests"
 

@@ -10,14 +10,14 @@ from xml.sax.saxutils import escape, quoteattr
 import httpx
 from django.conf import settings
 
-from agents.library import SearchHit, library_search
+from library.selectors import SearchHit, library_search
 
 from ..event_schema import SourcesOutput
 from .base import AUTO, Tool, ToolContext, ToolResult, source_data, tool_error
 
 WEB_SEARCH = "web_search"
 PROVIDERS = ("searxng", "tavily", "local")
-# The library keeps only relevant documents (agents.library), so no hits
+# The library keeps only relevant documents (library.selectors), so no hits
 # means no document covers the subject: the model is to say that, not
 # answer as if it had a source.
 NOTHING_IN_LIBRARY = (

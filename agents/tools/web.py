@@ -25,10 +25,10 @@ import httpx
 import trafilatura
 from django.conf import settings
 
-from agents.library import library_document_fetch
-from agents.models import LIBRARY_URL_PREFIX
 from artifactflow.documents import DocumentError, DocumentUnreadableError, PdfLockedError, pdf_first_pages
 from artifactflow.extraction import document_read
+from library.models import LIBRARY_URL_PREFIX
+from library.selectors import library_documents, library_url_id
 
 from ..event_schema import PageOutput
 from .base import CONFIRM, Tool, ToolContext, ToolResult, source_data, tool_error
@@ -329,3 +329,29 @@ WEB_FETCH_TOOL = Tool(
     handler=web_fetch,
     permission=CONFIRM,
 )
+
+
+def library_document_fetch(*, url: str, user=None) -> ToolResult:
+    """A library document `user` may read, for web_fetch, which hands
+    library:// URLs here. One the user may not read is one that does not exist."""
+    document_id = library_url_id(url)
+    if document_id is None:
+        return tool_error(
+            tool="web_fetch", message=f"{url} is not a library URL; they look like {LIBRARY_URL_PREFIX}12."
+        )
+    document = library_documents(user=user).filter(pk=document_id).first()
+    if document is None:
+        return tool_error(
+            tool="web_fetch", message=f"There is no library document {url}; search the library for its current URL."
+        )
+    return ToolResult(
+        success=True,
+        content=(
+            f"<page url={quoteattr(document.url)} title={quoteattr(document.title)} "
+            f"content_type={quoteattr(document.content_type)}><content>{escape(document.content)}</content></page>"
+        ),
+        output=PageOutput(
+            kind="page", source=source_data(title=document.title, url=document.url, text=document.content)
+        ),
+        metadata={"url": document.url, "title": document.title},
+    )

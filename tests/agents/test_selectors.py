@@ -8,7 +8,6 @@ from django.urls import reverse
 from django.utils import timezone
 
 from agents import selectors
-from agents.library import library_document_fetch
 from agents.models import Run, RunEvent
 from agents.projection import RunView, run_view_apply
 from agents.selectors import lead_model_options, model_use, run_activity
@@ -17,6 +16,7 @@ from agents.services.permissions import permission_answer
 from agents.state import pending_request
 from agents.tools.base import ToolContext, ToolResult, tool_error
 from agents.tools.search import web_search
+from agents.tools.web import library_document_fetch
 from artifacts.models import Artifact
 from artifacts.services import artifact_version_save
 from conversations.lifecycle import conversation_start

@@ -3,9 +3,9 @@ or from the text of an event written before tools returned one."""
 
 import pytest
 
-from agents.library import library_document_fetch
 from agents.models import RunEvent
 from agents.tools.base import tool_error
+from agents.tools.web import library_document_fetch
 from agents.trace import run_trace
 from tests.factories import LibraryDocumentFactory, RunFactory
 

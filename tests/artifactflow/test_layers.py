@@ -1,5 +1,5 @@
-"""Imports point one way: live → the conversation workflow → agents →
-artifacts → conversations' records, the interface modules (views, admin,
+"""Imports point one way: live → the conversation workflow → agents → the
+library → artifacts → conversations' records, the interface modules (views, admin,
 commands…) too but for the upward edges the contract names, the project's
 shared helpers below them, and only live speaks to websockets; within the run
 services, only the worker's execution executes a turn; no model imports a tool

@@ -42,8 +42,7 @@ from django.urls import URLResolver, get_resolver, resolve, reverse
 from django.urls.exceptions import Resolver404
 from django.views.defaults import server_error
 
-from agents.library import library_document_create
-from agents.models import LibraryDocument, Run, RunEvent
+from agents.models import Run, RunEvent
 from agents.services.execution import run_execute
 from agents.state import pending_request
 from artifacts import services as artifact_services
@@ -53,6 +52,8 @@ from artifacts.models import Artifact, ArtifactSession, ArtifactVersion
 from conversations import lifecycle
 from conversations.models import Conversation, ConversationShare, Message
 from conversations.selectors import readable_filter
+from library.models import LibraryDocument
+from library.services import library_document_create
 from tests.agents.test_engine import call
 from tests.factories import ConversationShareFactory, MessageFactory, RunFactory, UserFactory
 from tests.model_server import Text

@@ -61,7 +61,7 @@ def states(portal, browser):
     streaming, and a library document."""
     user = portal.user_create(prefix="e2e-axe")
     seeded = portal.shell(
-        "from django.contrib.auth import get_user_model; from agents.library import library_document_create; "
+        "from django.contrib.auth import get_user_model; from library.services import library_document_create; "
         "from tests.e2e.seed import long_conversation; "
         f"user = get_user_model().objects.get(username={user.username!r}); "
         f"print(long_conversation(username={user.username!r}, turns=3)); "

@@ -19,7 +19,7 @@ REPORT = "# 热泵报告\n\n空气源热泵在零下十五度时效率下降。"
 HANDBOOK = "空气源热泵在寒冷气候中的性能。热泵的效率用COP衡量。"
 # A library document for the crawl agent to read, and its library:// URL.
 HANDBOOK_CODE = (
-    "from django.contrib.auth import get_user_model; from agents.library import library_document_create; "
+    "from django.contrib.auth import get_user_model; from library.services import library_document_create; "
     "user = get_user_model().objects.get(username={username!r}); "
     f"print(library_document_create(user=user, title='热泵手册', content={HANDBOOK!r}).url)"
 )

@@ -1,40 +1,29 @@
-"""The team library: documents users add (on the Library page) and staff (in
-the admin), read once into text, for people to read and for their agents to
-search (web_search's local provider) and read (web_fetch of a library://<id>
-URL). A document limited to a group is seen by its members and its uploader
-alone, by people and agents alike (library_visible): an agent sees what the
-owner of the conversation it works for may see.
+"""The team library's reads: the documents a person may see (and their
+agents find), their pages, and full-text search.
 
 Search is full-text in the database itself, so the embedded default needs no
 search server: FTS5 with bm25 on SQLite, tsvector with ts_rank on Postgres,
 both with each Chinese character a word of its own (artifactflow.textsearch;
-the indexes are migration 0009's).
-Both take the user's words, never their syntax, so no query can fail, and
-both apply the same relevance cut-off (library_search), so a question the
-library does not cover finds nothing rather than weak hits.
+the indexes are agents' migration 0009's, from when the library was part of
+agents). Both take the user's words, never their syntax, so no query can
+fail, and both apply the same relevance cut-off (library_search), so a
+question the library does not cover finds nothing rather than weak hits.
 """
 
 import re
 from dataclasses import dataclass
 from urllib.parse import urlencode
-from xml.sax.saxutils import escape, quoteattr
 
-from django.core.files.uploadedfile import UploadedFile
 from django.db import connection
 from django.db.models import Q, QuerySet
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
-from django.utils.translation import gettext
 
 from artifactflow.markdown import code_render, markdown_render, passage_mark, text_render
 from artifactflow.textsearch import fts5_phrase, search_terms, snippet_join, words_counted
-from artifacts.services import artifact_upload_check
-from artifacts.uploads import ConvertedUpload, UploadError, convert_upload
 
-from .event_schema import PageOutput
 from .models import LIBRARY_URL_PREFIX, LibraryDocument
-from .tools.base import ToolResult, source_data, tool_error
 
 # A question a model or person types has a handful of words; a pasted page
 # would only make the query slow.
@@ -112,55 +101,6 @@ def library_url_id(url: str) -> int | None:
     return int(match[1]) if match else None
 
 
-def library_file_read(*, uploaded_file: UploadedFile) -> ConvertedUpload:
-    """The text of an upload, or UploadError saying why there is none.
-
-    The admin calls this while validating its form, so a file we cannot read
-    is reported on the form rather than after it was saved.
-    """
-    artifact_upload_check(size=uploaded_file.size)
-    uploaded_file.seek(0)
-    converted = convert_upload(
-        filename=uploaded_file.name,
-        data=uploaded_file.read(),
-        content_type=uploaded_file.content_type or "",
-    )
-    if converted.kind != "text":
-        raise UploadError(
-            gettext("%(name)s has no text we can read; upload markdown, text, Word (.docx) or PDF.")
-            % {"name": converted.title}
-        )
-    if not converted.content.strip():
-        raise UploadError(gettext("%(name)s contains no text.") % {"name": converted.title})
-    return converted
-
-
-def library_document_create(
-    *,
-    user,
-    title: str = "",
-    uploaded_file: UploadedFile | None = None,
-    content: str | None = None,
-    group=None,
-) -> LibraryDocument:
-    """Add a document to the library from an uploaded file (its text read
-    here, its name the default title) or from markdown text; limited to
-    `group` when one is given (the caller checks the user is in it)."""
-    if (uploaded_file is None) == (content is None):
-        raise ValueError("library_document_create takes uploaded_file or content, not both")
-    document = LibraryDocument(title=title or "Untitled", content=content or "", uploaded_by=user, group=group)
-    if uploaded_file is not None:
-        converted = library_file_read(uploaded_file=uploaded_file)
-        document.content, document.content_type = converted.content, converted.content_type
-        document.title = title or converted.title
-        uploaded_file.seek(0)
-        # The converted title is the upload's own name with no directories or
-        # control characters, and no longer than a title.
-        document.original_file.save(converted.title, uploaded_file, save=False)
-    document.save()
-    return document
-
-
 def library_visible(*, user) -> Q:
     """The documents `user` may read, and their agents find: those limited
     to no group, to one of the user's groups, or added by the user. None (or
@@ -223,18 +163,6 @@ def library_document_page(*, document: LibraryDocument, passage: str = "") -> Do
 def library_document_removable(*, user, document: LibraryDocument) -> bool:
     """Whoever added a document may remove it; staff may remove any they can see."""
     return user.is_staff or (document.uploaded_by_id is not None and document.uploaded_by_id == user.pk)
-
-
-def library_document_delete(*, user, document_id: int) -> bool:
-    """Removes the document if the user may; False for one they may not
-    remove or cannot see, which the page answers alike (404)."""
-    document = library_document_get(user=user, document_id=document_id)
-    if document is None or not library_document_removable(user=user, document=document):
-        return False
-    if document.original_file:
-        document.original_file.delete(save=False)
-    document.delete()
-    return True
 
 
 def library_search(*, query: str, limit: int, user=None) -> list[SearchHit]:
@@ -351,29 +279,3 @@ def _postgres_search(*, terms: list[list[str]], limit: int, visible: tuple[str, 
             ],
         )
         return cursor.fetchall()
-
-
-def library_document_fetch(*, url: str, user=None) -> ToolResult:
-    """A library document `user` may read, for web_fetch, which hands
-    library:// URLs here. One the user may not read is one that does not exist."""
-    document_id = library_url_id(url)
-    if document_id is None:
-        return tool_error(
-            tool="web_fetch", message=f"{url} is not a library URL; they look like {LIBRARY_URL_PREFIX}12."
-        )
-    document = library_documents(user=user).filter(pk=document_id).first()
-    if document is None:
-        return tool_error(
-            tool="web_fetch", message=f"There is no library document {url}; search the library for its current URL."
-        )
-    return ToolResult(
-        success=True,
-        content=(
-            f"<page url={quoteattr(document.url)} title={quoteattr(document.title)} "
-            f"content_type={quoteattr(document.content_type)}><content>{escape(document.content)}</content></page>"
-        ),
-        output=PageOutput(
-            kind="page", source=source_data(title=document.title, url=document.url, text=document.content)
-        ),
-        metadata={"url": document.url, "title": document.title},
-    )

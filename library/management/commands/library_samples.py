@@ -5,10 +5,10 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand
 
-from agents.library import library_document_create
-from agents.models import LibraryDocument
+from library.models import LibraryDocument
+from library.services import library_document_create
 
-SAMPLES_DIR = Path(__file__).resolve().parents[2] / "sample_library"
+SAMPLES_DIR = Path(__file__).resolve().parents[2] / "samples"
 
 
 class Command(BaseCommand):

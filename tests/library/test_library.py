@@ -8,13 +8,14 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 from django.urls import reverse
 
-from agents.library import library_document_create, library_document_fetch, library_search
-from agents.models import LibraryDocument
 from agents.selectors import library_titles
 from agents.tools.base import ToolContext
 from agents.tools.search import web_search
-from agents.tools.web import web_fetch
+from agents.tools.web import library_document_fetch, web_fetch
 from artifacts.uploads import UploadError
+from library.models import LibraryDocument
+from library.selectors import library_search
+from library.services import library_document_create
 from tests.factories import LibraryDocumentFactory, UserFactory, docx_of_xml, pdf_bytes
 
 pytestmark = pytest.mark.django_db
@@ -229,7 +230,7 @@ def staff_client(client):
 def test_staff_upload_through_the_admin(staff_client):
     upload = SimpleUploadedFile("wal-notes.md", b"# WAL\n\nCheckpoints move pages home.", content_type="text/markdown")
 
-    response = staff_client.post(reverse("admin:agents_librarydocument_add"), {"original_file": upload, "title": ""})
+    response = staff_client.post(reverse("admin:library_librarydocument_add"), {"original_file": upload, "title": ""})
 
     document = LibraryDocument.objects.get()
     assert response.status_code == 302
@@ -245,7 +246,7 @@ def test_admin_shows_an_unreadable_upload_on_the_form(staff_client):
     upload = SimpleUploadedFile("photo.png", b"\x89PNG\r\n\x1a\n")
 
     response = staff_client.post(
-        reverse("admin:agents_librarydocument_add"), {"original_file": upload, "title": "Photo"}
+        reverse("admin:library_librarydocument_add"), {"original_file": upload, "title": "Photo"}
     )
 
     assert response.status_code == 200
@@ -258,7 +259,7 @@ def test_admin_refuses_a_crafted_word_document_on_the_form_in_time(staff_client)
     upload = SimpleUploadedFile("bomb.docx", docx_of_xml(b"<w:p><w:r><w:t>x</w:t></w:r></w:p>", repeat=300_000))
     started = time.perf_counter()
 
-    response = staff_client.post(reverse("admin:agents_librarydocument_add"), {"original_file": upload, "title": ""})
+    response = staff_client.post(reverse("admin:library_librarydocument_add"), {"original_file": upload, "title": ""})
 
     assert response.status_code == 200
     assert "This Word document unpacks to too much data to read." in response.content.decode()
@@ -270,20 +271,20 @@ def test_staff_edit_in_the_admin_reindexes(staff_client):
     document = LibraryDocumentFactory(title="Draft", content="Old words.")
 
     response = staff_client.post(
-        reverse("admin:agents_librarydocument_change", args=[document.pk]),
+        reverse("admin:library_librarydocument_change", args=[document.pk]),
         {"title": "Final", "content": "Fresh vocabulary."},
     )
 
     assert response.status_code == 302
     assert library_search(query="vocabulary", limit=5)[0].title == "Final"
     assert library_search(query="old", limit=5) == []
-    assert staff_client.get(reverse("admin:agents_librarydocument_changelist"), {"q": "Final"}).status_code == 200
+    assert staff_client.get(reverse("admin:library_librarydocument_changelist"), {"q": "Final"}).status_code == 200
 
 
 def test_non_staff_get_no_admin(client, user):
     client.force_login(user)
 
-    response = client.get(reverse("admin:agents_librarydocument_add"))
+    response = client.get(reverse("admin:library_librarydocument_add"))
 
     assert response.status_code == 302
     assert response.url.startswith(reverse("admin:login"))

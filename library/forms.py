@@ -10,7 +10,7 @@ from artifacts.uploads import UploadError
 class LibraryDocumentForm(forms.Form):
     """Adding a document on the Library page: a file, an optional title, and
     optionally one of the user's groups to limit it to. The file's text is
-    read when the document is created (agents.library), once."""
+    read when the document is created (services.library_document_create), once."""
 
     file = forms.FileField(label=_("File"), help_text=_("Markdown, text, Word (.docx) or PDF."))
     title = forms.CharField(

@@ -1,0 +1,76 @@
+"""The team library's writes: documents people add (on the Library page) and
+staff (in the admin), read once into text, and removed by whoever added them
+or by staff. A document limited to a group is seen by its members and its
+uploader alone, by people and agents alike (selectors.library_visible): an
+agent sees what the owner of the conversation it works for may see.
+"""
+
+from django.core.files.uploadedfile import UploadedFile
+from django.utils.translation import gettext
+
+from artifacts.services import artifact_upload_check
+from artifacts.uploads import ConvertedUpload, UploadError, convert_upload
+
+from .models import LibraryDocument
+from .selectors import library_document_get, library_document_removable
+
+
+def library_file_read(*, uploaded_file: UploadedFile) -> ConvertedUpload:
+    """The text of an upload, or UploadError saying why there is none.
+
+    The admin calls this while validating its form, so a file we cannot read
+    is reported on the form rather than after it was saved.
+    """
+    artifact_upload_check(size=uploaded_file.size)
+    uploaded_file.seek(0)
+    converted = convert_upload(
+        filename=uploaded_file.name,
+        data=uploaded_file.read(),
+        content_type=uploaded_file.content_type or "",
+    )
+    if converted.kind != "text":
+        raise UploadError(
+            gettext("%(name)s has no text we can read; upload markdown, text, Word (.docx) or PDF.")
+            % {"name": converted.title}
+        )
+    if not converted.content.strip():
+        raise UploadError(gettext("%(name)s contains no text.") % {"name": converted.title})
+    return converted
+
+
+def library_document_create(
+    *,
+    user,
+    title: str = "",
+    uploaded_file: UploadedFile | None = None,
+    content: str | None = None,
+    group=None,
+) -> LibraryDocument:
+    """Add a document to the library from an uploaded file (its text read
+    here, its name the default title) or from markdown text; limited to
+    `group` when one is given (the caller checks the user is in it)."""
+    if (uploaded_file is None) == (content is None):
+        raise ValueError("library_document_create takes uploaded_file or content, not both")
+    document = LibraryDocument(title=title or "Untitled", content=content or "", uploaded_by=user, group=group)
+    if uploaded_file is not None:
+        converted = library_file_read(uploaded_file=uploaded_file)
+        document.content, document.content_type = converted.content, converted.content_type
+        document.title = title or converted.title
+        uploaded_file.seek(0)
+        # The converted title is the upload's own name with no directories or
+        # control characters, and no longer than a title.
+        document.original_file.save(converted.title, uploaded_file, save=False)
+    document.save()
+    return document
+
+
+def library_document_delete(*, user, document_id: int) -> bool:
+    """Removes the document if the user may; False for one they may not
+    remove or cannot see, which the page answers alike (404)."""
+    document = library_document_get(user=user, document_id=document_id)
+    if document is None or not library_document_removable(user=user, document=document):
+        return False
+    if document.original_file:
+        document.original_file.delete(save=False)
+    document.delete()
+    return True

@@ -1,0 +1,259 @@
+"""The team library's pages: adding, listing, searching, reading and removing
+documents, another person's ids on every URL."""
+
+import lxml.html
+import pytest
+from django.contrib.auth.models import Group
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client
+from django.urls import reverse
+
+from agents.services.execution import run_execute
+from conversations import lifecycle
+from library.models import LibraryDocument
+from library.selectors import PAGE_MAX_CHARS
+from library.services import library_document_create
+from tests.agents.test_engine import call
+from tests.factories import LibraryDocumentFactory, UserFactory
+from tests.model_server import Text
+
+pytestmark = pytest.mark.django_db
+
+HTMX = {"HTTP_HX_REQUEST": "true"}
+
+HEAT_PUMPS_ZH = "# 热泵\n\n空气源热泵在寒冷气候中的性能。热泵的**效率**用COP衡量。"
+
+
+def _upload(name: str, data: bytes = b"# Notes\n\nCobalt-free cathodes.", content_type: str = "text/markdown"):
+    return SimpleUploadedFile(name, data, content_type=content_type)
+
+
+def _page(response):
+    return lxml.html.fromstring(response.content.decode())
+
+
+@pytest.fixture
+def two_clients(user, other_user):
+    mine, theirs = Client(), Client()
+    mine.force_login(user)
+    theirs.force_login(other_user)
+    return mine, theirs
+
+
+def test_a_user_adds_reads_finds_and_removes_a_document(two_clients, user):
+    client, _ = two_clients
+    upload = _upload("热泵.md", HEAT_PUMPS_ZH.encode())
+
+    added = client.post(reverse("library"), {"file": upload, "title": ""})
+    document = LibraryDocument.objects.get()
+    page = client.get(added["Location"])
+    found = client.get(reverse("library"), {"q": "热泵的效率"})
+    removed = client.post(reverse("library-document-delete", args=[document.pk]))
+
+    assert added.status_code == 302 and added["Location"] == reverse("library-document", args=[document.pk])
+    assert (document.title, document.uploaded_by, document.group) == ("热泵.md", user, None)
+    assert page.status_code == 200
+    assert _page(page).xpath("//h1")[0].text_content() == "热泵.md"
+    assert _page(page).xpath("//article//h1")[0].text_content() == "热泵"
+    assert _page(page).xpath("//article//strong")[0].text_content() == "效率"
+    (item,) = _page(found).xpath("//li[@class='library-item']")
+    assert item.xpath("a")[0].text_content() == "热泵.md"
+    assert "热泵" in [mark.text_content() for mark in item.xpath(".//mark")]
+    assert removed.status_code == 302 and removed["Location"] == reverse("library")
+    assert not LibraryDocument.objects.exists()
+
+
+def test_a_search_results_link_marks_the_passage_on_the_document_page(signed_in, user):
+    content = "# 热泵\n\n" + "天气晴朗。" * 40 + "\n\n热泵的效率用COP衡量。\n\n" + "风很大。" * 40
+    document = LibraryDocumentFactory(title="热泵", content=content, uploaded_by=user)
+
+    found = signed_in.get(reverse("library"), {"q": "热泵的效率"})
+    href = _page(found).xpath("//li[@class='library-item']/a/@href")[0]
+    page = signed_in.get(href)
+
+    assert href.startswith(reverse("library-document", args=[document.pk]) + "?passage=") and href.endswith("#passage")
+    marks = _page(page).xpath("//article//mark")
+    assert marks[0].get("id") == "passage"
+    marked = "".join(mark.text_content() for mark in marks)
+    assert "热泵的效率用COP衡量" in marked and len(marked) < 60
+
+
+def test_the_list_shows_everyone_s_documents_and_the_top_bar_links_it(two_clients, user, other_user):
+    client, theirs = two_clients
+    LibraryDocumentFactory(title="Mine", uploaded_by=user)
+    LibraryDocumentFactory(title="Theirs", uploaded_by=other_user)
+
+    response = theirs.get(reverse("library"))
+
+    assert [a.text_content() for a in _page(response).xpath("//a[@class='library-title']")] == ["Theirs", "Mine"]
+    assert _page(response).xpath("//header[@class='topbar']//a[@href='/library/']/@aria-current") == ["page"]
+    assert _page(client.get(reverse("chat"))).xpath("//header[@class='topbar']//a[@href='/library/']")
+
+
+def test_nobody_removes_another_s_document_but_staff(two_clients, user, other_user):
+    _, theirs = two_clients
+    document = LibraryDocumentFactory(title="Mine", uploaded_by=user)
+    staff = Client()
+    staff.force_login(UserFactory(is_staff=True))
+
+    page = theirs.get(reverse("library-document", args=[document.pk]))
+    refused = theirs.post(reverse("library-document-delete", args=[document.pk]))
+    assert refused.status_code == 404 and LibraryDocument.objects.filter(pk=document.pk).exists()
+    assert page.status_code == 200 and not _page(page).xpath("//form[contains(@action, '/delete/')]")
+
+    removed = staff.post(reverse("library-document-delete", args=[document.pk]), **HTMX)
+    assert removed.status_code == 200 and removed["HX-Redirect"] == reverse("library")
+    assert not LibraryDocument.objects.filter(pk=document.pk).exists()
+
+
+def test_a_document_limited_to_a_group_is_its_members_alone(two_clients, user, other_user):
+    client, theirs = two_clients
+    group = Group.objects.create(name="热泵组")
+    user.groups.add(group)
+
+    added = client.post(reverse("library"), {"file": _upload("内部.md", HEAT_PUMPS_ZH.encode()), "group": group.pk})
+    document = LibraryDocument.objects.get()
+    outsider_list = theirs.get(reverse("library"))
+    outsider_search = theirs.get(reverse("library"), {"q": "热泵"})
+    member_list = client.get(reverse("library"))
+
+    assert added.status_code == 302 and document.group == group
+    refused_page = theirs.get(reverse("library-document", args=[document.pk]))
+    assert refused_page.status_code == 404
+    assert "not available to you" in refused_page.content.decode() and "内部.md" not in refused_page.content.decode()
+    assert theirs.post(reverse("library-document-delete", args=[document.pk])).status_code == 404
+    assert "内部.md" not in outsider_list.content.decode() and "内部.md" not in outsider_search.content.decode()
+    assert "Visible to 热泵组" in member_list.content.decode()
+    # A group the user is not in is no choice.
+    other = Group.objects.create(name="Other")
+    refused = theirs.post(reverse("library"), {"file": _upload("x.md"), "group": other.pk})
+    assert refused.status_code == 422 and LibraryDocument.objects.count() == 1
+
+
+@pytest.mark.parametrize(
+    ("name", "title"),
+    [
+        ("../../etc/passwd.md", "passwd.md"),
+        ("nul\x00name.md", "nulname.md"),
+        ("<script>alert(1)<b>.md", "<script>alert(1)<b>.md"),
+        ("长" * 300 + ".md", None),
+        # Would read "报告dm.exe" with the override.
+        ("报告\u200f\u202eexe.md\u2066\u200b", "报告exe.md"),
+    ],
+)
+def test_hostile_file_names_become_harmless_titles_and_files(signed_in, name, title, media_root):
+    response = signed_in.post(reverse("library"), {"file": _upload(name)})
+
+    document = LibraryDocument.objects.get()
+    page = signed_in.get(reverse("library-document", args=[document.pk]))
+    assert response.status_code == 302
+    if title is not None:
+        assert document.title == title
+    assert len(document.title) <= 300 and document.title.endswith(".md") and "\x00" not in document.title
+    stored = media_root / document.original_file.name
+    assert stored.resolve().is_relative_to(media_root.resolve() / "library") and stored.read_bytes().startswith(
+        b"# Notes"
+    )
+    assert b"<script>alert" not in page.content
+
+
+def test_a_typed_title_keeps_nothing_that_hides_or_reorders_text(signed_in):
+    response = signed_in.post(
+        reverse("library"), {"file": _upload("notes.md"), "title": " \u202e我的\u200b标题\u200f\x01 第一版\u2069 "}
+    )
+
+    assert response.status_code == 302
+    assert LibraryDocument.objects.get().title == "我的标题 第一版"
+
+
+def test_an_unsupported_file_is_refused_with_a_clear_message_and_the_form_keeps_the_title(signed_in):
+    response = signed_in.post(
+        reverse("library"), {"file": _upload("setup.exe", b"MZ\x90\x00", ""), "title": "我的标题"}
+    )
+
+    assert response.status_code == 422 and not LibraryDocument.objects.exists()
+    error = _page(response).xpath("//p[@id='library-file-error']")[0]
+    assert error.text_content() == "setup.exe has no text we can read; upload markdown, text, Word (.docx) or PDF."
+    assert _page(response).xpath("//input[@name='title']/@value") == ["我的标题"]
+
+
+def test_an_oversize_file_is_refused_with_the_limit(signed_in, settings):
+    settings.ARTIFACT_UPLOAD_MAX_BYTES = 1024
+
+    response = signed_in.post(reverse("library"), {"file": _upload("big.md", b"x" * 2048), "title": "Big"})
+
+    assert response.status_code == 422 and not LibraryDocument.objects.exists()
+    assert _page(response).xpath("//p[@id='library-file-error']")[0].text_content() == (
+        "This file is larger than the upload limit of 1.0\xa0KB."
+    )
+    assert _page(response).xpath("//input[@type='file']/@data-max-bytes") == ["1024"]
+
+
+def test_a_missing_file_is_asked_for(signed_in):
+    response = signed_in.post(reverse("library"), {"title": "No file"})
+
+    assert response.status_code == 422
+    assert _page(response).xpath("//p[@id='library-file-error']")[0].text_content() == "This field is required."
+
+
+def test_a_long_document_s_page_shows_its_start(signed_in, user):
+    document = LibraryDocumentFactory(content="词" * (PAGE_MAX_CHARS + 10), content_type="text/plain")
+
+    response = signed_in.get(reverse("library-document", args=[document.pk]))
+
+    text = _page(response).xpath("//article")[0].text_content()
+    assert text.count("词") == PAGE_MAX_CHARS
+    assert "its page shows the start of it" in response.content.decode()
+
+
+def test_a_text_document_s_page_wraps_its_paragraphs_with_no_code_block(signed_in, user):
+    upload = SimpleUploadedFile("会议纪要.txt", ("热泵测试在零下十度进行，" * 60 + "\n\n来源：library://9").encode())
+    document = library_document_create(user=user, uploaded_file=upload)
+
+    article = _page(signed_in.get(reverse("library-document", args=[document.pk]))).xpath("//article")[0]
+
+    assert not article.xpath(".//pre") and article.xpath(".//div[@class='prose-text plain-lines']")
+    assert len(article.xpath(".//p")) == 2
+    assert article.xpath(".//a")[0].get("href") == reverse("library-document", args=[9])
+
+
+def test_the_library_pages_need_a_sign_in(client):
+    document = LibraryDocumentFactory()
+
+    for url in (reverse("library"), reverse("library-document", args=[document.pk])):
+        assert client.get(url).status_code == 302
+
+
+def test_a_cited_library_source_and_link_in_an_answer_open_the_document_page(signed_in, user, scripted_model):
+    content = "# 热泵\n\n" + "天气晴朗。" * 40 + "\n\n热泵的效率用COP衡量。\n\n" + "风很大。" * 40
+    document = LibraryDocumentFactory(title="热泵手册", content=content)
+    scripted_model.add(
+        Text(call("call_subagent", agent="search_agent", instruction="找热泵的资料")),
+        Text(call("web_search", query="热泵的效率")),
+        Text(f"找到了 {document.url}"),
+        Text(f"见[热泵手册]({document.url})。"),
+    )
+    conversation = lifecycle.conversation_start(user=user, content="热泵的效率如何？", enqueue=False)
+    run = run_execute(run_id=conversation.active_branch.runs.get().pk)
+
+    activity = _page(signed_in.get(reverse("run-activity", args=[run.pk])))
+    (source,) = activity.xpath("//ul[@class='step-sources']//a")
+    answer = _page(signed_in.get(conversation.get_absolute_url())).xpath("//a[text()='热泵手册']")[0]
+    page = _page(signed_in.get(source.get("href")))
+
+    page_url = reverse("library-document", args=[document.pk])
+    assert source.text_content() == "热泵手册" and source.get("href").startswith(f"{page_url}?passage=")
+    assert (source.get("target"), source.get("rel")) == ("_blank", "noopener noreferrer nofollow")
+    assert answer.get("href") == page_url
+    assert "热泵的效率用COP衡量" in "".join(mark.text_content() for mark in page.xpath("//article//mark"))
+
+
+def test_a_long_library_lists_its_newest_documents_and_says_so(signed_in, monkeypatch):
+    monkeypatch.setattr("library.selectors.LIST_LIMIT", 2)
+    for title in ("Oldest", "Middle", "Newest"):
+        LibraryDocumentFactory(title=title)
+
+    response = signed_in.get(reverse("library"))
+
+    assert [a.text_content() for a in _page(response).xpath("//a[@class='library-title']")] == ["Newest", "Middle"]
+    assert "The newest 2 documents are listed; search to find the others." in response.content.decode()
