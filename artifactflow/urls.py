@@ -1,7 +1,8 @@
 from django.contrib import admin
+from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth.decorators import login_not_required
 from django.templatetags.static import static
-from django.urls import include, path
+from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 
 # Registers the <id:…> and <artifact:…> converters the apps' URLconfs use.
@@ -11,6 +12,13 @@ from accounts.views import SignInView, SignOutView, SsoCallbackView, SsoStartVie
 urlpatterns = [
     # For browsers that ask for /favicon.ico whatever the page links, signed in or not.
     path("favicon.ico", login_not_required(RedirectView.as_view(url=static("favicon.svg")))),
+    # The library's documents were agents' in the admin until the library became an app of its own.
+    re_path(
+        r"^admin/agents/librarydocument/(?P<rest>.*)$",
+        staff_member_required(
+            RedirectView.as_view(url="/admin/library/librarydocument/%(rest)s", permanent=True, query_string=True)
+        ),
+    ),
     path("admin/", admin.site.urls),
     # No password reset by e-mail: a self-hosted portal often has no mail
     # server, and an administrator resets passwords in the admin.

@@ -190,6 +190,8 @@ def world(user, other_user, scripted_model, settings):
                 Value(str(shared.pk + 1000)),
                 Value("9" * 25),
             ],
+            # What follows an old admin URL the portal redirects (artifactflow.urls).
+            "rest": [Value(""), Value(f"{limited.pk}/change/")],
             # Artifact ids are scoped by the conversation in the same URL.
             "artifact_id": [
                 Value(name, foreign=False) for name in ("report", "chart.png", "报告.md", "missing", "nul\x00id")

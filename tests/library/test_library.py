@@ -281,6 +281,20 @@ def test_staff_edit_in_the_admin_reindexes(staff_client):
     assert staff_client.get(reverse("admin:library_librarydocument_changelist"), {"q": "Final"}).status_code == 200
 
 
+def test_an_admin_link_from_before_the_library_was_an_app_leads_to_its_page_now(staff_client):
+    document = LibraryDocumentFactory(title="SQLite WAL mode", content=WAL)
+
+    listed = staff_client.get("/admin/agents/librarydocument/", {"q": "WAL"})
+    changed = staff_client.get(f"/admin/agents/librarydocument/{document.pk}/change/", follow=True)
+
+    assert (
+        listed.status_code == 301
+        and listed["Location"] == reverse("admin:library_librarydocument_changelist") + "?q=WAL"
+    )
+    assert changed.redirect_chain == [(reverse("admin:library_librarydocument_change", args=[document.pk]), 301)]
+    assert changed.status_code == 200 and "SQLite WAL mode" in changed.content.decode()
+
+
 def test_non_staff_get_no_admin(client, user):
     client.force_login(user)
 
