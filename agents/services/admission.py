@@ -10,9 +10,11 @@ so another person's turn waits behind at most that many of anyone's.
 
 Admission is decided under a lock on the user's row (Postgres; on SQLite the
 transaction's write lock, taken at BEGIN, serialises it), so several web and
-worker processes never admit past the limit. Whoever locks a waiting run too
-locks its user first (`user_lock`): admission writes to waiting runs under
-the user's lock, and the other order would deadlock.
+worker processes never admit past the limit. Whoever locks a run in a
+transaction that may admit (ending a run, answering or expiring a permission
+question, recovering a dead worker's run, a staff cancel) locks its owner
+first (`user_lock`, `run_owner_lock`): admission writes to waiting runs under
+the owner's lock, and the other order deadlocks on Postgres.
 
 It is called where a run is created or answered (agents.services.runs,
 .permissions), where one ends or pauses (.ending, .execution), and by the
@@ -42,6 +44,14 @@ def user_lock(*, user_id: int) -> None:
     """Lock the user's row until the caller's transaction ends: admissions of
     the user's turns happen one at a time."""
     list(get_user_model().objects.select_for_update().filter(pk=user_id).values_list("pk", flat=True))
+
+
+def run_owner_lock(*, run_id: int) -> None:
+    """Lock the owner of the run, before the run itself is locked or written:
+    ending a run admits its owner's next one, under the owner's lock."""
+    owner_id = Run.objects.filter(pk=run_id).values_list("message__conversation__owner_id", flat=True).first()
+    if owner_id is not None:
+        user_lock(user_id=owner_id)
 
 
 def runs_admit(*, user_id: int) -> list[int]:

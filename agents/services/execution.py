@@ -30,7 +30,7 @@ from ..models import Run, RunEvent
 from ..selectors import branch_allowed_tools
 from ..state import OutcomeStatus, TurnState, checkpoint_new, checkpoint_state
 from ..titling import title_propose
-from .admission import runs_admit
+from .admission import run_owner_lock, runs_admit
 from .ending import CANCELLED, answer_keep, error_emit, flush_data, run_branch, run_end_save
 from .recovery import run_recover_dead
 
@@ -299,6 +299,8 @@ def _run_fail(
 
     def write():
         with transaction.atomic():
+            # Before the lease's lock on the run: its ending admits the owner's next turn.
+            run_owner_lock(run_id=run.pk)
             lease.hold()
             run_end_save(run=run, log=log, status=Run.Status.FAILED, error=error, flush=flush)
 

@@ -13,7 +13,7 @@ from ..engine import permission_unshowable
 from ..models import Run
 from ..selectors import ALLOWED_TOOLS, tools_allowed
 from ..state import ALLOWING, USER_DECISIONS, PermissionDecision, pending_answered, pending_request
-from .admission import runs_admit
+from .admission import run_owner_lock, runs_admit, user_lock
 from .runs import RunStateError, run_owned_locked
 
 
@@ -23,6 +23,7 @@ def permission_answer(*, run_id: int, user, request_id: str, decision: str, enqu
     repeated answer is refused, and so is an approval of a call too long for
     its prompt to have shown whole, however the answer was sent."""
     with transaction.atomic():
+        user_lock(user_id=user.pk)
         run = run_owned_locked(run_id=run_id, user=user)
         if decision not in USER_DECISIONS:
             raise RunStateError(gettext("Answer approve, always or deny."))
@@ -64,6 +65,7 @@ def permissions_expire() -> int:
     now = timezone.now()
     for run_id in Run.objects.filter(status=Run.Status.WAITING_PERMISSION).values_list("pk", flat=True):
         with transaction.atomic():
+            run_owner_lock(run_id=run_id)
             run = Run.objects.select_for_update().get(pk=run_id)
             pending = pending_request(run.checkpoint)
             if run.status != Run.Status.WAITING_PERMISSION or pending is None or not pending.expires_at:

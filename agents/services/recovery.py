@@ -17,7 +17,7 @@ from artifactflow.db import TRANSIENT_ERRORS
 from ..events import RunEventLog
 from ..lease import HOST, worker_gone
 from ..models import Run, RunEvent
-from .admission import run_enqueue, runs_admit_all
+from .admission import run_enqueue, run_owner_lock, runs_admit_all
 from .ending import run_end_unheld
 from .permissions import permissions_expire
 
@@ -60,6 +60,7 @@ def run_recover_dead(*, run_id: int) -> Run | None:
     the answer the page showed kept. Returns the run when it was recovered
     either way."""
     with transaction.atomic():
+        run_owner_lock(run_id=run_id)
         run = _running_locked(run_id=run_id)
         if run is None or not _worker_dead(run):
             return None
@@ -121,6 +122,7 @@ def _run_fail_unrecovered(*, run_id: int) -> Run | None:
 
 def _run_end_failed(*, run_id: int, error: str, with_artifacts: bool) -> Run | None:
     with transaction.atomic():
+        run_owner_lock(run_id=run_id)
         run = _running_locked(run_id=run_id)
         if run is None:
             return None

@@ -12,7 +12,7 @@ from conversations.models import Conversation, Message
 from ..budgets import budget_refusal
 from ..events import RunEventLog
 from ..models import Run
-from .admission import runs_admit, user_lock
+from .admission import run_owner_lock, runs_admit, user_lock
 from .ending import run_end_unheld
 
 TURN_IN_PROGRESS = gettext_noop(
@@ -91,11 +91,10 @@ def runs_cancel_by_staff(*, run_ids: list[int]) -> tuple[list[Run], list[Run]]:
     cancelled, ended = [], []
     for run_id in run_ids:
         with transaction.atomic():
-            owner_id = Run.objects.filter(pk=run_id).values_list("message__conversation__owner_id", flat=True).first()
-            if owner_id is None:
-                continue
-            user_lock(user_id=owner_id)
+            run_owner_lock(run_id=run_id)
             run = Run.objects.select_for_update().filter(pk=run_id).first()
+            if run is None:
+                continue
             try:
                 _run_cancel(run)
             except RunStateError:

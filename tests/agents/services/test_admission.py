@@ -3,20 +3,24 @@ turns of a user hold a worker, the rest wait in order and are told their
 place."""
 
 import threading
+from datetime import timedelta
 
 import pytest
-from django.db import connections
+from django.db import connection, connections, transaction
 from django.urls import reverse
+from django.utils import timezone
 from django_q.models import OrmQ
 
 from agents.models import Run, RunEvent
 from agents.selectors import run_views
+from agents.services.admission import user_lock
 from agents.services.execution import run_execute
-from agents.services.permissions import permission_answer
-from agents.services.recovery import runs_sweep
+from agents.services.permissions import permission_answer, permissions_expire
+from agents.services.recovery import run_recover_dead, runs_sweep
 from agents.services.runs import run_cancel
-from agents.state import pending_request
+from agents.state import TURN, pending_request
 from conversations import lifecycle
+from tests import waits
 from tests.agents.test_engine import call
 from tests.factories import ConversationFactory
 from tests.model_server import Text
@@ -218,3 +222,93 @@ def test_another_users_waiting_run_is_not_found_by_cancel(client, user, other_us
         assert client.post(reverse(name, args=[runs[LIMIT].pk])).status_code == 404
     runs[LIMIT].refresh_from_db()
     assert runs[LIMIT].status == Run.Status.WAITING_SLOT
+
+
+def _waiting_for_permission(user, scripted_model, settings) -> Run:
+    settings.TOOL_PERMISSIONS = {"rewrite_artifact": "confirm"}
+    scripted_model.add(
+        Text(call("create_artifact", id="notes", content="draft")),
+        Text(call("rewrite_artifact", id="notes", content="final")),
+    )
+    run = _ask(user)
+    run_execute(run_id=run.pk)
+    run.refresh_from_db()
+    assert run.status == Run.Status.WAITING_PERMISSION
+    return run
+
+
+def _expired(run) -> None:
+    run.checkpoint[TURN]["pending"]["expires_at"] = "2000-01-01T00:00:00+00:00"
+    run.save(update_fields=["checkpoint"])
+
+
+def _worker_died_twice(run) -> None:
+    Run.objects.filter(pk=run.pk).update(
+        status=Run.Status.RUNNING,
+        worker="gone-host:1",
+        worker_deaths=1,
+        heartbeat_at=timezone.now() - timedelta(days=1),
+    )
+
+
+def _backend_waits_for_a_lock(pid: int) -> bool:
+    with connections["default"].cursor() as cursor:
+        cursor.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", [pid])
+        row = cursor.fetchone()
+    return row is not None and row[0] == "Lock"
+
+
+ENDINGS = {
+    # What ends or moves on a run and then admits its owner's next turn, each in one transaction.
+    "permission answered": (
+        None,
+        lambda run, user: permission_answer(
+            run_id=run.pk, user=user, request_id=pending_request(run.checkpoint).id, decision="deny"
+        ),
+    ),
+    "permission expired": (_expired, lambda run, user: permissions_expire()),
+    "dead worker's run ended": (_worker_died_twice, lambda run, user: run_recover_dead(run_id=run.pk)),
+}
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.skipif("connection.vendor != 'postgresql'", reason="SQLite serialises writers: no row locks to order")
+@pytest.mark.parametrize("ending", ENDINGS)
+def test_an_ending_locks_the_owner_before_the_run_so_a_staff_cancel_never_deadlocks_with_it(
+    user, scripted_model, settings, ending
+):
+    prepare, end = ENDINGS[ending]
+    run = _waiting_for_permission(user, scripted_model, settings)
+    if prepare:
+        prepare(run)
+        run.refresh_from_db()
+    started, pid, errors = threading.Event(), [], []
+
+    def ending_thread():
+        try:
+            with connections["default"].cursor() as cursor:
+                cursor.execute("SELECT pg_backend_pid()")
+                pid.append(cursor.fetchone()[0])
+            started.set()
+            end(run, user)
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    # As runs_cancel_by_staff does: the owner first, then the run.
+    with transaction.atomic():
+        user_lock(user_id=user.pk)
+        thread = threading.Thread(target=ending_thread)
+        thread.start()
+        assert started.wait(30)
+        waits.until(lambda: _backend_waits_for_a_lock(pid[0]), timeout=30)
+        try:
+            Run.objects.select_for_update().get(pk=run.pk)
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+    thread.join(timeout=60)
+
+    assert errors == []
+    run.refresh_from_db()
+    assert not run.is_active or run.status == Run.Status.QUEUED
