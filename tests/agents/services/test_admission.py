@@ -272,7 +272,7 @@ ENDINGS = {
 
 
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.skipif("connection.vendor != 'postgresql'", reason="SQLite serialises writers: no row locks to order")
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="SQLite serialises writers: no row locks to order")
 @pytest.mark.parametrize("ending", ENDINGS)
 def test_an_ending_locks_the_owner_before_the_run_so_a_staff_cancel_never_deadlocks_with_it(
     user, scripted_model, settings, ending
