@@ -330,10 +330,16 @@ class ConversationConsumer(TasksEndWithTheSocket, RunStateMixin, AsyncWebsocketC
             await self._give_up("reading quiet runs")
 
     async def receive(self, text_data=None, bytes_data=None):
-        """The page names the runs it shows as running (app.js, on open): any
-        of this conversation's that ended while it loaded or was away gets its
-        final snapshot. What a page would not send is ignored (sockets)."""
-        named = sockets.running_named(text_data) - self.streams.keys()
+        """The page names the runs it shows as running (app.js, on open and
+        after its thread is swapped): any of this conversation's that ended
+        while it loaded, was away or showed another branch gets its final
+        snapshot, again if need be: a page that still shows a run running
+        missed its end. What a page would not send is ignored (sockets)."""
+        streaming = {run_id for run_id, stream in self.streams.items() if stream is not None}
+        named = sockets.running_named(text_data) - streaming
+        for run_id in named:
+            # Ended here: opened afresh, its final snapshot is sent whole.
+            self.streams.pop(run_id, None)
         if named:
             # Only this conversation's runs enter `streams`, whatever a page names.
             self.dirty.update(await _in_thread(self._runs_here)(named))

@@ -79,14 +79,25 @@ document.addEventListener("htmx:afterSwap", () => {
   followNewest();
 });
 
-// On every (re)connect, tell the server which turns this page shows as still
-// running: any that ended meanwhile is sent in its final form.
+// On every (re)connect, and whenever the thread is swapped (another branch
+// shown), tell the server which turns this page shows as still running: any
+// that ended meanwhile is sent in its final form. A branch rendered just
+// before its turn ended shows it running, and the end, pushed while the page
+// still showed the other branch, had no turn to land on (socket.js).
 const RUNNING = ["waiting_slot", "queued", "running", "waiting_permission"];
-document.addEventListener("htmx:wsOpen", (event) => {
+let pageSocket = null;
+const runningSend = () => {
   const running = [...document.querySelectorAll("article.turn[data-run]")]
     .filter((turn) => RUNNING.includes(turn.dataset.status))
     .map((turn) => Number(turn.dataset.run));
-  event.detail.socketWrapper.send(JSON.stringify({ running }));
+  pageSocket?.send(JSON.stringify({ running }));
+};
+document.addEventListener("htmx:wsOpen", (event) => {
+  pageSocket = event.detail.socketWrapper;
+  runningSend();
+});
+document.addEventListener("htmx:afterSettle", (event) => {
+  if (event.detail.target?.id === "thread") runningSend();
 });
 
 // The artifact pane refreshes itself on the websocket's change signal, and the

@@ -762,6 +762,18 @@ async def test_a_page_names_at_most_twenty_runs_a_message(user):
     assert shown == {message.pk for message in messages[:20]}
 
 
+async def test_a_page_that_still_shows_an_ended_run_running_is_sent_its_end_again(user):
+    """As after a branch switch rendered just before the turn ended: the end was
+    pushed while the page showed another branch, and had nowhere to land."""
+    conversation, messages, runs = await _finished_turns(user, 1)
+    communicator = await _connected(conversation, user)
+    await _received(communicator, until=lambda html: "artifacts-changed" in html)
+    for _ in range(2):
+        await communicator.send_to(text_data=json.dumps({"running": [runs[0].pk]}))
+        assert await _snapshots(communicator) == {messages[0].pk}
+    await communicator.disconnect()
+
+
 async def test_messages_faster_than_a_page_sends_them_are_dropped(user, settings):
     settings.WEBSOCKET_MESSAGE_BURST, settings.WEBSOCKET_MESSAGES_PER_SECOND = 3, 1.0
     conversation, messages, runs = await _finished_turns(user, 12)
