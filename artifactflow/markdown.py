@@ -62,6 +62,20 @@ class RenderTimeout(Exception):
 
 
 _deadline: ContextVar[float] = ContextVar("render_deadline", default=float("inf"))
+# The renders cut short inside `render_timeouts_noted`: what a busy machine
+# showed plain is no rendering to keep.
+_timeouts: ContextVar[list | None] = ContextVar("render_timeouts", default=None)
+
+
+@contextmanager
+def render_timeouts_noted():
+    """Yields a list that each render running out of time inside adds to."""
+    noted = []
+    token = _timeouts.set(noted)
+    try:
+        yield noted
+    finally:
+        _timeouts.reset(token)
 
 
 @contextmanager
@@ -69,6 +83,10 @@ def _bounded_in_time():
     token = _deadline.set(time.monotonic() + RENDER_SECONDS)
     try:
         yield
+    except RenderTimeout:
+        if (noted := _timeouts.get()) is not None:
+            noted.append(True)
+        raise
     finally:
         _deadline.reset(token)
 

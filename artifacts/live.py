@@ -14,13 +14,15 @@ from django.conf import settings
 from django.core.cache import cache
 
 from artifactflow import realtime
+from artifactflow.cache import BestEffortCache
 
 logger = logging.getLogger(__name__)
 
-# Whether the last cache call failed, so that an outage is logged when it
-# starts and when it ends rather than at every call. Per process, unlocked:
-# two threads racing here at worst log a line twice.
-_cache_down = False
+_cache = BestEffortCache(
+    logger=logger,
+    failed="The live artifact cache failed; pages show saved versions until it is back",
+    back="The live artifact cache is back",
+)
 
 
 @dataclass(frozen=True)
@@ -39,32 +41,12 @@ def _key(*, session_id, run_id) -> str:
     return f"artifacts-live:{session_id}:{run_id}"
 
 
-def _cache_call(call, *args, **kwargs) -> tuple[bool, object]:
-    """(True, what `call` returned), or (False, None) when the cache failed."""
-    global _cache_down
-    try:
-        result = call(*args, **kwargs)
-    # Any exception, not a list of Redis's: what a cache backend raises depends
-    # on the backend (redis-py's errors, OSError from the file cache, whatever a
-    # later backend has), and none of them may break a turn's step or a page
-    # over a preview the database makes up for.
-    except Exception:
-        if not _cache_down:
-            logger.warning("The live artifact cache failed; pages show saved versions until it is back", exc_info=True)
-        _cache_down = True
-        return False, None
-    if _cache_down:
-        logger.warning("The live artifact cache is back")
-        _cache_down = False
-    return True, result
-
-
 def live_put(*, session_id, run_id: int | None, artifacts: list[dict]) -> bool:
     """Publish a run's working copies. False when the cache failed: the caller
     publishes them again later (pages meanwhile show the saved versions)."""
     if run_id is None:
         return True
-    ok, _ = _cache_call(
+    ok, _ = _cache.call(
         cache.set,
         _key(session_id=session_id, run_id=run_id),
         {a["artifact_id"]: a for a in artifacts},
@@ -79,7 +61,7 @@ def live_clear(*, session_id, run_id: int | None) -> None:
     # A key left behind by a failure does no harm: `live_get` ignores the
     # entries of runs that are not active, and the key expires.
     if run_id is not None:
-        _cache_call(cache.delete, _key(session_id=session_id, run_id=run_id))
+        _cache.call(cache.delete, _key(session_id=session_id, run_id=run_id))
 
 
 def live_get(*, session_id, path: tuple[int, ...], runs: Iterable[ActiveRun]) -> dict[str, dict]:
@@ -91,7 +73,7 @@ def live_get(*, session_id, path: tuple[int, ...], runs: Iterable[ActiveRun]) ->
     if not run_ids:
         return {}
     keys = [_key(session_id=session_id, run_id=run_id) for run_id in run_ids]
-    ok, entries = _cache_call(cache.get_many, keys)
+    ok, entries = _cache.call(cache.get_many, keys)
     if not ok:
         return {}
     merged = {}
@@ -108,7 +90,7 @@ def live_writing(*, session_id, runs: Iterable[ActiveRun]) -> set[str]:
     ids = {artifact_id for run in runs for artifact_id in run.writing}
     if runs:
         keys = [_key(session_id=session_id, run_id=run.run_id) for run in runs]
-        ok, entries = _cache_call(cache.get_many, keys)
+        ok, entries = _cache.call(cache.get_many, keys)
         if ok:
             ids.update(artifact_id for working in entries.values() for artifact_id in working)
     return ids

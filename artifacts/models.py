@@ -1,4 +1,5 @@
 from django.db import models
+from django.db.models.functions import Length
 
 from conversations.models import Conversation
 
@@ -69,6 +70,11 @@ class ArtifactVersion(models.Model):
     artifact = models.ForeignKey(Artifact, on_delete=models.CASCADE, related_name="versions")
     version = models.PositiveIntegerField()
     content = models.TextField(blank=True)
+    # The text's length in characters, kept by the database: counting the
+    # characters of a 20 MB text took longer than rendering its first page.
+    length = models.GeneratedField(
+        expression=Length("content"), output_field=models.PositiveIntegerField(), db_persist=True
+    )
     # What the branch shows as the artifact's title; blank in versions saved
     # before titles were kept per version, which show the artifact's.
     title = models.CharField(max_length=300, blank=True, validators=[title_validate])

@@ -5,7 +5,8 @@ through `artifacts.selectors` and diffs through `artifacts.diff`; the views
 render what it returns."""
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import partial
 from urllib.parse import urlencode
 
 from django.conf import settings
@@ -17,8 +18,17 @@ from artifactflow.ids import ArtifactIdConverter, id_from_text
 from .branches import Branch
 from .diff import DiffLine, artifact_diff
 from .models import Artifact, ArtifactVersion
-from .paging import text_first_page
-from .selectors import ArtifactView, VersionName, artifact_get, artifact_list, artifact_version_get, artifact_versions
+from .paging import TextPage, page_of, text_first_page
+from .rendering import page_render
+from .selectors import (
+    TEXT_START,
+    ArtifactView,
+    VersionName,
+    artifact_get,
+    artifact_list,
+    artifact_version_get,
+    artifact_versions,
+)
 from .uploads import upload_too_large_message
 
 
@@ -132,10 +142,23 @@ def pane_context(
     page_url = _page_url(conversation_url=conversation_url, selected=selected, version=version, diff=diff)
     if selected is None:
         selected = artifact_default(artifacts=artifacts)
+    else:
+        # The list holds the start of its text, which the first page shows
+        # (one it leaves out, of an id no URL could name, is read whole).
+        listed = next((view for view in artifacts if view.artifact_id == selected.artifact_id), None)
+        selected = listed or replace(selected, start=selected.content[:TEXT_START])
     versions = artifact_versions(artifact=selected.saved, branch=branch) if selected and selected.saved else []
     # The version shown and the pair compared are rows of the list, named as it names them.
     names = {v.version: v.name for v in versions}
     theirs = (conflict.theirs, *filter(None, [conflict.restoring])) if conflict else (merging,)
+    page = None
+    if selected:
+        page = (
+            text_first_page(text=version.content)
+            if version
+            else page_of(part=selected.start, start=0, total=selected.length)
+        )
+    page_version = version.version if version else selected and not selected.live and selected.version
     for shown in (version, *((diff["old"], diff["new"]) if diff else ()), *theirs):
         if shown is not None:
             shown.name = names[shown.version]
@@ -156,11 +179,9 @@ def pane_context(
         else _compare_from(versions=versions, head=selected.head if selected else None),
         "compare_to": diff["new"].version if diff else selected and selected.version,
         "shown_version": version,
-        # The text shown starts with its first page; "Show more" fetches the
-        # next ones of the saved version (`page_version`; a working copy has none).
-        "text_page": text_first_page(text=version.content if version else selected.content) if selected else None,
-        "page_version": version.version if version else selected and not selected.live and selected.version,
-        "prose": reads_as_prose(selected) if selected else False,
+        # The text shown starts with its first page; the next ones are the saved
+        # version's (`page_version`; a working copy has none).
+        **(page_context(selected=selected, page=page, version=page_version) if selected else {}),
         "diff": diff,
         "edit_conflict": conflict,
         "merging": merging,
@@ -171,6 +192,14 @@ def pane_context(
         "upload_max_bytes": settings.ARTIFACT_UPLOAD_MAX_BYTES,
         "upload_too_large": upload_too_large_message(),
     }
+
+
+def page_context(*, selected: ArtifactView, page: TextPage, version: int | None) -> dict:
+    """A page of the text shown, and its HTML, rendered when the template
+    shows it (an editor or a diff shows none): a saved `version`'s once."""
+    prose = reads_as_prose(selected)
+    render = partial(page_render, page=page, content_type=selected.content_type, prose=prose, saved=bool(version))
+    return {"selected": selected, "text_page": page, "page_version": version, "page_html": render}
 
 
 def reads_as_prose(view: ArtifactView) -> bool:

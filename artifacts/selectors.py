@@ -21,6 +21,7 @@ from artifactflow.markdown import markdown_tokens
 from . import live
 from .branches import Branch, branch_heads, branch_ordinal, version_is_text, version_title
 from .models import Artifact, ArtifactVersion
+from .paging import PAGE_CHARS
 from .validators import artifact_id_valid
 
 logger = logging.getLogger(__name__)
@@ -31,6 +32,9 @@ PREVIEW_LENGTH = 200
 # length in almost every artifact, and a list of sixty stays quick.
 _PREVIEW_SOURCE = 3 * PREVIEW_LENGTH
 MARKDOWN_TYPES = ("text/markdown", "text/x-markdown")
+# How much of each text the list and the pane read: the pane's first page,
+# and a character more to tell a text that is longer.
+TEXT_START = PAGE_CHARS + 1
 # A markdown checklist item: "- [ ] open" or "- [x] done".
 _CHECKBOX = re.compile(r"^\s*[-*+]\s+\[([ xX])\]", re.MULTILINE)
 _PREVIEW_INLINE = {"text", "code_inline"}
@@ -109,7 +113,11 @@ class ArtifactView:
     artifact_id: str
     title: str
     content_type: str
-    content: str
+    # The start of the text (all of a working copy's; none from `artifact_get`),
+    # and the whole text's length: the list and the pane's first page need no
+    # more (`content`).
+    start: str
+    length: int
     version: int
     source: str
     # The saved row, None for an artifact a running turn has not flushed yet.
@@ -124,6 +132,13 @@ class ArtifactView:
     saved_count: int = 0
 
     @property
+    def content(self) -> str:
+        """The whole text: a saved one read from the database the first time it is asked for."""
+        if self.live or self.length <= len(self.start):
+            return self.start
+        return self.head.content
+
+    @property
     def name(self) -> VersionName:
         """The text shown: the branch's newest version, or the working copy that will follow it."""
         if self.live:
@@ -133,11 +148,11 @@ class ArtifactView:
     @property
     def preview(self) -> str:
         """The start of the text on one line; markdown as it reads rendered."""
-        source = self.content[:_PREVIEW_SOURCE]
+        source = self.start[:_PREVIEW_SOURCE]
         if self.content_type in MARKDOWN_TYPES:
             source = _markdown_words(source)
         text = " ".join(source.split())
-        cut = len(self.content) > _PREVIEW_SOURCE or len(text) > PREVIEW_LENGTH
+        cut = self.length > _PREVIEW_SOURCE or len(text) > PREVIEW_LENGTH
         return text[:PREVIEW_LENGTH].rstrip() + "…" if cut else text
 
     @property
@@ -170,7 +185,8 @@ def _view(head: ArtifactVersion, working: dict | None) -> ArtifactView:
         artifact_id=row.artifact_id,
         title=version_title(head),
         content_type=row.content_type,
-        content=head.content,
+        start=head.text_start,
+        length=head.length,
         version=head.version,
         source=row.source,
         saved=row,
@@ -179,7 +195,8 @@ def _view(head: ArtifactVersion, working: dict | None) -> ArtifactView:
         saved_count=head.ordinal,
     )
     if working is not None:
-        view.title, view.content, view.version = working["title"], working["content"], working["version"]
+        view.title, view.version = working["title"], working["version"]
+        view.start, view.length = working["content"], len(working["content"])
         view.live = True
     return view
 
@@ -189,7 +206,8 @@ def _working_view(working: dict) -> ArtifactView:
         artifact_id=working["artifact_id"],
         title=working["title"],
         content_type=working["content_type"],
-        content=working["content"],
+        start=working["content"],
+        length=len(working["content"]),
         version=working["version"],
         source=working["source"],
         saved=None,
@@ -200,7 +218,7 @@ def _working_view(working: dict) -> ArtifactView:
 def artifact_list(*, branch: Branch) -> list[ArtifactView]:
     """The branch's saved and unsaved artifacts, `task_plan` first, then oldest first."""
     working = live.live_get(session_id=branch.session.pk, path=branch.path, runs=branch.active_runs)
-    heads = branch_heads(branch=branch, counted=True)
+    heads = branch_heads(branch=branch, counted=True, text_start=TEXT_START)
     views = [_view(head, working.pop(head.artifact.artifact_id, None)) for head in heads]
     views += [_working_view(w) for w in working.values()]
     shown = [view for view in views if artifact_id_valid(view.artifact_id)]
@@ -212,8 +230,10 @@ def artifact_list(*, branch: Branch) -> list[ArtifactView]:
 
 
 def artifact_get(*, branch: Branch, artifact_id: str) -> ArtifactView | None:
+    """The artifact on the branch, its text read when asked for (`content`):
+    the pane shows the start of it from the list (`artifact_list`)."""
     working = live.live_get(session_id=branch.session.pk, path=branch.path, runs=branch.active_runs).get(artifact_id)
-    heads = branch_heads(branch=branch, artifact_id=artifact_id, counted=True)
+    heads = branch_heads(branch=branch, artifact_id=artifact_id, counted=True, text_start=0)
     if not heads:
         return _working_view(working) if working else None
     return _view(heads[0], working)

@@ -177,13 +177,7 @@ def artifact_page(request, conversation_id, artifact_id):
     )
     if page is None:
         raise Http404("No such page.")
-    context = {
-        "conversation_id": branch.session.pk,
-        "selected": selected,
-        "text_page": page,
-        "page_version": version,
-        "prose": pane.reads_as_prose(selected),
-    }
+    context = {"conversation_id": branch.session.pk, **pane.page_context(selected=selected, page=page, version=version)}
     return render(request, f"{PANE}#text_page", context)
 
 

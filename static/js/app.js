@@ -226,6 +226,103 @@ document.addEventListener("htmx:beforeSwap", (event) => {
   event.detail.serverResponse = fresh.body.innerHTML;
 });
 
+// The pages of a long text come in as the reader scrolls to the end of the
+// last ("Show more" fires on sight: pane.html), and at most PAGES_KEPT stay:
+// reading through a 20 MB text never puts it all in the page. A page far out
+// of view is dropped for a loader that fetches it again when the reader comes
+// back to where it was (the server keeps each page rendered). The top loader
+// holds the starts of every page dropped above (data-starts), the last its own.
+const PAGES_KEPT = 5;
+
+function pageLoader(content, { start, earlier, starts = [] }) {
+  const box = document.createElement("div");
+  box.className = earlier ? "show-earlier" : "show-later";
+  box.dataset.starts = starts.join(" ");
+  const button = document.createElement("button");
+  button.type = "button";
+  button.className = "secondary";
+  button.textContent = earlier ? content.dataset.earlierLabel : content.dataset.laterLabel;
+  button.setAttribute("hx-get", `${content.dataset.pageUrl}&start=${start}`);
+  button.setAttribute("hx-target", `closest .${box.className}`);
+  button.setAttribute("hx-swap", "outerHTML");
+  button.setAttribute("hx-sync", "this:drop");
+  button.setAttribute("hx-trigger", "click, intersect once");
+  // A page fetched again above comes alone: the way on past it is below it already.
+  if (earlier) button.setAttribute("hx-select", ".artifact-page");
+  box.append(button);
+  return box;
+}
+
+function pagesKept(content, { cameAbove, starts }) {
+  const pages = () => content.querySelectorAll(":scope > .artifact-page");
+  while (pages().length > PAGES_KEPT) {
+    if (cameAbove) {
+      const last = pages()[pages().length - 1];
+      while (last.nextElementSibling) last.nextElementSibling.remove();
+      last.replaceWith(pageLoader(content, { start: last.dataset.start, earlier: false }));
+    } else {
+      const first = pages()[0];
+      starts.push(first.dataset.start);
+      first.remove();
+    }
+  }
+  content.querySelector(":scope > .show-earlier")?.remove();
+  if (starts.length) {
+    const loader = pageLoader(content, { start: starts.at(-1), earlier: true, starts });
+    content.prepend(loader);
+    htmx.process(loader);
+  }
+  const later = content.querySelector(":scope > .show-later");
+  if (later) htmx.process(later);
+}
+
+// The page the reader is reading, and where it is in the window, as the
+// pages around it change: it is put back there after, so that a page coming
+// in or going above it moves nothing the reader sees. (The browser's own
+// scroll anchoring may hold the pane's header instead, when it is in view.)
+let pageRead = null;
+
+function pageReadNow(content) {
+  const page = [...content.querySelectorAll(":scope > .artifact-page")].find(
+    (each) => each.getBoundingClientRect().bottom > 0,
+  );
+  return page ? { page, top: page.getBoundingClientRect().top } : null;
+}
+
+function scrollerOf(element) {
+  for (let box = element.parentElement; box; box = box.parentElement) {
+    const overflow = getComputedStyle(box).overflowY;
+    if ((overflow === "auto" || overflow === "scroll") && box.scrollHeight > box.clientHeight) return box;
+  }
+  return document.scrollingElement;
+}
+
+function pagesLoader(event) {
+  const loader = event.detail.requestConfig?.elt?.closest?.(".show-more, .show-later, .show-earlier");
+  const content = document.querySelector("#artifact-pane .artifact-content[data-page-url]");
+  return loader && content ? { loader, content } : {};
+}
+
+document.addEventListener("htmx:beforeSwap", (event) => {
+  const { content } = pagesLoader(event);
+  pageRead = content ? pageReadNow(content) : null;
+});
+
+document.addEventListener("htmx:afterSwap", (event) => {
+  const { loader, content } = pagesLoader(event);
+  if (!loader) return;
+  const cameAbove = loader.classList.contains("show-earlier");
+  const above = cameAbove ? loader : content.querySelector(":scope > .show-earlier");
+  const starts = above?.dataset.starts ? above.dataset.starts.split(" ") : [];
+  // The page a top loader fetched is in: its start leaves the list.
+  if (cameAbove) starts.pop();
+  pagesKept(content, { cameAbove, starts });
+  if (pageRead?.page.isConnected) {
+    scrollerOf(pageRead.page).scrollTop += pageRead.page.getBoundingClientRect().top - pageRead.top;
+  }
+  pageRead = null;
+});
+
 // A file dropped anywhere on the pane is uploaded through the pane's form.
 document.addEventListener("dragover", (event) => {
   const pane = event.target.closest && event.target.closest("#artifact-pane");

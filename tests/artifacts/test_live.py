@@ -96,7 +96,7 @@ def test_an_artifact_tool_works_while_redis_is_down_and_its_flush_saves_the_vers
     disposable_redis, user, caplog, monkeypatch
 ):
     # No outage left over from an earlier test of this process.
-    monkeypatch.setattr(live, "_cache_down", False)
+    monkeypatch.setattr(live._cache, "down", False)
     conversation, run = _running(user)
     # As a worker's: every change also wakes the pages, through the dead channel layer.
     manager = ArtifactManager(

@@ -1,9 +1,10 @@
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.urls import reverse
 
 from artifacts.paging import PAGE_CHARS, page_of, text_first_page, version_page
 from tests.artifacts.test_views import HTMX, _flushed, _url
-from tests.factories import pdf_bytes
+from tests.factories import ConversationFactory, pdf_bytes
 
 pytestmark = pytest.mark.django_db
 
@@ -20,6 +21,26 @@ def test_a_page_ends_at_a_lines_end_in_its_second_half():
     page = text_first_page(text=text, size=100)
 
     assert page.text == "a" * 70 + "\n" and page.end == 71 and page.more
+
+
+def test_a_page_ends_between_paragraphs_where_one_ends_in_its_second_half():
+    text = "a" * 60 + "\n\n" + "b" * 20 + "\n" + "c" * 10 + "\n" + "d" * 100
+
+    page = text_first_page(text=text, size=100)
+
+    assert page.text == "a" * 60 + "\n\n" and page.more
+
+
+def test_a_page_never_ends_inside_a_fenced_code_block():
+    # A paragraph, then code with blank lines in it running past the page's size.
+    code = "```python\n" + "x = 1\n\n" * 20 + "```\n"
+    text = "intro " * 10 + "\n\n" + "p" * 10 + "\n\n" + code + "\nafter\n\n" + "z" * 200
+
+    first = text_first_page(text=text, size=140)
+    second = page_of(part=text[first.end :], start=first.end, total=len(text), size=200)
+
+    # Cut before the fence opens, in the paragraph break before it; the code stays whole on the next page.
+    assert first.text.endswith("p" * 10 + "\n\n") and second.text.startswith(code)
 
 
 def test_a_page_with_no_line_end_near_its_end_is_cut_at_its_size():
@@ -120,3 +141,21 @@ def test_a_pdfs_and_a_text_files_text_read_as_wrapped_paragraphs_not_monospace(s
     # A text file's paragraphs wrap too, keeping its own line breaks (no <pre>, which runs off the edge).
     assert '<div class="prose-text plain-lines"><p>Page one</p><p>Page two</p></div>' in notes_html
     assert "<pre" not in notes_html
+
+
+def test_the_page_of_a_5_mb_report_sends_its_first_page_as_the_page_of_a_2_kb_one_does(signed_in, user):
+    section = "## 第{n}节 Section {n}\n\nHeat pumps keep a **useful** coefficient of performance.\n\n- 要点 {n}\n\n"
+    sizes = {}
+    for label, count in (("small", 20), ("big", 55_000)):
+        conversation = ConversationFactory(owner=user)
+        report = "".join(section.format(n=n) for n in range(count))
+        _flushed(conversation, "report.md", report)
+        page = signed_in.get(reverse("conversation-detail", args=[conversation.pk]) + "?artifact=report.md")
+        html = page.content.decode()
+        assert page.status_code == 200 and "第0节 Section 0" in html
+        sizes[label] = len(page.content)
+
+    assert len(report.encode()) > 5 * 1024 * 1024
+    # The big report's first page and its way on, and nothing more of it.
+    assert "第54999节" not in html and 'hx-trigger="click, intersect once"' in html
+    assert sizes["big"] - sizes["small"] < PAGE_CHARS * 1.5

@@ -266,7 +266,13 @@ def _environment(*, data_dir: Path, database_url: str, extra_env: dict | None = 
 @pytest.fixture(scope="session")
 def portal_template(tmp_path_factory):
     """What every portal of this test process starts from: migrated once, in one process."""
-    directory = tmp_path_factory.mktemp("portal-template")
+    with template_made(directory=tmp_path_factory.mktemp("portal-template")) as template:
+        yield template
+
+
+@contextlib.contextmanager
+def template_made(*, directory: Path):
+    """A `Template` in `directory` (and on the Postgres of DATABASE_URL, if set), until the block ends."""
     database_url = os.environ.get("DATABASE_URL", "")
     postgres_db = None
     if urlsplit(database_url).scheme in ("postgres", "postgresql"):

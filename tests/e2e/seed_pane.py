@@ -78,6 +78,29 @@ def big_text(*, username: str, size: int = 20 * 1024 * 1024) -> str:
     return str(conversation.pk)
 
 
+REPORT_SECTION = (
+    "## {n}. 热泵在寒冷地区 Heat pumps in the cold\n\n"
+    "Air-source heat pumps keep a **useful** coefficient of performance well below freezing; "
+    "see [the field study](https://example.org/study/{n}) and `COP`.\n\n"
+    "- 测量点 {n}: 零下十五度时 COP 为 2.1\n- second point, *in italics*\n\n"
+    "| site | COP |\n|---|---|\n| {n} | 2.1 |\n\n"
+)
+
+
+def big_report(*, username: str, size: int = 5 * 1024 * 1024) -> str:
+    """A conversation with one markdown report of about `size` bytes
+    (headings, links, lists and tables, in English and Chinese); returns the id."""
+    conversation, message = _conversation(username, "A big report")
+    sections, total, n = [], 0, 0
+    while total < size:
+        section = REPORT_SECTION.format(n=n)
+        sections.append(section)
+        total += len(section.encode())
+        n += 1
+    _saved(conversation, message, artifact_id="report.md", title="Report", contents=["".join(sections)])
+    return str(conversation.pk)
+
+
 def long_words(*, username: str) -> str:
     """A conversation whose title, question and answer hold 300-character
     words and a base64 line; returns its id."""

@@ -1,6 +1,7 @@
 """The artifact pane at the sizes it is used, in light and dark: an opened
 artifact's text starts near the top, no name or line of any length widens
-the page, and a 20 MB text opens on its first page and pages on."""
+the page, and a 20 MB text opens on its first page and pages on as the
+reader scrolls, holding a few pages at most."""
 
 import re
 from urllib.parse import urlsplit
@@ -144,6 +145,55 @@ def test_a_20_mb_text_opens_on_its_first_page_and_pages_on(portal, owner, big, n
     expect(content).to_contain_text(following)
     page.wait_for_function(FITS_JS)
     screenshot(page, name="big")
+
+
+def _line_numbers(content) -> list[int]:
+    return [int(number) for number in re.findall(r"Line (\d{7})", content.inner_text())]
+
+
+@pytest.mark.parametrize("size", list(SIZES))
+def test_a_long_text_pages_in_as_the_reader_scrolls_and_holds_a_few_pages_at_most(
+    portal, owner, big, new_page, size, screenshot
+):
+    page = new_page(color_scheme="dark" if size == "phone" else "light")
+    pane = _opened(page, big + "?artifact=big.txt", size=size, scheme="light", portal=portal, owner=owner)
+    content = pane.locator(".artifact-content")
+    pages, below, above = (
+        content.locator(".artifact-page"),
+        content.locator(".show-more, .show-later"),
+        content.locator(".show-earlier"),
+    )
+    expect(pages).to_have_count(1)
+
+    # Scrolled down through eight pages, with no click: the first ones are let go of.
+    for shown in range(2, 9):
+        last = _line_numbers(content)[-1]
+        below.scroll_into_view_if_needed()
+        expect(content).to_contain_text(f"Line {last + 1:07d}:")
+        expect(pages).to_have_count(min(shown, 5))
+    expect(content).not_to_contain_text("Line 0000000:")
+    expect(above).to_have_count(1)
+    lines = _line_numbers(content)
+    # What is held is the last five pages, whole and in order.
+    assert lines == list(range(lines[0], lines[-1] + 1)) and len(lines) < 5 * 300
+    screenshot(page, name="scrolled")
+
+    # Scrolled back to the top: the pages come back, and the last ones go.
+    height = page.viewport_size["height"]
+    while above.count():
+        first, line = pages.first.element_handle(), _line_numbers(content)[0]
+        above.scroll_into_view_if_needed()
+        expect(content).to_contain_text(f"Line {line - 1:07d}:")
+        expect(pages).to_have_count(5)
+        # The page read stays in view: the one that came in is above it, not in its place.
+        assert 0 <= first.bounding_box()["y"] < height and pages.first.bounding_box()["y"] < 0
+    expect(content).to_contain_text("Line 0000000:")
+    lines = _line_numbers(content)
+    assert lines == list(range(lines[-1] + 1))
+    # Down again from there, the way on is there.
+    below.scroll_into_view_if_needed()
+    expect(content).to_contain_text(f"Line {lines[-1] + 1:07d}:")
+    page.wait_for_function(FITS_JS)
 
 
 @pytest.mark.parametrize("size", list(SIZES))
