@@ -23,7 +23,7 @@ LIVE_TURNS_AT_FULL_RATE = 16
 class RunEventLog:
     """Appends a run's events. Streamed text, answer and thinking alike, is
     coalesced into one llm_chunk row per flush interval (RUN_CHUNK_FLUSH_SECONDS,
-    a second) rather than a row per token, and sent to open pages as it comes,
+    two seconds) rather than a row per token, and sent to open pages as it comes,
     every RUN_LIVE_SECONDS, straight over the channel layer (realtime.RUN_DELTA)
     and numbered by the row it will be written in: a page shows a token at
     once, and one that misses a piece reads it from that row."""

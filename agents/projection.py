@@ -250,8 +250,6 @@ class RunView:
     pending: PermissionQuestion | None = None
     # The last event folded in.
     seq: int = 0
-    # A finished answer rendered when it was stored (Message.response_html).
-    html: str = ""
     fold: StepFold = field(default_factory=StepFold)
     # The administrator's trace, kept by a view made with one (agents.trace).
     trace: Trace | None = None

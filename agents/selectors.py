@@ -61,7 +61,6 @@ def run_views(*, runs: list[Run]) -> dict[int, RunView]:
                 status=run.status,
                 activity="",
                 text=run.message.response,
-                html=run.message.response_html,
                 error=stored_text(run.error),
                 model=run.model,
                 model_label=run.model_label,

@@ -10,7 +10,8 @@ from functools import cached_property
 from django.conf import settings
 from django.db.models import Exists, OuterRef, Prefetch, Q, prefetch_related_objects
 
-from artifactflow.markdown import live_answer, markdown_render
+from artifactflow.markdown import live_answer
+from artifactflow.rendered import answer_html
 from conversations.models import Conversation, Message
 from conversations.tree import message_path, message_path_ids
 
@@ -33,7 +34,7 @@ class ThreadEntry:
         """The answer as HTML, or for a run still writing it, as finished blocks and the block being written."""
         if self.view.is_active:
             return live_answer(self.view.text)
-        return self.view.html or markdown_render(self.view.text)
+        return answer_html(self.view.text)
 
     @property
     def position(self) -> int:
@@ -61,9 +62,7 @@ def thread_entries(*, messages: list[Message]) -> list[ThreadEntry]:
         ThreadEntry(
             message=m,
             # A message without a run (imported, or made by hand) shows its stored response.
-            view=views[latest[m.pk].pk]
-            if latest[m.pk]
-            else RunView(status="", activity="", text=m.response, html=m.response_html),
+            view=views[latest[m.pk].pk] if latest[m.pk] else RunView(status="", activity="", text=m.response),
             siblings=siblings[m.parent_id],
         )
         for m in messages

@@ -174,6 +174,10 @@ elif USING_SQLITE:
         "default": {
             "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
             "LOCATION": str(DATA_DIR / "cache"),
+            # It keeps rendered answers and artifact pages (artifactflow.rendered):
+            # a team's recent threads, not Django's 300 entries. Each write lists
+            # the directory to cull it, about 10 ms at this size; reads do not.
+            "OPTIONS": {"MAX_ENTRIES": 2000},
         }
     }
 else:
@@ -452,8 +456,10 @@ DB_RETRY_SECONDS = env.float("ARTIFACTFLOW_DB_RETRY_SECONDS", default=30.0)
 
 # Streamed tokens are written to the event log in batches no more often than
 # this; open pages are sent them as they come, every RUN_LIVE_SECONDS (four times
-# that while the channel layer is slow), without the database.
-RUN_CHUNK_FLUSH_SECONDS = env.float("ARTIFACTFLOW_CHUNK_FLUSH_SECONDS", default=1.0)
+# that while the channel layer is slow), without the database. A page reads the
+# rows only when it (re)connects or missed a piece; two seconds keep a streamed
+# turn within its 40 rows (tests/agents/services/test_execution.py).
+RUN_CHUNK_FLUSH_SECONDS = env.float("ARTIFACTFLOW_CHUNK_FLUSH_SECONDS", default=2.0)
 RUN_LIVE_SECONDS = env.float("ARTIFACTFLOW_LIVE_SECONDS", default=0.1)
 
 # A conversation's page opens on this many of its newest turns and loads older

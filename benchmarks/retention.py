@@ -131,11 +131,7 @@ def main():
         folded = _portal_bytes() - before
         file_folded = _file_bytes()
         rows_after = RunEvent.objects.filter(run__in=runs).count()
-        # What each turn keeps of its text besides the answer: the rendered
-        # answer the page shows, and the model's thinking.
-        html_bytes = sum(
-            len(html.encode()) for html in Message.objects.filter(runs__in=runs).values_list("response_html", flat=True)
-        )
+        # What each turn keeps of its text besides the answer: the model's thinking.
         thinking_bytes = sum(
             len(str(text).encode())
             for text in RunEvent.objects.filter(run__in=runs, type=RunEvent.Type.LLM_COMPLETE).values_list(
@@ -170,9 +166,8 @@ def main():
         f"after VACUUM {(vacuumed / TURNS - answer_bytes) / 1e3:.1f} KB beyond it"
     )
     print(
-        f"     of which the rendered answer (Message.response_html) {html_bytes / TURNS / 1e3:.1f} KB and the thinking "
-        f"{thinking_bytes / TURNS / 1e3:.1f} KB; the rest (rows, indexes, metrics, search index, free space in "
-        f"pages) {(beyond - (html_bytes + thinking_bytes) / TURNS) / 1e3:.1f} KB"
+        f"     of which the thinking {thinking_bytes / TURNS / 1e3:.1f} KB; the rest (rows, indexes, metrics, "
+        f"search index, free space in pages) {(beyond - thinking_bytes / TURNS) / 1e3:.1f} KB"
     )
     print(
         f"  the fold: {fold_seconds / TURNS * 1000:.1f} s per 1,000 turns, "

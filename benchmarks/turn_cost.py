@@ -57,6 +57,8 @@ def _turn(url: str, *, flush: float, live: float) -> dict:
         "max_retries": 0,
     }
     settings.RUN_CHUNK_FLUSH_SECONDS, settings.RUN_LIVE_SECONDS = flush, live
+    # The model's title would take the scripted server's next reply, the next turn's answer.
+    settings.MODEL_TITLES = False
     user = get_user_model().objects.get_or_create(username="bench-turn-cost")[0]
     client = Client()
     client.force_login(user)

@@ -152,7 +152,6 @@ def conversation_fork(*, user, conversation: Conversation, message: Message) -> 
                 parent=parent,
                 content=original.content,
                 response=original.response,
-                response_html=original.response_html,
                 metadata={key: value for key, value in original.metadata.items() if key != ALLOWED_TOOLS},
             )
             copied[original.pk] = parent.pk

@@ -60,10 +60,9 @@ class Message(models.Model):
     conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="messages")
     parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE, related_name="children")
     content = models.TextField()
+    # The answer as the model wrote it (markdown): rendered once, when it is
+    # stored, and kept in the cache (artifactflow.rendered), not here.
     response = models.TextField(blank=True)
-    # The response rendered once, when it is stored (artifactflow.markdown),
-    # so a page view never renders a finished answer again.
-    response_html = models.TextField(blank=True, editable=False)
     metadata = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 

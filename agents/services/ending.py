@@ -6,10 +6,11 @@ showed kept, the `error` event written and the run's row saved, inside the
 caller's transaction (and under its lease, if it holds one). It imports none
 of those three."""
 
+from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext_noop
 
-from artifactflow.markdown import markdown_render
+from artifactflow.rendered import answer_html
 from artifacts.branches import Branch, branch_at
 from artifacts.manager import ArtifactManager, FlushReport
 from artifacts.models import ArtifactSession
@@ -88,8 +89,10 @@ def _answer_shown(*, run: Run) -> str:
 
 def answer_keep(*, message, text: str) -> None:
     message.response = text
-    message.response_html = markdown_render(text)
-    message.save(update_fields=["response", "response_html"])
+    message.save(update_fields=["response"])
+    # Rendered by the worker, so that no page view waits for it; once the
+    # transaction, which may hold SQLite's one writer's lock, has committed.
+    transaction.on_commit(lambda: answer_html(text))
 
 
 def run_branch(run: Run) -> Branch:

@@ -20,6 +20,7 @@ from agents.services.permissions import permission_answer, permissions_expire
 from agents.services.runs import RunStateError
 from agents.state import TURN, checkpoint_state, pending_request
 from agents.tokens import tokens_estimate
+from artifactflow.rendered import answer_html
 from artifacts.branches import branch_shown
 from artifacts.models import Artifact, ArtifactVersion
 from artifacts.services import artifact_edit
@@ -149,7 +150,7 @@ def test_an_answer_and_an_artifact_whose_lexer_never_ends_finish_the_turn_shown_
         pane = client.get(reverse("artifact-detail", args=[run.message.conversation_id, "schema"]))
 
     assert run.status == Run.Status.COMPLETED
-    assert "<pre><code>&lt;!--\n</code></pre>" in run.message.response_html
+    assert "<pre><code>&lt;!--\n</code></pre>" in answer_html(run.message.response)
     assert "<pre><code>&lt;!--\n</code></pre>" in page.content.decode()
     assert '<pre class="plain">&lt;!-- never closed</pre>' in pane.content.decode()
 

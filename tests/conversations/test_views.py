@@ -749,7 +749,7 @@ def test_an_answer_names_the_model_that_wrote_it(signed_in, user):
 
 
 # A long thread comes in pages (agents.thread.thread_page).
-ANSWER_HTML = "<p>" + "A heat pump moves heat rather than making it. " * 40 + "</p>"
+ANSWER = "A heat pump moves heat rather than making it. " * 40
 
 
 def _long_thread(user, turns: int) -> tuple[Conversation, list]:
@@ -757,7 +757,7 @@ def _long_thread(user, turns: int) -> tuple[Conversation, list]:
     parent, messages = None, []
     for number in range(1, turns + 1):
         parent = MessageFactory(
-            conversation=conversation, parent=parent, content=f"Question {number:03}", response_html=ANSWER_HTML
+            conversation=conversation, parent=parent, content=f"Question {number:03}", response=ANSWER
         )
         RunFactory(message=parent, status=Run.Status.COMPLETED)
         messages.append(parent)

@@ -4,7 +4,6 @@ the portal's process environment through `Portal.shell`."""
 from django.contrib.auth import get_user_model
 
 from agents.models import Run
-from artifactflow.markdown import markdown_render
 from artifacts.models import Artifact, ArtifactSession
 from artifacts.services import artifact_version_save
 from conversations.models import Conversation, Message
@@ -27,7 +26,6 @@ def long_conversation(*, username: str, turns: int, answer: str = "") -> str:
             parent=parent,
             content=f"Question {number}: and what about part {number}?",
             response=text,
-            response_html=markdown_render(text),
         )
         Run.objects.create(message=parent, status=Run.Status.COMPLETED, model="scripted")
     conversation.active_branch = parent

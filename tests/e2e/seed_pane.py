@@ -104,14 +104,11 @@ def big_report(*, username: str, size: int = 5 * 1024 * 1024) -> str:
 def long_words(*, username: str) -> str:
     """A conversation whose title, question and answer hold 300-character
     words and a base64 line; returns its id."""
-    from artifactflow.markdown import markdown_render
-
     word = "w" * 300
     blob = base64.b64encode(bytes(range(256)) * 4).decode()
     # A title is at most 200 characters (Postgres holds it to that): still one word far wider than the list.
     conversation, message = _conversation(username, ("title_" + word)[:200])
     message.content = f"What does {word} mean?"
     message.response = f"It means {word}.\n\n{blob}\n\n```\n{blob}\n```"
-    message.response_html = markdown_render(message.response)
-    message.save(update_fields=["content", "response", "response_html"])
+    message.save(update_fields=["content", "response"])
     return str(conversation.pk)

@@ -42,14 +42,14 @@ PANE_TARGETS_JS = _targets_js(controls="#pane-frame :is(a[href], button, summary
 def _long_thread(portal, *, user, branches=False):
     """A 40-turn thread; with `branches`, its last question has a second version beside it."""
     code = (
-        "from conversations.models import Message; from tests.e2e.seed import long_conversation, markdown_render; "
+        "from conversations.models import Message; from tests.e2e.seed import long_conversation; "
         f"conversation = long_conversation(username={user.username!r}, turns=40); "
     )
     if branches:
         code += (
             "last = Message.objects.filter(conversation_id=conversation).order_by('-pk').first(); "
             "Message.objects.create(conversation=last.conversation, parent=last.parent, content='Question 40, put otherwise', "
-            "response='Another answer.', response_html=markdown_render('Another answer.')); "
+            "response='Another answer.'); "
         )
     code += "print(conversation)"
     return f"{portal.base_url}/c/{portal.shell(code).strip()}/"

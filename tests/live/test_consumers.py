@@ -31,6 +31,7 @@ from agents.titling import SOURCE_MODEL, TITLE_SOURCE
 from artifactflow import descriptors, realtime
 from artifactflow.asgi import application
 from artifactflow.markdown import BlockSplitter, markdown_render
+from artifactflow.rendered import answer_html
 from conversations import lifecycle
 from conversations.models import Conversation, Message
 from live import consumers
@@ -264,8 +265,6 @@ async def _connected(conversation, user):
 def _finished_conversation(user):
     conversation = ConversationFactory(owner=user)
     message = MessageFactory(conversation=conversation, content="Done already?", response="It **is** done.")
-    message.response_html = markdown_render(message.response)
-    message.save()
     run = RunFactory(message=message, status=Run.Status.COMPLETED)
     conversation.active_branch = message
     conversation.save()
@@ -348,7 +347,7 @@ async def test_a_long_answer_streams_as_appended_text_and_ends_rendered_whole(us
     await worker
     await communicator.disconnect()
 
-    stored = await sync_to_async(lambda: type(message).objects.get(pk=message.pk).response_html)()
+    stored = await sync_to_async(lambda: answer_html(type(message).objects.get(pk=message.pk).response))()
     final = page.find(f"message-{message.pk}")
     assert (
         final.find_class("answer")[0].text_content().strip()
@@ -449,7 +448,7 @@ async def test_a_run_whose_end_woke_no_one_is_read_once_it_is_quiet(user, settin
 
 
 def _completed(run, response):
-    Message.objects.filter(pk=run.message_id).update(response=response, response_html=markdown_render(response))
+    Message.objects.filter(pk=run.message_id).update(response=response)
     Run.objects.filter(pk=run.pk).update(status=Run.Status.COMPLETED)
 
 
@@ -736,8 +735,6 @@ def _finished_turns(user, count):
     parent, messages, runs = None, [], []
     for i in range(count):
         parent = MessageFactory(conversation=conversation, parent=parent, content=f"Turn {i}?", response=f"Answer {i}.")
-        parent.response_html = markdown_render(parent.response)
-        parent.save()
         messages.append(parent)
         runs.append(RunFactory(message=parent, status=Run.Status.COMPLETED))
     return conversation, messages, runs

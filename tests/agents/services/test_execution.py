@@ -3,16 +3,20 @@ through the event log, its failures made visible, a task delivered twice run
 once, many turns at once in one process, and what its artifacts cost to write."""
 
 import json
+import math
+import re
 import threading
 import time
+from collections import Counter
+from datetime import timedelta
 
 import pytest
 from django.db import DataError, connection
-from django.utils import translation
+from django.utils import timezone, translation
 
 from agents.models import Run, RunEvent
 from agents.selectors import run_views
-from agents.services import execution
+from agents.services import execution, retention
 from agents.services.execution import run_execute
 from agents.services.runs import run_cancel
 from artifacts.branches import branch_shown
@@ -409,3 +413,38 @@ def test_artifacts_that_could_not_be_saved_end_the_turn_with_an_error_naming_the
     assert message.response == "Here is the answer."
     assert [entry["artifact_id"] for entry in run.checkpoint["artifacts"]] == ["report"]
     assert not run.events.filter(type=RunEvent.Type.COMPLETE).exists()
+
+
+# What one streamed turn may write, at the size of a real one (issue 49): an
+# 800-token answer at 40 tokens a second, asked, run and folded, in 40 rows.
+TURN_ROWS, ANSWER_TOKENS, TOKENS_PER_SECOND = 40, 800, 40
+# django-q's ORM broker per task: the queued row, its lock, its delete and the result kept.
+QUEUE_ROWS = 4
+WRITE = re.compile(r'\s*(INSERT INTO|UPDATE|DELETE FROM)\s+"?(\w+)', re.IGNORECASE)
+
+
+def test_a_streamed_turn_writes_no_more_rows_than_its_budget(user, scripted_model, settings):
+    streaming = ANSWER_TOKENS / TOKENS_PER_SECOND
+    # Rows that come with time, at the settings' cadence: a chunk row per flush interval
+    # (and the last), and the lease's heartbeat.
+    timed = math.ceil(streaming / settings.RUN_CHUNK_FLUSH_SECONDS) + 1
+    timed += math.ceil(streaming / (settings.RUN_HEARTBEAT_STALE / 4))
+    # Here the answer streams at once, in a single flush: its rows are counted above.
+    settings.RUN_CHUNK_FLUSH_SECONDS = 3600
+    scripted_model.add(Text(" ".join(f"热泵{n}" for n in range(ANSWER_TOKENS)), chunk_size=12))
+    writes = Counter()
+
+    def count(execute, sql, params, many, context):
+        if written := WRITE.match(sql):
+            writes[" ".join(written.groups())] += 1
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(count):
+        _, run = _turn(user)
+        run_execute(run_id=run.pk)
+        retention.runs_fold(finished_before=timezone.now() + timedelta(seconds=1))
+
+    run.refresh_from_db()
+    assert run.status == Run.Status.COMPLETED and run.message.response.endswith(f"热泵{ANSWER_TOKENS - 1}")
+    # The one chunk row written here, at the end of the stream, is among the timed ones.
+    assert sum(writes.values()) - 1 + timed + QUEUE_ROWS <= TURN_ROWS, (timed, dict(writes))

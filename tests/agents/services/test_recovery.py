@@ -175,7 +175,7 @@ def test_a_worker_that_dies_while_saving_the_answer_hands_it_on_without_asking_t
     # What a worker leaves when it dies after the last step's checkpoint and
     # before the end is saved: the run still running, the answer unsaved.
     run.events.filter(type=RunEvent.Type.COMPLETE).delete()
-    run.message.__class__.objects.filter(pk=run.message_id).update(response="", response_html="")
+    run.message.__class__.objects.filter(pk=run.message_id).update(response="")
     _stale(run, settings, finished_at=None)
 
     runs_sweep()
