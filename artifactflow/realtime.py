@@ -11,6 +11,7 @@ a reconnect, and sending never blocks or fails its caller.
 import asyncio
 import contextvars
 import logging
+import os
 import threading
 import time
 
@@ -176,3 +177,15 @@ def publisher_reset() -> None:
 # threading module's exit hooks run before that one's, the latest registered
 # first, and concurrent.futures registered its own on import (asgiref).
 threading._register_atexit(publisher_reset)
+
+
+def _publisher_forget() -> None:
+    global _instance, _instance_lock
+    _instance = None
+    _instance_lock = threading.Lock()
+
+
+# A forked child (django-q2 forks its workers) has none of its parent's
+# threads: a publisher it inherited would queue its sends for a loop that no
+# longer runs, so the child starts one of its own.
+os.register_at_fork(after_in_child=_publisher_forget)

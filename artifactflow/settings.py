@@ -99,6 +99,14 @@ if USING_SQLITE:
             "PRAGMA auto_vacuum=INCREMENTAL;PRAGMA journal_mode=WAL;PRAGMA synchronous=NORMAL;PRAGMA foreign_keys=ON;"
         ),
     }
+    # A thread keeps its connection: opening one (the file, its pragmas, the
+    # schema parsed, Django's functions registered) costs 1.3-1.7 ms of CPU,
+    # and the web process opened one for every read its websockets made. With
+    # 20 people asking (benchmarks/load.py, two runs each way) a turn cost
+    # 0.94 CPU-s rather than 1.00, and the first token's p95 was 2.0 s rather
+    # than 2.5 s. A thread that ends (a request's) closes its own; there is no
+    # server whose connections they would hold.
+    DATABASES["default"]["CONN_MAX_AGE"] = None
 else:
     # Each process keeps a pool of connections (Django's, on psycopg_pool) and
     # every thread borrows one for a request, a websocket's read or a write and
@@ -159,15 +167,14 @@ if REDIS_URL:
         }
     }
 elif USING_SQLITE:
-    # Carries events from a worker process to the web process through the same
-    # SQLite file; each web process polls it every 50 ms (a read of an indexed,
-    # nearly empty table), which keeps a token's way to the page short. Messages
-    # are only wake-up calls: the consumer reads the event log, so a dropped
-    # one is healed by the next.
+    # Carries wake-ups from a worker (or a request) to the web process over a
+    # Unix socket in the data directory (live.layer): nothing is written for a
+    # push and nothing polls. Messages are only wake-ups: the consumer reads the
+    # event log, so a dropped one is healed by the next.
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_lite.layers.core.SQLiteChannelLayer",
-            "CONFIG": {"database": "default", "capacity": 500, "polling_interval": 0.05},
+            "BACKEND": "live.layer.LocalSocketLayer",
+            "CONFIG": {"directory": str(DATA_DIR / "live"), "capacity": 500},
         }
     }
     CACHES = {
@@ -211,8 +218,6 @@ INSTALLED_APPS = [
     "live",
     "accounts",
 ]
-if not REDIS_URL:
-    INSTALLED_APPS.append("channels_lite")
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",

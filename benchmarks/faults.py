@@ -246,7 +246,7 @@ def main():
     LOGS.mkdir(parents=True, exist_ok=True)
     # django-q2 logs as "django-q"; the settings quiet "django_q", so each enqueue would print here.
     logging.getLogger("django-q").setLevel(logging.WARNING)
-    backend = "SQLite (channels-lite, file cache)" if connection.vendor == "sqlite" else "Postgres + Redis"
+    backend = "SQLite (Unix-socket channel layer, file cache)" if connection.vendor == "sqlite" else "Postgres + Redis"
     print(f"faults, real qcluster processes on {backend}: a turn that creates `notes`, then streams ~3 s")
     print(f"kill faults run with a stale limit of {STALE} s; cluster logs in {LOGS}")
     results, failures = [], []

@@ -19,10 +19,19 @@ Setups:
 Printed per number of users: first token p50/p95 (ask sent → first answer
 fragment on the socket), token → screen p95 (model sent it → socket received
 it), app CPU-seconds per turn (daphne and worker processes, all of their
-processes, over the round / turns, the readers' pages included), the worker
-processes' peak PSS (all of a cluster's processes), page load
-p95 while the answers stream, errors (failed asks, sockets, pages, turns
-unfinished at the deadline) and, on pg, the most Postgres connections seen.
+processes, over the round / turns, the readers' pages included), rows written
+per turn (every table: the task queue's and, on SQLite, whatever the channel
+layer writes; on Postgres, Redis's commands per turn beside them), database
+bytes per turn (its tables and indexes, before any folding), the worker
+processes' peak PSS (all of a cluster's processes), page load p95 while the
+answers stream, errors (failed asks, sockets, pages, turns unfinished at the
+deadline) and, on pg, the most Postgres connections seen.
+
+Rows written are counted by the database: on SQLite by a trigger per table
+that this benchmark adds after migrating (which adds a row write of its own to
+each, not counted; FTS5 tables, which take none, are left out: the portal's
+own triggers fill them), on Postgres from pg_stat_user_tables once the
+processes have reported (PG_STATS_SECONDS after the round).
 
 Not part of benchmarks/run.py: 1, 20 and 50 users take many minutes. Run it alone:
 
@@ -42,6 +51,7 @@ import multiprocessing
 import os
 import re
 import secrets
+import sqlite3
 import ssl
 import statistics
 import subprocess
@@ -69,6 +79,11 @@ STAMP = re.compile(r"\b(1\d{12})n(\d{4})\b")
 # The turn's last push: its article in its final state.
 ENDED = re.compile(r'class="turn"[^>]*data-status="(?:completed|failed|cancelled)"')
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+# On SQLite, where the benchmark's triggers count each table's row writes.
+WRITES_TABLE = "benchmark_writes"
+# Postgres backends report their row counts at most once a second while
+# busy and after 10 s idle; the counts are read after this.
+PG_STATS_SECONDS = 12
 
 
 # --- The model --------------------------------------------------------------------
@@ -174,6 +189,7 @@ class Topology:
         self.setup, self.directory = setup, directory
         self.processes: dict[str, subprocess.Popen] = {}
         self.database = None
+        self._stats, self._stats_lock = None, threading.Lock()
         self.env = {
             key: value
             for key, value in os.environ.items()
@@ -201,6 +217,47 @@ class Topology:
             self.env["DATABASE_URL"] = urlsplit(server)._replace(path=f"/{self.database}").geturl()
             self.env["REDIS_URL"] = os.environ["REDIS_URL"]
 
+    def writes_count(self) -> tuple[dict[str, int], int, int]:
+        """Rows written so far by table, the database's bytes, and Redis's commands (pg)."""
+        if self.setup == "embedded":
+            with contextlib.closing(sqlite3.connect(self.directory / "data" / "artifactflow.sqlite3")) as db:
+                writes = dict(db.execute(f"SELECT tbl, n FROM {WRITES_TABLE}").fetchall())
+                [(size,)] = db.execute(
+                    f"SELECT SUM(pgsize) FROM dbstat WHERE name NOT LIKE '{WRITES_TABLE}%'"
+                ).fetchall()
+            return writes, size, 0
+        import redis
+
+        time.sleep(PG_STATS_SECONDS)
+        rows = self._stats_query(
+            "SELECT relname, n_tup_ins + n_tup_upd + n_tup_del, pg_total_relation_size(relid) FROM pg_stat_user_tables"
+        )
+        stats = redis.Redis.from_url(self.env["REDIS_URL"]).info("commandstats")
+        commands = sum(stat["calls"] for name, stat in stats.items() if name not in ("cmdstat_info",))
+        return {table: count for table, count, _ in rows}, sum(size for *_, size in rows), commands
+
+    def _writes_counted(self) -> None:
+        """A trigger per table and kind of write, counting rows into WRITES_TABLE."""
+        with contextlib.closing(sqlite3.connect(self.directory / "data" / "artifactflow.sqlite3")) as db:
+            tables = [
+                name
+                for (name, sql) in db.execute("SELECT name, sql FROM sqlite_schema WHERE type = 'table'").fetchall()
+                if not name.startswith("sqlite_") and "VIRTUAL TABLE" not in sql.upper()
+            ]
+            virtual = [
+                name for (name,) in db.execute("SELECT name FROM sqlite_schema WHERE sql LIKE 'CREATE VIRTUAL%'")
+            ]
+            tables = [name for name in tables if not any(name.startswith(f"{fts}_") for fts in virtual)]
+            db.execute(f"CREATE TABLE {WRITES_TABLE} (tbl TEXT PRIMARY KEY, n INTEGER NOT NULL)")
+            for table in tables:
+                db.execute(f"INSERT INTO {WRITES_TABLE} VALUES (?, 0)", [table])
+                for kind in ("INSERT", "UPDATE", "DELETE"):
+                    db.execute(
+                        f'CREATE TRIGGER "{WRITES_TABLE}_{table}_{kind}" AFTER {kind} ON "{table}" '
+                        f"BEGIN UPDATE {WRITES_TABLE} SET n = n + 1 WHERE tbl = '{table}'; END"
+                    )
+            db.commit()
+
     def _postgres(self, sql: str) -> None:
         import psycopg
 
@@ -208,13 +265,17 @@ class Topology:
             conn.execute(sql)
 
     def postgres_connections(self) -> int:
+        [(count,)] = self._stats_query("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()")
+        return count
+
+    def _stats_query(self, sql: str) -> list[tuple]:
+        """On a connection opened before the portal's: at 50 people its pools may hold every other one."""
         import psycopg
 
-        with psycopg.connect(self.admin_url, autocommit=True) as conn:
-            [(count,)] = conn.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = %s", [self.database]
-            ).fetchall()
-        return count
+        with self._stats_lock:
+            if self._stats is None:
+                self._stats = psycopg.connect(self.env["DATABASE_URL"], autocommit=True)
+            return self._stats.execute(sql).fetchall()
 
     def _start(self, label: str, command: list[str]) -> None:
         with open(self.directory / f"{label}.log", "a") as out:
@@ -234,6 +295,7 @@ class Topology:
             self.base_url = f"http://127.0.0.1:{port}"
             self.env["CSRF_TRUSTED_ORIGINS"] = self.base_url
             _manage("migrate", "--noinput", "--verbosity", "0", env=self.env)
+            self._writes_counted()
             self._daphne("daphne", port)
             self._start("worker", [sys.executable, "manage.py", "qcluster"])
             self._wait(port)
@@ -243,6 +305,7 @@ class Topology:
         self.env["CSRF_TRUSTED_ORIGINS"] = self.base_url
         _manage("migrate", "--noinput", "--verbosity", "0", env=self.env)
         _manage("collectstatic", "--noinput", "--verbosity", "0", env=self.env)
+        self.postgres_connections()
         for label, port in (("daphne-a", port_a), ("daphne-b", port_b)):
             self._daphne(label, port, "--proxy-headers")
         for label in ("worker-1", "worker-2"):
@@ -319,6 +382,8 @@ class Topology:
                 os.killpg(process.pid, signal.SIGKILL)
             process.wait()
         if self.database:
+            if self._stats is not None:
+                self._stats.close()
             self._postgres(f'DROP DATABASE IF EXISTS "{self.database}" WITH (FORCE)')
 
 
@@ -563,6 +628,7 @@ def main(argv: list[str] | None = None) -> None:
             print(f"{users} users asking…", file=sys.stderr, flush=True)
             stop, peaks = threading.Event(), {"pss": 0.0, "connections": 0}
             watcher = threading.Thread(target=_watch, args=(topology, stop, peaks), daemon=True)
+            writes_before, bytes_before, commands_before = topology.writes_count()
             before = cpu_seconds(topology.sessions())
             watcher.start()
             outcome = asyncio.run(_round(topology=topology, cookies=cookies, users=users, timeout=args.timeout))
@@ -570,7 +636,19 @@ def main(argv: list[str] | None = None) -> None:
             watcher.join()
             after = cpu_seconds(topology.sessions())
             cpu = sum(seconds - before.get(pid, 0.0) for pid, seconds in after.items())
-            rows.append((users, outcome, cpu / users, peaks))
+            writes_after, bytes_after, commands_after = topology.writes_count()
+            writes = {
+                table: (count - writes_before.get(table, 0)) / users
+                for table, count in writes_after.items()
+                if count > writes_before.get(table, 0)
+            }
+            costs = {
+                "cpu": cpu / users,
+                "writes": writes,
+                "bytes": (bytes_after - bytes_before) / users,
+                "commands": (commands_after - commands_before) / users,
+            }
+            rows.append((users, outcome, costs, peaks))
             for error in sorted(set(outcome["errors"]))[:5]:
                 print(f"  {users} users, error: {error}", file=sys.stderr)
     finally:
@@ -581,18 +659,26 @@ def main(argv: list[str] | None = None) -> None:
         f"{READERS} readers loading a page every {READER_PAUSE}s (logs in {directory})"
     )
     print(
-        "| users | first token p50 / p95 | token → screen p95 | app CPU-s per turn | worker PSS MB "
-        "| page p95 while streaming | errors | max Postgres connections |"
+        "| users | first token p50 / p95 | token → screen p95 | app CPU-s per turn | rows written per turn "
+        "| Redis commands per turn | database KB per turn | worker PSS MB | page p95 while streaming | errors "
+        "| max Postgres connections |"
     )
-    print("|---|---|---|---|---|---|---|---|")
-    for users, outcome, cpu, peaks in rows:
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for users, outcome, costs, peaks in rows:
         firsts = outcome["firsts"]
+        commands = f"{costs['commands']:.0f}" if topology.database else "—"
         print(
             f"| {users} | {statistics.median(firsts) if firsts else math.nan:.2f} s / {_percentile(firsts, 0.95):.2f} s "
-            f"| {_percentile(outcome['latencies'], 0.95) * 1000:.0f} ms | {cpu:.2f} | {peaks['pss']:.0f} "
+            f"| {_percentile(outcome['latencies'], 0.95) * 1000:.0f} ms | {costs['cpu']:.2f} "
+            f"| {sum(costs['writes'].values()):.0f} | {commands} "
+            f"| {costs['bytes'] / 1024:.0f} | {peaks['pss']:.0f} "
             f"| {_percentile(outcome['pages'], 0.95) * 1000:.0f} ms | {len(outcome['errors'])} "
             f"| {peaks['connections'] if topology.database else '—'} |"
         )
+    users, _, costs, _ = rows[-1]
+    print(f"\nRows written per turn by table, {users} users:")
+    for table, count in sorted(costs["writes"].items(), key=lambda item: -item[1]):
+        print(f"  {table}: {count:.1f}")
 
 
 if __name__ == "__main__":

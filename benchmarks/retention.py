@@ -39,8 +39,8 @@ TURNS_PER_CONVERSATION = 5
 ANSWER_TOKENS = 800
 THINKING_TOKENS = 150
 TOKENS_PER_SECOND = 40
-# Not the portal's: the channel layer's messages and the task queue come and go.
-TRANSIENT = ("channels_lite", "django_q")
+# Not the portal's: the task queue's rows come and go.
+TRANSIENT = ("django_q",)
 
 
 def _portal_bytes() -> int:

@@ -6,8 +6,8 @@
    the whole message (baseline, what the consumer did before) or what is new
    (live.streaming).
 2. Token sent by the model → fragment received by the page's websocket, p50 and
-   p95, through the real consumer and channel layer (channels-lite on SQLite, or
-   Redis when REDIS_URL is set), with the worker's engine in a thread and the
+   p95, through the real consumer and channel layer (live.layer's Unix sockets
+   on SQLite, or Redis when REDIS_URL is set), with the worker's engine in a thread and the
    scripted model server streaming; and rows written per second of streaming.
 """
 
@@ -137,7 +137,7 @@ def _latency(tokens: int = 600) -> None:
     sent = {piece.strip(): at for at, piece in server.sent}
     latencies = sorted((seen[word] - sent[word]) * 1000 for word in words if word in seen and word in sent)
     rows = RunEvent.objects.filter(run=run, type=RunEvent.Type.LLM_CHUNK).count()
-    layer = "Redis" if settings.REDIS_URL else "channels-lite (SQLite)"
+    layer = "Redis" if settings.REDIS_URL else "Unix sockets (SQLite)"
     p50, p95 = statistics.median(latencies), latencies[int(len(latencies) * 0.95) - 1]
     print(f"token sent → received by the page, {layer}, {len(latencies)}/{tokens} tokens at {TOKENS_PER_SECOND}/s:")
     print(f"  p50 {p50:.0f} ms, p95 {p95:.0f} ms; {rows / (tokens * delay):.1f} event rows per second of streaming")

@@ -116,7 +116,7 @@ def main() -> None:
     parent.send("done")
     sent = parent.recv()
     server.join(timeout=5)
-    layer = "Redis" if settings.REDIS_URL else "channels-lite (SQLite)"
+    layer = "Redis" if settings.REDIS_URL else "Unix sockets (SQLite)"
     print(f"one {TOKENS}-token answer at {TOKENS_PER_SECOND} tokens/s watched by one tab, {layer}:")
     for name, r in results.items():
         # The server's two replies send the same words: each turn's own are the later ones it saw.

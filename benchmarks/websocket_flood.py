@@ -7,7 +7,7 @@ a pause past WEBSOCKET_PUSH_INTERVAL between events (so none is coalesced).
 It does so alone, then while the other user's socket, from a process of its
 own, sends {"running": [100 fresh run ids]} as fast as daphne takes them (the
 probe of issue 26, finding 7: another user's updates went from 13 ms to 1.5 s).
-The channel layer is channels-lite on SQLite, or Redis when REDIS_URL is set.
+The channel layer is live.layer's Unix sockets on SQLite, or Redis when REDIS_URL is set.
 """
 
 import asyncio
@@ -203,7 +203,7 @@ def main():
     finally:
         daphne.terminate()
         daphne.wait(10)
-    layer = "Redis" if settings.REDIS_URL else "channels-lite (SQLite)"
+    layer = "Redis" if settings.REDIS_URL else "Unix sockets (SQLite)"
     print(f"another user's update → page through daphne, {layer}, {SAMPLES} events each:")
     print(f"  alone:   p50 {statistics.median(alone):7.1f} ms, p95 {_p95(alone):7.1f} ms")
     print(

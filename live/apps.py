@@ -5,5 +5,5 @@ class LiveConfig(AppConfig):
     name = "live"
 
     def ready(self):
-        # Connects the receivers that end websockets with their session.
-        from . import signals  # noqa: F401
+        # Connects the receivers that end websockets with their session, and registers the checks.
+        from . import checks, signals  # noqa: F401

@@ -1,9 +1,12 @@
 """Real processes for fault tests: a django-q2 cluster working on the test
 database, a TCP proxy that can cut a server away and bring it back, and a
-Redis of the test's own that it kills and starts again."""
+Redis of the test's own that it kills and starts again; and a web process in
+miniature that listens on the embedded channel layer."""
 
 import contextlib
+import json
 import os
+import queue
 import selectors
 import shutil
 import signal
@@ -218,3 +221,51 @@ class DisposableRedis:
                 return connection.recv(16).startswith(b"+PONG")
         except OSError:
             return False
+
+
+# Prints each message it receives, one JSON line each.
+_LAYER_LISTENER = """
+import asyncio, json, sys
+from live.layer import LocalSocketLayer
+
+async def main():
+    layer = LocalSocketLayer(directory=sys.argv[1], capacity=1000)
+    channel = await layer.new_channel()
+    await layer.group_add(sys.argv[2], channel)
+    print("ready", flush=True)
+    while True:
+        print(json.dumps(await layer.receive(channel), ensure_ascii=False), flush=True)
+
+asyncio.run(main())
+"""
+
+
+class LayerListener:
+    """A web process in miniature on live.layer: joins `group` in `directory` and
+    hands over each message it receives (`next`)."""
+
+    def __init__(self, directory: Path, group: str = "conversation-1"):
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", _LAYER_LISTENER, str(directory), group],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
+            encoding="utf-8",
+        )
+        assert self.process.stdout.readline().strip() == "ready"
+        self.path = directory / f"{self.process.pid}.sock"
+        # Read as it prints, so that a full pipe never stops it receiving.
+        self.received = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.process.stdout:
+            self.received.put(json.loads(line))
+
+    def next(self) -> dict:
+        """The next message it received."""
+        return self.received.get(timeout=waits.seconds(10))
+
+    def kill(self):
+        self.process.kill()
+        self.process.wait()

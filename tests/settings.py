@@ -38,6 +38,8 @@ if USING_SQLITE:  # noqa: F405
     DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / f"test-{os.getpid()}.sqlite3")}  # noqa: F405
     # Tests clear the cache: each test process has a directory of its own.
     CACHES["default"]["LOCATION"] = str(DATA_DIR / f"cache-test-{XDIST_WORKER or 'serial'}")  # noqa: F405
+    # Its wake-ups reach the processes its tests start, never another test process's.
+    CHANNEL_LAYERS["default"]["CONFIG"]["directory"] = str(DATA_DIR / f"live-test-{XDIST_WORKER or 'serial'}")  # noqa: F405
 
 if REDIS_URL and XDIST_WORKER:  # noqa: F405
     # Redis database number REDIS_URL's + N for worker gwN (REDIS_URL's alone when
