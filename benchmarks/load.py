@@ -17,7 +17,8 @@ Setups:
   site (deploy/nginx) over TLS, as tests/deploy/test_nginx.py runs it.
 
 Printed per number of users: first token p50/p95 (ask sent → first answer
-fragment on the socket), token → screen p95 (model sent it → socket received
+fragment on the socket) and the p95 of its part until the model sent that
+token (the ask, the turn's start, the model call), token → screen p95 (model sent it → socket received
 it), app CPU-seconds per turn (daphne and worker processes, all of their
 processes, over the round / turns, the readers' pages included), rows written
 per turn (every table: the task queue's and, on SQLite, whatever the channel
@@ -488,7 +489,7 @@ class WebSocket:
 
 async def _ask(*, client: httpx.AsyncClient, base_url: str, cookie: str, number: int, deadline: float) -> dict:
     """One person: asks, opens the conversation's socket, reads until the answer is whole."""
-    result = {"first": None, "latencies": [], "error": None}
+    result = {"first": None, "model_first": None, "latencies": [], "error": None}
     csrf = re.search(r"csrftoken=([^;]+)", cookie)[1]
     asked = time.time()
     try:
@@ -519,6 +520,7 @@ async def _ask(*, client: httpx.AsyncClient, base_url: str, cookie: str, number:
         if len(seen) < TOKENS:
             raise RuntimeError(f"the turn ended with {len(seen)} of {TOKENS} tokens shown")
         result["first"] = min(received for _, received in seen.values()) - asked
+        result["model_first"] = min(sent for sent, _ in seen.values()) - asked
         result["latencies"] = [received - sent for sent, received in seen.values()]
     except TimeoutError:
         result["error"] = "turn unfinished at the deadline"
@@ -577,8 +579,15 @@ async def _round(*, topology: Topology, cookies: list[str], users: int, timeout:
         await asyncio.gather(*readers)
     errors += [result["error"] for result in results if result["error"]]
     firsts = [result["first"] for result in results if result["first"] is not None]
+    model_firsts = [result["model_first"] for result in results if result["model_first"] is not None]
     latencies = [latency for result in results for latency in result["latencies"]]
-    return {"firsts": firsts, "latencies": latencies, "pages": page_times, "errors": errors}
+    return {
+        "firsts": firsts,
+        "model_firsts": model_firsts,
+        "latencies": latencies,
+        "pages": page_times,
+        "errors": errors,
+    }
 
 
 def _watch(topology: Topology, stop: threading.Event, peaks: dict) -> None:
@@ -659,16 +668,17 @@ def main(argv: list[str] | None = None) -> None:
         f"{READERS} readers loading a page every {READER_PAUSE}s (logs in {directory})"
     )
     print(
-        "| users | first token p50 / p95 | token → screen p95 | app CPU-s per turn | rows written per turn "
+        "| users | first token p50 / p95 | of which until the model sent it, p95 | token → screen p95 | app CPU-s per turn | rows written per turn "
         "| Redis commands per turn | database KB per turn | worker PSS MB | page p95 while streaming | errors "
         "| max Postgres connections |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for users, outcome, costs, peaks in rows:
         firsts = outcome["firsts"]
         commands = f"{costs['commands']:.0f}" if topology.database else "—"
         print(
             f"| {users} | {statistics.median(firsts) if firsts else math.nan:.2f} s / {_percentile(firsts, 0.95):.2f} s "
+            f"| {_percentile(outcome['model_firsts'], 0.95):.2f} s "
             f"| {_percentile(outcome['latencies'], 0.95) * 1000:.0f} ms | {costs['cpu']:.2f} "
             f"| {sum(costs['writes'].values()):.0f} | {commands} "
             f"| {costs['bytes'] / 1024:.0f} | {peaks['pss']:.0f} "

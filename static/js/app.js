@@ -109,8 +109,21 @@ document.addEventListener("htmx:afterSettle", (event) => {
 // hx-sync gives one strategy to all of the pane's requests, and the one that
 // lets the user cancel a refresh (replace) would let a refresh cancel the user.
 const PANE_ASKED = "#artifact-pane .htmx-request, .htmx-request[hx-target='#artifact-pane']";
+// A refresh that yielded is owed: it is made once the user's request is
+// answered, so that a change signalled meanwhile (a turn saving a version
+// while the next page of a long text comes in) still reaches the pane.
+let paneRefreshOwed = false;
 document.addEventListener("htmx:confirm", (event) => {
-  if (event.detail.elt.id === "artifact-pane" && document.querySelector(PANE_ASKED)) event.preventDefault();
+  if (event.detail.elt.id !== "artifact-pane" || !document.querySelector(PANE_ASKED)) return;
+  event.preventDefault();
+  paneRefreshOwed = true;
+});
+document.addEventListener("htmx:afterRequest", () => {
+  if (!paneRefreshOwed || document.querySelector(PANE_ASKED)) return;
+  paneRefreshOwed = false;
+  const pane = document.getElementById("artifact-pane");
+  // Its own trigger (pane.html); a pane the user's answer left without one (an open editor) owes nothing.
+  if (pane && pane.hasAttribute("hx-get")) htmx.trigger(pane, "pane:refresh");
 });
 // Beside the chat the artifact pane folds away for room to read, and the
 // choice is remembered. On a phone it is a sheet over the chat instead, as the

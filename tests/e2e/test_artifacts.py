@@ -8,6 +8,7 @@ import pytest
 from docx import Document
 from playwright.sync_api import expect
 
+from tests import waits
 from tests.agents.test_engine import call
 from tests.e2e.test_first_turn import TURN_TIMEOUT, ask, sign_in
 from tests.e2e.test_layout import sizes_schemes_languages
@@ -135,6 +136,14 @@ PANE_SWAPPED_JS = """() => {
 }"""
 
 
+# Whether the pane was swapped (PANE_SWAPPED_JS) within the given milliseconds:
+# a pane that never is fails the test rather than holding it.
+SWAPPED_WITHIN_JS = """(ms) => Promise.race([
+  window.paneSwapped.then(() => true),
+  new Promise((resolve) => setTimeout(() => resolve(false), ms)),
+])"""
+
+
 # What htmx reports when the websocket swaps in the artifacts-changed signal.
 SIGNAL_ARTIFACTS_CHANGED_JS = """() => {
   document.getElementById("artifacts-changed").dispatchEvent(new CustomEvent("htmx:oobAfterSwap", { bubbles: true }));
@@ -158,7 +167,7 @@ def test_a_refresh_that_brings_nothing_new_leaves_the_pane_alone(portal, model_s
     page.evaluate(PANE_SWAPPED_JS)
     with page.expect_response(lambda r: r.request.method == "GET" and r.url.endswith("/artifacts/notes.md/")):
         page.evaluate(SIGNAL_ARTIFACTS_CHANGED_JS)
-    page.evaluate("window.paneSwapped")
+    assert page.evaluate(SWAPPED_WITHIN_JS, waits.ms(10))
 
     assert page.evaluate("window.paneChanges") == 0
     expect(page.locator("#artifact-pane .artifact-content h1")).to_have_text("Field notes")
@@ -210,7 +219,7 @@ def test_an_old_version_is_compared_word_by_word_and_restored(portal, model_serv
     # A refresh while the reader chooses (another save's change signal) keeps their choice.
     page.evaluate(PANE_SWAPPED_JS)
     page.evaluate(SIGNAL_ARTIFACTS_CHANGED_JS)
-    page.evaluate("window.paneSwapped")
+    assert page.evaluate(SWAPPED_WITHIN_JS, waits.ms(10))
     expect(pane.get_by_label("Compare")).to_have_value("1")
     pane.get_by_role("button", name="Compare", exact=True).click()
 
@@ -243,7 +252,7 @@ def test_an_old_version_is_compared_word_by_word_and_restored(portal, model_serv
     page.evaluate(PANE_SWAPPED_JS)
     with page.expect_response(lambda r: r.url.endswith("/artifacts/pumps.md/")):
         page.evaluate(SIGNAL_ARTIFACTS_CHANGED_JS)
-    page.evaluate("window.paneSwapped")
+    assert page.evaluate(SWAPPED_WITHIN_JS, waits.ms(10))
     expect(pane).to_contain_text(RESTORED)
     expect(pane.locator(".old-version")).to_have_count(0)
     expect(pane.locator(".artifact-content")).not_to_contain_text("checked twice")
@@ -296,7 +305,7 @@ def test_a_link_opens_the_artifact_it_names_and_back_goes_back_to_it(portal, mod
     page.evaluate(PANE_SWAPPED_JS)
     with page.expect_response(lambda r: r.url.endswith("/artifacts/")):
         page.evaluate(SIGNAL_ARTIFACTS_CHANGED_JS)
-    page.evaluate("window.paneSwapped")
+    assert page.evaluate(SWAPPED_WITHIN_JS, waits.ms(10))
     expect(pane.locator(".notice")).to_have_text(
         "The artifact this link names is not on this branch of the conversation; showing the newest."
     )

@@ -22,6 +22,11 @@ ANSWER = (
     f"{LAST_SENTENCE}"
 )
 ANSWER_SELECTOR = "article.turn .bubble.assistant .answer"
+# Whether the newest turn's event log holds streamed text yet (Portal.shell).
+CHUNK_WRITTEN = (
+    "from agents.models import Run, RunEvent; "
+    "print(Run.objects.latest('pk').events.filter(type=RunEvent.Type.LLM_CHUNK).exists())"
+)
 TURN_TIMEOUT = waits.ms(20)  # worker pickup, about 2 s of streaming, completion
 
 # Truthy (the text so far) once the answer shows some text but not its end
@@ -129,15 +134,17 @@ def test_another_users_conversation_is_not_found(portal, model_server, new_page,
 
 
 def test_a_reload_mid_turn_shows_the_text_so_far_and_keeps_streaming(portal, model_server, page):
-    model_server.add(Text(ANSWER, chunk_size=4, delay=0.08))
+    # About eight seconds of text: the reload comes after the first row (two seconds in) and before the end.
+    model_server.add(Text(ANSWER, chunk_size=4, delay=0.12))
     sign_in(page, portal=portal, user=portal.users[0])
     ask(page, question="Reload while you write?")
-    # What a reload renders is what the event log holds, a row a second (the
-    # page is sent what came after over the socket): two seconds of text in,
-    # there is a row.
+    # What a reload renders is what the event log holds, a row every
+    # RUN_CHUNK_FLUSH_SECONDS (the page is sent what came after over the
+    # socket): the reload comes once the page shows some text and the log has a row of it.
     page.wait_for_function(
         PARTIAL_ANSWER_REACHED_JS, arg=[ANSWER_SELECTOR, LAST_SENTENCE, "one chunk at a time"], timeout=TURN_TIMEOUT
     )
+    waits.until(lambda: portal.shell(CHUNK_WRITTEN).strip() == "True", timeout=20)
 
     page.reload()
 

@@ -9,12 +9,20 @@ from urllib.parse import urlsplit
 import pytest
 from playwright.sync_api import expect
 
-from tests.e2e.test_artifacts import PANE_SWAPPED_JS, SIGNAL_ARTIFACTS_CHANGED_JS
+from tests import waits
+from tests.e2e.test_artifacts import PANE_SWAPPED_JS, SIGNAL_ARTIFACTS_CHANGED_JS, SWAPPED_WITHIN_JS
 from tests.e2e.test_first_turn import sign_in
 
 pytestmark = pytest.mark.e2e
 
 SIZES = {"laptop": (1366, 900), "tablet": (1024, 768), "phone": (390, 844)}
+# Counts the pane's swaps from the page's first load on (add_init_script).
+PANE_SWAPS_COUNTED_JS = """
+window.paneSwaps = 0;
+document.addEventListener("htmx:afterSwap", (event) => {
+  if (event.detail.target.id === "artifact-pane") window.paneSwaps += 1;
+});
+"""
 # Nothing in the pane or the page wider than its box.
 FITS_JS = """() => {
   const pane = document.getElementById("artifact-pane");
@@ -137,14 +145,46 @@ def test_a_20_mb_text_opens_on_its_first_page_and_pages_on(portal, owner, big, n
     # The next page came in place of the button, with a button for the one after it.
     expect(pane.locator(".show-more")).to_have_count(1)
     expect(content.locator(".prose-text")).to_have_count(2)
-    # A refresh of the pane (a change signal) keeps the pages shown.
+    # A refresh of the pane (a change signal) keeps the pages shown (and a
+    # third, if the new button was in view: it loads as it is seen).
     page.evaluate(PANE_SWAPPED_JS)
     page.evaluate(SIGNAL_ARTIFACTS_CHANGED_JS)
-    page.evaluate("window.paneSwapped")
-    expect(content.locator(".prose-text")).to_have_count(2)
+    assert page.evaluate(SWAPPED_WITHIN_JS, waits.ms(10))
+    expect(content.locator(".prose-text").nth(1)).to_be_attached()
     expect(content).to_contain_text(following)
     page.wait_for_function(FITS_JS)
     screenshot(page, name="big")
+
+
+def test_a_change_signalled_while_a_page_comes_in_refreshes_the_pane_once_it_has(portal, owner, big, new_page):
+    page = new_page()
+    page.add_init_script(PANE_SWAPS_COUNTED_JS)
+    pane = _opened(page, big + "?artifact=big.txt", size="laptop", scheme="light", portal=portal, owner=owner)
+    # The refresh the page's socket asks for as it opens is done.
+    page.wait_for_function("() => window.paneSwaps >= 1")
+    next_page = re.compile(r"/big\.txt/page/\?")
+    held = []
+    # The next page is held on its way, as a slow connection would hold it.
+    page.route(next_page, lambda route: held.append(route))
+    refreshes = []
+    page.on(
+        "request",
+        lambda request: refreshes.append(request.url) if re.search(r"/big\.txt/(\?|$)", request.url) else None,
+    )
+    button = pane.locator(".show-more").get_by_role("button", name="Show more")
+    with page.expect_request(next_page):
+        button.click()
+    expect(button).to_have_class(re.compile(r"\bhtmx-request\b"))
+
+    # A turn saved a version meanwhile: the pane yields to the page on its way, and owes the refresh.
+    page.evaluate(PANE_SWAPPED_JS)
+    page.evaluate(SIGNAL_ARTIFACTS_CHANGED_JS)
+    held[0].continue_()
+    page.unroute(next_page)
+
+    swapped = page.evaluate(SWAPPED_WITHIN_JS, waits.ms(10))
+    assert swapped and len(refreshes) == 1, refreshes
+    expect(pane.locator(".artifact-content .prose-text").nth(1)).to_be_attached()
 
 
 def _line_numbers(content) -> list[int]:
