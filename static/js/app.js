@@ -111,15 +111,23 @@ document.addEventListener("htmx:afterSettle", (event) => {
 const PANE_ASKED = "#artifact-pane .htmx-request, .htmx-request[hx-target='#artifact-pane']";
 // A refresh that yielded is owed: it is made once the user's request is
 // answered, so that a change signalled meanwhile (a turn saving a version
-// while the next page of a long text comes in) still reaches the pane.
+// while the next page of a long text comes in) still reaches the pane. An
+// answer that is the whole pane (an upload, another artifact) was rendered
+// after the change and shows it: then nothing is owed, and no refresh on its
+// way could bring back what the user had just left.
 let paneRefreshOwed = false;
 document.addEventListener("htmx:confirm", (event) => {
   if (event.detail.elt.id !== "artifact-pane" || !document.querySelector(PANE_ASKED)) return;
   event.preventDefault();
   paneRefreshOwed = true;
 });
-document.addEventListener("htmx:afterRequest", () => {
-  if (!paneRefreshOwed || document.querySelector(PANE_ASKED)) return;
+document.addEventListener("htmx:afterRequest", (event) => {
+  if (!paneRefreshOwed) return;
+  if (event.detail.target?.id === "artifact-pane") {
+    paneRefreshOwed = false;
+    return;
+  }
+  if (document.querySelector(PANE_ASKED)) return;
   paneRefreshOwed = false;
   const pane = document.getElementById("artifact-pane");
   // Its own trigger (pane.html); a pane the user's answer left without one (an open editor) owes nothing.
