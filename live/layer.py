@@ -23,7 +23,6 @@ the first sender to find it so removes it.
 import asyncio
 import atexit
 import contextlib
-import copy
 import errno
 import json
 import logging
@@ -65,9 +64,10 @@ def socket_path(directory: Path, *, pid: int) -> str:
 def socket_path_refused(directory: Path, *, pid: int = LONGEST_PID) -> str | None:
     """Why a process could not listen in `directory`, or None if it can."""
     path = socket_path(directory, pid=pid)
-    if len(os.fsencode(path)) > MAX_PATH:
+    length = len(os.fsencode(path))
+    if length > MAX_PATH:
         return (
-            f"The live updates' socket path {path} is {len(os.fsencode(path))} bytes, beyond {MAX_PATH}: "
+            f"The live updates' socket path {path} is {length} bytes, beyond {MAX_PATH}: "
             "set ARTIFACTFLOW_DATA_DIR to a shorter directory"
         )
     return None
@@ -107,16 +107,6 @@ class LocalSocketLayer(InMemoryChannelLayer):
         # Blocking writes in the event loop: a hub reads its socket at once, so
         # a write returns at once, and one that does not is cut at SEND_TIMEOUT.
         self._hubs_write(_LENGTH.pack(len(frame)) + frame, own=hub.path if hub is not None else None)
-
-    def deliver(self, group, message):
-        """Called in this layer's event loop with a message a hub read: into
-        the queue of each of its channels in `group`, as InMemoryChannelLayer's
-        group_send does, a full one skipped."""
-        self._clean_expired()
-        for channel in list(self.groups.get(group, ())):
-            queue = self.channels.setdefault(channel, asyncio.Queue(maxsize=self.get_capacity(channel)))
-            with contextlib.suppress(asyncio.QueueFull):
-                queue.put_nowait((time.time() + self.expiry, copy.deepcopy(message)))
 
     def _hubs_write(self, data: bytes, *, own: str | None) -> None:
         try:
@@ -230,10 +220,14 @@ class _Hub:
         with self._lock:
             layers = list(self._layers.items())
         for layer, loop in layers:
+            # In the layer's own loop, by InMemoryChannelLayer's own group_send
+            # (a copy for each channel, a full one skipped).
+            delivery = InMemoryChannelLayer.group_send(layer, group, message)
             try:
-                loop.call_soon_threadsafe(layer.deliver, group, message)
+                asyncio.run_coroutine_threadsafe(delivery, loop)
             except RuntimeError:
                 # Its loop is closed (a test's, or a server's that stopped): it receives no more.
+                delivery.close()
                 with self._lock:
                     self._layers.pop(layer, None)
 
