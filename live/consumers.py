@@ -6,6 +6,7 @@ import uuid
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 
+from channels.consumer import get_handler_name
 from channels.db import DatabaseSyncToAsync
 from channels.generic.websocket import AsyncWebsocketConsumer, WebsocketConsumer
 from channels.layers import get_channel_layer
@@ -130,6 +131,21 @@ class RunStateMixin:
         return "".join(parts)
 
 
+class HandlersInTheLoop:
+    """channels closes stale database connections before every handler, in
+    asgiref's one thread-sensitive thread: the thread every page view and
+    form post of the process waits for. These consumers touch the database
+    only through `_in_thread`, whose threads close their own, so that hop
+    did nothing but queue each open page's wake-ups in front of people's
+    questions (with fifty asking at once, the last waited seconds for it)."""
+
+    async def dispatch(self, message):
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message['type']}")
+        await handler(message)
+
+
 class TasksEndWithTheSocket:
     """The server ends a consumer that outlives its close timeout by cancelling
     it, and disconnect() may not have run: the tasks it started (`_stop`) end
@@ -142,7 +158,7 @@ class TasksEndWithTheSocket:
             self._stop()
 
 
-class ConversationConsumer(TasksEndWithTheSocket, RunStateMixin, AsyncWebsocketConsumer):
+class ConversationConsumer(TasksEndWithTheSocket, HandlersInTheLoop, RunStateMixin, AsyncWebsocketConsumer):
     """Pushes a conversation's live runs to its open page as HTML fragments that
     HTMX swaps in by id: a snapshot of each running message on connect, then
     only what is new (streaming), at most one push per
@@ -177,9 +193,8 @@ class ConversationConsumer(TasksEndWithTheSocket, RunStateMixin, AsyncWebsocketC
 
     async def dispatch(self, message):
         # A frame beyond the page's budget, or after its session ended, is
-        # dropped here, unread: channels would first close stale database
-        # connections in asgiref's one thread-sensitive thread, which every
-        # socket and the layer share, so a flood of frames delayed everyone.
+        # dropped here, unread: a page flooding its socket costs the process
+        # next to nothing.
         if message["type"] == "websocket.receive" and (self.ended or not self.budget.take()):
             return
         await super().dispatch(message)
@@ -467,7 +482,7 @@ class ConversationConsumer(TasksEndWithTheSocket, RunStateMixin, AsyncWebsocketC
         return "".join(parts)
 
 
-class UserConsumer(TasksEndWithTheSocket, RunStateMixin, AsyncWebsocketConsumer):
+class UserConsumer(TasksEndWithTheSocket, HandlersInTheLoop, RunStateMixin, AsyncWebsocketConsumer):
     """The websocket of a page that shows no conversation (a new one's): it
     carries what the user's group says, the list's marks and the end of the
     session, and nothing of any conversation's stream. A page holds one
@@ -501,8 +516,7 @@ class UserConsumer(TasksEndWithTheSocket, RunStateMixin, AsyncWebsocketConsumer)
 
     async def dispatch(self, message):
         # A page says nothing this socket listens to (app.js names its running
-        # turns to any socket it opens): its frames are dropped unread, before
-        # channels would spend the shared database thread on each.
+        # turns to any socket it opens): its frames are dropped unread.
         if message["type"] != "websocket.receive":
             await super().dispatch(message)
 

@@ -47,6 +47,9 @@ class Text:
     # Azure's shape: a first chunk with no choices (its prompt filter results)
     # and a content-filter verdict with an empty delta after every piece.
     filter_chunks: bool = False
+    # Between every piece, chunks of shapes no service should send (ODD_CHUNKS):
+    # a broken proxy's or a server extension's, which carry nothing.
+    odd_chunks: bool = False
     # The stream stops before this text of the answer until the test calls
     # ScriptedModelServer.release(): a turn held mid-answer for as long as the
     # test needs, however busy the machine, in place of a stream slowed to last.
@@ -283,6 +286,8 @@ def _handler_for(server: ScriptedModelServer):
                         time.sleep(reply.delay)
                     self._event(_chunk(server.model, {"content": piece}))
                     server.sent.append((time.monotonic(), piece))
+                    for odd in ODD_CHUNKS if getattr(reply, "odd_chunks", False) else ():
+                        self._event(odd)
                     if include_filter:
                         verdict = _chunk(server.model, {})
                         verdict["choices"][0]["content_filter_results"] = _FILTERED["content_filter_results"]
@@ -376,6 +381,16 @@ def _tokens(text: str) -> int:
 
 def _pieces(text: str, size: int):
     return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+ODD_CHUNKS = (
+    [],
+    "keep-alive",
+    {"choices": "none"},
+    {"choices": [5, {"delta": "text"}, {"delta": {"content": 7, "tool_calls": "x"}}, {"finish_reason": 1}]},
+    {"choices": [{"delta": {"tool_calls": [3, {"index": "a", "function": "f"}]}}]},
+    {"choices": [], "usage": 3},
+)
 
 
 def _chunk(model: str, delta: dict | None, finish_reason=None) -> dict:

@@ -2,7 +2,9 @@
 stream's fragments put together into `Delta`s, and a stream that breaks off
 mid-answer asked again."""
 
+import functools
 import logging
+import os
 import queue
 import re
 import threading
@@ -38,6 +40,23 @@ class ModelSettings:
     max_retries: int = 2
 
 
+@functools.lru_cache(maxsize=32)
+def _client(config: ModelSettings) -> openai.OpenAI:
+    """One client per model per process, shared by its turns' threads (its
+    HTTP client is thread-safe): building one loads the system's
+    certificates, 20 ms of CPU, twice a turn and more with agents on other
+    models."""
+    # The SDK retries 408/409/429/5xx and connection errors with backoff
+    # before a stream starts; a stream that breaks off is retried here.
+    return openai.OpenAI(
+        api_key=config.api_key, base_url=config.base_url, timeout=config.timeout, max_retries=config.max_retries
+    )
+
+
+# A forked process opens connections of its own rather than share its parent's.
+os.register_at_fork(after_in_child=_client.cache_clear)
+
+
 class OpenAIChatModel:
     demo = False
 
@@ -46,11 +65,7 @@ class OpenAIChatModel:
         self.name = config.model
         self.tool_mode = config.tool_mode
         self.context_window = config.context_window
-        # The SDK retries 408/409/429/5xx and connection errors with backoff
-        # before a stream starts; a stream that breaks off is retried here.
-        self._client = openai.OpenAI(
-            api_key=config.api_key, base_url=config.base_url, timeout=config.timeout, max_retries=config.max_retries
-        )
+        self._client = _client(config)
 
     def stream(self, messages: list[dict], *, tools: Iterable[Tool] = ()) -> Iterator[Delta]:
         request = {"model": self.name, "messages": messages, "stream": True, "stream_options": {"include_usage": True}}
@@ -101,13 +116,19 @@ class OpenAIChatModel:
         # Offered tools, a model whose server has no tool parser writes its calls in the text.
         written = HermesCalls() if "tools" in request else None
         try:
-            stream = self._client.chat.completions.create(**request)
+            # The SDK's request, retries, event decoding and errors, but each
+            # chunk left as the JSON object it came as: building its typed
+            # model was a third of a worker's CPU while fifty answers streamed.
+            stream = self._client.post(
+                "/chat/completions", body=request, cast_to=object, stream=True, stream_cls=openai.Stream[object]
+            )
             live.stream = stream
             with stream:
                 for chunk in stream:
+                    choices = _choices(chunk)
                     # "stop", "length", "tool_calls"…: any reason means the model ended the answer itself.
-                    reasons.update(choice.finish_reason for choice in chunk.choices or [] if choice.finish_reason)
-                    for delta in _deltas(chunk, calls):
+                    reasons.update(choice["finish_reason"] for choice in choices if _text(choice.get("finish_reason")))
+                    for delta in _deltas(chunk, choices, calls):
                         received = True
                         if delta.content:
                             inline, delta.content = splitter.feed(delta.content)
@@ -271,29 +292,45 @@ class _BrokenStream(Exception):
         self.error = str(error)
 
 
-def _deltas(chunk, calls: dict[int, dict]) -> Iterator[Delta]:
-    usage = chunk.usage.model_dump() if getattr(chunk, "usage", None) else None
-    if usage:
+def _choices(chunk: object) -> list[dict]:
+    """A chunk's choices that are objects; a chunk or choice of any other
+    shape (a proxy's keep-alive, a server's own extension) carries nothing."""
+    if not isinstance(chunk, dict) or not isinstance(chunk.get("choices"), list):
+        return []
+    return [choice for choice in chunk["choices"] if isinstance(choice, dict)]
+
+
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _deltas(chunk: object, choices: list[dict], calls: dict[int, dict]) -> Iterator[Delta]:
+    usage = chunk.get("usage") if isinstance(chunk, dict) else None
+    if isinstance(usage, dict) and usage:
         yield Delta(usage=usage)
-    for choice in chunk.choices or []:
-        delta = choice.delta
-        if delta is None:
+    for choice in choices:
+        delta = choice.get("delta")
+        if not isinstance(delta, dict):
             continue
-        for part in delta.tool_calls or []:
+        parts = delta.get("tool_calls")
+        for part in parts if isinstance(parts, list) else []:
             # Function calls arrive in fragments keyed by index: the id and
             # name once, the JSON arguments piece by piece.
-            call = calls.setdefault(part.index, {"id": "", "name": "", "arguments": ""})
-            if part.id:
-                call["id"] = part.id
-            if part.function is not None:
-                call["name"] += part.function.name or ""
-                call["arguments"] += part.function.arguments or ""
+            if not isinstance(part, dict) or not isinstance(part.get("index"), int):
+                continue
+            call = calls.setdefault(part["index"], {"id": "", "name": "", "arguments": ""})
+            if _text(part.get("id")):
+                call["id"] = part["id"]
+            function = part.get("function")
+            if isinstance(function, dict):
+                call["name"] += _text(function.get("name"))
+                call["arguments"] += _text(function.get("arguments"))
         # Reasoning models send their thinking beside the answer, under a name
         # that is not part of the OpenAI schema.
-        extra = delta.model_extra or {}
-        reasoning = extra.get("reasoning_content") or extra.get("reasoning") or ""
-        if delta.content or reasoning:
-            yield Delta(content=delta.content or "", reasoning=reasoning)
+        reasoning = _text(delta.get("reasoning_content")) or _text(delta.get("reasoning"))
+        content = _text(delta.get("content"))
+        if content or reasoning:
+            yield Delta(content=content, reasoning=reasoning)
 
 
 # What a proxy or a model service may echo back in an error: credentials in

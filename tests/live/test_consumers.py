@@ -5,6 +5,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 
 import lxml.html
@@ -1134,6 +1135,27 @@ async def test_a_title_the_model_proposed_reaches_the_pages_head(user):
     [heading] = lxml.html.fragment_fromstring(pushed[-1], create_parent=True)
     assert (heading.tag, heading.get("id"), heading.get("hx-swap-oob")) == ("h1", "conversation-title", "true")
     assert heading.text_content() == "热泵 <b>在</b> 低温"
+    await communicator.disconnect()
+
+
+async def test_a_wake_up_reaches_the_page_while_page_views_hold_the_shared_thread(user):
+    """Page views and questions run one at a time in asgiref's one
+    thread-sensitive thread; a socket's wake-ups do not queue behind them."""
+    conversation = await _conversation(user)
+    communicator = await _open(conversation, await _session_cookie(user))
+    release = threading.Event()
+    held = asyncio.ensure_future(sync_to_async(release.wait, thread_sensitive=True)(waits.seconds(30)))
+    try:
+        await get_channel_layer().group_send(
+            conversation.group_name, {"type": realtime.TITLE_CHANGED, "title": "热泵在低温下"}
+        )
+
+        pushed = await _received(communicator, until=lambda html: "conversation-title" in html)
+        assert "热泵在低温下" in pushed[-1]
+        assert not held.done()
+    finally:
+        release.set()
+        await held
     await communicator.disconnect()
 
 

@@ -202,3 +202,18 @@ async def test_a_directory_too_long_for_a_socket_says_what_to_change(tmp_path, s
         await LocalSocketLayer(directory=too_long).new_channel()
     [error] = checks.live_sockets_check(None)
     assert error.id == "live.E001" and "set ARTIFACTFLOW_DATA_DIR to a shorter directory" in error.msg
+
+
+async def test_an_expired_message_is_never_delivered_and_its_channel_leaves_the_group(directory):
+    """channels' expiry, though the layer looks for expired messages once a CLEAN_INTERVAL."""
+    layer = LocalSocketLayer(directory=directory, expiry=1)
+    channel = await layer.new_channel()
+    await layer.group_add("conversation-1", channel)
+    await layer.group_send("conversation-1", {"type": "run.event", "seq": 1})
+
+    await asyncio.sleep(1 + live_layer.CLEAN_INTERVAL)
+    await layer.group_send("conversation-1", {"type": "run.event", "seq": 2})
+
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(layer.receive(channel), timeout=0.5)
+    await layer.close()

@@ -3,6 +3,7 @@ finished its answer is asked again, a model error once retries run out, and a
 request refused for its length told apart from other refusals."""
 
 import json
+import os
 
 import pytest
 
@@ -227,6 +228,20 @@ def test_a_stream_asked_again_mid_think_tag_starts_its_thinking_afresh(model_ser
     assert _said(deltas[restart + 1 :]) == ("整个想法", "答案")
 
 
+def test_a_process_builds_one_client_per_model_and_a_forked_worker_builds_its_own(model_server):
+    """Building a client loads the system's certificates: once per model and process, not per turn."""
+    client = _model(model_server)._client
+
+    assert _model(model_server)._client is client
+    assert _model(model_server, timeout=61.0)._client is not client
+    child = os.fork()
+    if child == 0:
+        # A django-q2 cluster forks its workers: none may use its parent's connections.
+        os._exit(0 if _model(model_server)._client is not client else 1)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
 # --- stream shapes of other services (docs/models.md) ---------------------------
 
 
@@ -243,6 +258,16 @@ def test_chunks_without_choices_and_empty_deltas_are_skipped(model_server):
     assert "".join(d.content for d in deltas) == "An answer, filtered."
     assert "".join(d.reasoning for d in deltas) == "Thought."
     assert next(d.usage for d in deltas if d.usage)["completion_tokens"] > 0
+
+
+def test_chunks_of_shapes_no_service_should_send_carry_nothing_and_break_nothing(model_server):
+    model_server.add(Text("An answer among odd chunks.", odd_chunks=True, chunk_size=4))
+
+    deltas = list(_model(model_server).stream([{"role": "user", "content": "Hi"}]))
+
+    assert "".join(d.content for d in deltas) == "An answer among odd chunks."
+    assert not any(d.tool_calls for d in deltas)
+    assert [d.usage["completion_tokens"] for d in deltas if d.usage] == [7]
 
 
 def test_parallel_calls_interleaved_by_index_come_out_whole_in_order(model_server):
