@@ -35,9 +35,12 @@ def _sweep_schedule(sender, **kwargs):
 def _sweep_on_worker_start(sender, **kwargs):
     # A worker process starting after a crash or a restart heals at once the
     # runs its host's dead processes held, rather than after the stale limit.
+    from artifactflow.health import worker_seen
+
     from .services.recovery import runs_sweep
 
     try:
+        worker_seen()
         swept = runs_sweep()
         if swept["recovered"]:
             logger.warning("Recovered %s runs whose worker had died", swept["recovered"])

@@ -1,5 +1,7 @@
 """django-q2 entry points. They run in the worker processes, never in the web process."""
 
+from artifactflow import health
+
 from .services import execution, recovery, retention
 
 
@@ -8,6 +10,7 @@ def run_turn(run_id: int) -> None:
 
 
 def runs_sweep() -> dict:
+    health.worker_seen()
     return recovery.runs_sweep()
 
 

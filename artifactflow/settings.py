@@ -74,6 +74,8 @@ CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 # redirects plain HTTP instead of looping. Plain HTTP on a trusted network
 # keeps working with http:// origins.
 HTTPS = not DEBUG and bool(CSRF_TRUSTED_ORIGINS) and all(o.startswith("https://") for o in CSRF_TRUSTED_ORIGINS)
+# Probes ask a web process itself over plain HTTP (docs/deploy.md), past nginx.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
 if HTTPS:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     SECURE_SSL_REDIRECT = True
@@ -449,6 +451,11 @@ Q_CLUSTER = {
     "catch_up": False,
     "poll": 0.2,
 }
+
+# /readyz fails when no worker has run its sweep for this long (artifactflow.health).
+# The sweep is scheduled once a minute and django-q2's scheduler looks about
+# every 30 s: beyond two minutes, no worker is taking turns.
+READY_WORKER_SECONDS = env.int("ARTIFACTFLOW_READY_WORKER_SECONDS", default=120)
 
 # A running turn whose heartbeat is older than this is taken for dead. A
 # worker beats from a thread of its own every quarter of it, whatever the

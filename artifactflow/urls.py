@@ -8,8 +8,12 @@ from django.views.generic import RedirectView
 # Registers the <id:…> and <artifact:…> converters the apps' URLconfs use.
 import artifactflow.ids  # noqa: F401
 from accounts.views import SignInView, SignOutView, SsoCallbackView, SsoStartView, language_set, settings_page
+from artifactflow import views
 
 urlpatterns = [
+    # Probes (docs/deploy.md): the process answers; the portal can serve a turn.
+    path("healthz", views.healthz, name="healthz"),
+    path("readyz", views.readyz, name="readyz"),
     # For browsers that ask for /favicon.ico whatever the page links, signed in or not.
     path("favicon.ico", login_not_required(RedirectView.as_view(url=static("favicon.svg")))),
     # The library's documents were agents' in the admin until the library became an app of its own.

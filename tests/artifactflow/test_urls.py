@@ -45,6 +45,7 @@ from django.views.defaults import server_error
 from agents.models import Run, RunEvent
 from agents.services.execution import run_execute
 from agents.state import pending_request
+from artifactflow import health
 from artifacts import services as artifact_services
 from artifacts.branches import branch_shown
 from artifacts.manager import ArtifactManager
@@ -117,6 +118,9 @@ def world(user, other_user, scripted_model, settings):
     scripted_model.add(Text(f"An answer only the owner may read: {MARKER}. " * 20))
     conversation = lifecycle.conversation_start(user=owner, content=question, enqueue=False)
     completed = run_execute(run_id=conversation.active_branch.runs.get().pk)
+
+    # A worker swept lately, as on a running portal: /readyz answers 200, not its 503.
+    health.worker_seen()
 
     settings.TOOL_PERMISSIONS = {"create_artifact": "confirm"}
     scripted_model.add(Text(call("create_artifact", id="draft", content=f"Pending parameters {MARKER}")))
