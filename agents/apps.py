@@ -58,8 +58,13 @@ class AgentsConfig(AppConfig):
     def ready(self):
         from django_q.signals import post_spawn
 
+        from artifactflow.metrics import collector_register
+
+        from .metrics import TurnStates
+
         # Each registers the check its sources' clean() asks for (agents.source_checks).
         from .tools import http, mcp  # noqa: F401
 
+        collector_register(TurnStates())
         post_migrate.connect(_sweep_schedule, sender=self, dispatch_uid="agents-sweep-schedule")
         post_spawn.connect(_sweep_on_worker_start, dispatch_uid="agents-sweep-on-worker-start")

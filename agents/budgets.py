@@ -117,13 +117,8 @@ def spend_settle(*, reservation: Reservation, usage: dict | None, reply: str) ->
     reported none (or nonsense) the estimates of the request and of the `reply`. Retried
     while the database is away; repeated after a commit reported lost, it
     counts the call twice: too much, never too little."""
-    reported = (usage or {}).get("total_tokens")
-    # The SDK passes a service's figures on unchecked: one that is no count of tokens
-    # (text, negative, past any model's) is not believed, nor let overflow the ledger.
-    if type(reported) is int and 0 < reported <= MAX_CALL_TOKENS:
-        cost = reported
-    else:
-        cost = reservation.estimate + tokens_estimate(text=reply)
+    believed = usage_believed(usage)
+    cost = believed["total_tokens"] if believed else reservation.estimate + tokens_estimate(text=reply)
     change = cost - reservation.tokens
     if not change:
         return
@@ -133,6 +128,14 @@ def spend_settle(*, reservation: Reservation, usage: dict | None, reply: str) ->
         TokenSpend.objects.filter(pk=spend.pk).update(tokens=F("tokens") + change)
 
     transient_retry(write, what=f"the tokens {reservation.user_id} spent")
+
+
+def usage_believed(usage: dict | None) -> dict | None:
+    """A call's usage if its total is a count of tokens. A service's figures
+    come unchecked: one that is no count (negative, past any model's) is not
+    believed, nor let overflow the ledger or the metrics."""
+    reported = (usage or {}).get("total_tokens")
+    return usage if type(reported) is int and 0 < reported <= MAX_CALL_TOKENS else None
 
 
 def metrics_tokens(metrics: dict | None) -> int:

@@ -25,6 +25,7 @@ from django.conf import settings
 from django.utils import timezone
 from django.utils.translation import gettext_noop
 
+from artifactflow import metrics
 from artifactflow.db import connection_release
 from artifacts.manager import ArtifactManager
 from artifacts.models import Artifact
@@ -370,7 +371,7 @@ class Turn:
         if purpose == STEP:
             self.shown = ""
         checked = time.monotonic()
-        success = False
+        success = failed = False
         reservation = budgets.spend_reserve(user=self.owner, estimate=estimate)
         # The call may take minutes: the database connection is not held meanwhile.
         connection_release()
@@ -401,10 +402,20 @@ class Turn:
                     checked = time.monotonic()
                     self._interrupts_check()
             success = True
+        except ModelError:
+            failed = True
+            raise
         finally:
             # Closing the generator closes the HTTP stream to the model.
             stream.close()
             counted = _usage_counted(usage, reasoning="".join(reasoning))
+            metrics.model_call_observe(
+                model=model.name,
+                purpose=purpose,
+                outcome="ok" if success else "error" if failed else "stopped",
+                seconds=time.monotonic() - started,
+                usage=budgets.usage_believed(counted),
+            )
             state.agent_executions.append(
                 {
                     "agent_name": agent,

@@ -14,6 +14,8 @@ from typing import TypeVar
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection
 
+from artifactflow import metrics
+
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
@@ -37,6 +39,7 @@ def transient_retry(write: Callable[[], T], *, what: str, seconds: float | None 
             if time.monotonic() + delay > deadline:
                 raise
             logger.warning("Database error while writing %s, retrying in %.1f s: %s", what, delay, error)
+            metrics.database_retry_count()
         if not connection.in_atomic_block:
             # The broken connection is dropped; the next query opens a new one.
             # A caller's transaction keeps its own: only a lock can pass there.

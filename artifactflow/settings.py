@@ -6,6 +6,7 @@ and worker processes. Every value a deployment may change is an environment
 variable; secrets never come from this file.
 """
 
+import ipaddress
 import os
 from collections.abc import Callable
 from datetime import timedelta
@@ -30,6 +31,10 @@ DEBUG = env.bool("DEBUG", default=False)
 # secret key (artifactflow.datadir); whatever else writes under it (uploads,
 # collectstatic, the file cache, demo_user) makes the directories it writes to.
 DATA_DIR = Path(env.str("ARTIFACTFLOW_DATA_DIR", default=str(BASE_DIR / "data")))
+# Each process counts into files here, which /metrics reads (artifactflow.metrics):
+# a directory of this machine's own, never a shared mount. Named before any
+# module imports prometheus_client, which reads it then.
+os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", str(DATA_DIR / "metrics"))
 
 # --- Database -----------------------------------------------------------------
 
@@ -75,7 +80,7 @@ CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 # keeps working with http:// origins.
 HTTPS = not DEBUG and bool(CSRF_TRUSTED_ORIGINS) and all(o.startswith("https://") for o in CSRF_TRUSTED_ORIGINS)
 # Probes ask a web process itself over plain HTTP (docs/deploy.md), past nginx.
-SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
 if HTTPS:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     SECURE_SSL_REDIRECT = True
@@ -451,6 +456,19 @@ Q_CLUSTER = {
     "catch_up": False,
     "poll": 0.2,
 }
+
+# --- Metrics (artifactflow.metrics, docs/deploy.md) -----------------------------
+
+# /metrics answers a scraper that sends this as a bearer token, or that asks
+# from one of these addresses or networks; with neither, no one (404).
+METRICS_TOKEN = env.str("ARTIFACTFLOW_METRICS_TOKEN", default="")
+try:
+    METRICS_NETWORKS = [
+        ipaddress.ip_network(network, strict=False)
+        for network in env.list("ARTIFACTFLOW_METRICS_ADDRESSES", default=[])
+    ]
+except ValueError as exc:
+    raise ImproperlyConfigured(f"ARTIFACTFLOW_METRICS_ADDRESSES: {exc}") from exc
 
 # /readyz fails when no worker has run its sweep for this long (artifactflow.health).
 # The sweep is scheduled once a minute and django-q2's scheduler looks about

@@ -14,6 +14,7 @@ urlpatterns = [
     # Probes (docs/deploy.md): the process answers; the portal can serve a turn.
     path("healthz", views.healthz, name="healthz"),
     path("readyz", views.readyz, name="readyz"),
+    path("metrics", views.metrics_view, name="metrics"),
     # For browsers that ask for /favicon.ico whatever the page links, signed in or not.
     path("favicon.ico", login_not_required(RedirectView.as_view(url=static("favicon.svg")))),
     # The library's documents were agents' in the admin until the library became an app of its own.

@@ -19,7 +19,7 @@ from agents import selectors as agent_selectors
 from agents.models import Run
 from agents.selectors import conversation_active_run
 from agents.titling import SOURCE_MODEL, TITLE_SOURCE
-from artifactflow import descriptors, realtime
+from artifactflow import descriptors, metrics, realtime
 from conversations import selectors
 from conversations import services as conversation_services
 
@@ -149,13 +149,19 @@ class HandlersInTheLoop:
 class TasksEndWithTheSocket:
     """The server ends a consumer that outlives its close timeout by cancelling
     it, and disconnect() may not have run: the tasks it started (`_stop`) end
-    with it rather than polling for a socket that is gone."""
+    with it rather than polling for a socket that is gone, and its socket
+    leaves the open websockets' count (artifactflow.metrics)."""
+
+    # Set once the socket is accepted and counted.
+    counted = False
 
     async def __call__(self, scope, receive, send):
         try:
             await super().__call__(scope, receive, send)
         finally:
             self._stop()
+            if self.counted:
+                metrics.websocket_closed()
 
 
 class ConversationConsumer(TasksEndWithTheSocket, HandlersInTheLoop, RunStateMixin, AsyncWebsocketConsumer):
@@ -235,6 +241,8 @@ class ConversationConsumer(TasksEndWithTheSocket, HandlersInTheLoop, RunStateMix
         if not joined:
             logger.warning(LAYER_DOWN, self.conversation.pk)
         await self.accept()
+        metrics.websocket_opened()
+        self.counted = True
         # The page shows everything else already; what is still running may
         # have moved on while it loaded or was disconnected.
         html = await _in_thread(self._advance_active)()
@@ -506,6 +514,8 @@ class UserConsumer(TasksEndWithTheSocket, HandlersInTheLoop, RunStateMixin, Asyn
         self.group = realtime.user_group(user.pk)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
+        metrics.websocket_opened()
+        self.counted = True
         await self.run_state({})
         self.checker = asyncio.create_task(self._check_session())
 

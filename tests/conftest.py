@@ -1,4 +1,5 @@
 import os
+import shutil
 import subprocess
 
 import pytest
@@ -90,6 +91,13 @@ def demo_model(settings):
     settings.DEMO_WORD_DELAY = 0
     settings.SEARCH_PROVIDER = settings.SEARXNG_URL = settings.TAVILY_API_KEY = ""
     call_command("library_samples", verbosity=0)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def metrics_fresh():
+    """This test process's counts (tests.settings' PROMETHEUS_MULTIPROC_DIR) start
+    from none: an earlier run's are in files that outlive it."""
+    shutil.rmtree(os.environ["PROMETHEUS_MULTIPROC_DIR"], ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

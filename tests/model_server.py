@@ -44,6 +44,9 @@ class Text:
     # The prompt tokens the usage chunk reports, in place of the server's count,
     # as a service whose tokenizer counts otherwise than the estimate would.
     prompt_tokens: int | None = None
+    # The usage chunk's figures as sent, in place of the server's count: a
+    # service's or proxy's own shapes (strings, negatives) included.
+    usage_sent: dict | None = None
     # Azure's shape: a first chunk with no choices (its prompt filter results)
     # and a content-filter verdict with an empty delta after every piece.
     filter_chunks: bool = False
@@ -263,6 +266,8 @@ def _handler_for(server: ScriptedModelServer):
                 usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
                 if reply.reasoning_tokens is not None:
                     usage["completion_tokens_details"] = {"reasoning_tokens": reply.reasoning_tokens}
+                if reply.usage_sent is not None:
+                    usage = reply.usage_sent
                 self._event({**_chunk(server.model, None), "choices": [], "usage": usage})
             self._write(b"data: [DONE]\n\n")
             self._write(b"")

@@ -32,6 +32,9 @@ DB_RETRY_SECONDS = env.float("ARTIFACTFLOW_DB_RETRY_SECONDS", default=0.5)  # no
 # then share their test process's database, cache and channel layer, never another's.
 XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
 
+# Each test process counts into a directory of its own, which the processes it starts share.
+os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(DATA_DIR / f"metrics-test-{XDIST_WORKER or 'serial'}")  # noqa: F405
+
 if USING_SQLITE:  # noqa: F405
     # A file, as in production: an in-memory database shared between threads
     # locks whole tables and ignores the busy timeout.

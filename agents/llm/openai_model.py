@@ -304,9 +304,27 @@ def _text(value: object) -> str:
     return value if isinstance(value, str) else ""
 
 
+def _counts(usage: object) -> dict | None:
+    """A usage report whose prompt and completion counts are whole numbers,
+    with its total and details' figures that are (the total made up where it
+    is not); any other report is none at all, and the call is estimated as
+    one the service reported nothing for (agents.budgets)."""
+    if not isinstance(usage, dict) or not all(type(usage.get(key)) is int for key in _REQUIRED_COUNTS):
+        return None
+    counts = {key: value for key, value in usage.items() if type(value) is int}
+    counts.setdefault("total_tokens", usage["prompt_tokens"] + usage["completion_tokens"])
+    for key, details in usage.items():
+        if isinstance(details, dict):
+            counts[key] = {name: value for name, value in details.items() if type(value) is int}
+    return counts
+
+
+_REQUIRED_COUNTS = ("prompt_tokens", "completion_tokens")
+
+
 def _deltas(chunk: object, choices: list[dict], calls: dict[int, dict]) -> Iterator[Delta]:
-    usage = chunk.get("usage") if isinstance(chunk, dict) else None
-    if isinstance(usage, dict) and usage:
+    usage = _counts(chunk.get("usage")) if isinstance(chunk, dict) else None
+    if usage:
         yield Delta(usage=usage)
     for choice in choices:
         delta = choice.get("delta")

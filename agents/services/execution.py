@@ -16,6 +16,7 @@ from django.db.models import F
 from django.utils import timezone
 from django.utils.translation import gettext_noop
 
+from artifactflow import metrics
 from artifactflow.db import TRANSIENT_ERRORS, connection_release, transient_retry
 from artifacts.manager import ArtifactManager, FlushReport
 
@@ -165,6 +166,8 @@ def run_claimed_execute(*, run: Run, on_event=None) -> Run | None:
             # from its last checkpoint by the sweep once the database is back.
             logger.exception("Run %s lost its database; left to the recovery sweep", run.pk)
             return None
+    if run.finished_at is not None and run.started_at is not None:
+        metrics.turn_observe(status=run.status, seconds=(run.finished_at - run.started_at).total_seconds())
     if run.status == Run.Status.COMPLETED:
         # After the turn's end is stored: the title's call can fail, it cannot fail the turn.
         title_propose(run=run)

@@ -12,6 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext_noop
 
+from artifactflow import metrics
 from artifactflow.db import TRANSIENT_ERRORS
 
 from ..events import RunEventLog
@@ -144,4 +145,6 @@ def runs_sweep() -> dict:
     recover runs whose worker died, expire unanswered permission requests and
     admit waiting runs that an ending left waiting. Waiting runs hold no task
     and are never queued here but by admission."""
-    return {"recovered": runs_recover(), "expired": permissions_expire(), "admitted": runs_admit_all()}
+    recovered = runs_recover()
+    metrics.sweep_recovered_count(runs=recovered)
+    return {"recovered": recovered, "expired": permissions_expire(), "admitted": runs_admit_all()}
