@@ -457,6 +457,15 @@ Q_CLUSTER = {
     "poll": 0.2,
 }
 
+# --- Backups (artifactflow.backups, docs/deploy.md) ------------------------------
+
+# Set, the workers write a backup here every BACKUP_HOURS and keep the newest
+# BACKUP_KEEP (the schedule follows these at each migrate). Unset: none is
+# scheduled; `manage.py backup` writes one at any time.
+BACKUP_DIR = env.str("ARTIFACTFLOW_BACKUP_DIR", default="")
+BACKUP_HOURS = env.int("ARTIFACTFLOW_BACKUP_HOURS", default=24)
+BACKUP_KEEP = env.int("ARTIFACTFLOW_BACKUP_KEEP", default=7)
+
 # --- Metrics (artifactflow.metrics, docs/deploy.md) -----------------------------
 
 # /metrics answers a scraper that sends this as a bearer token, or that asks
