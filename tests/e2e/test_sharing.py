@@ -98,11 +98,14 @@ def test_a_group_member_watches_a_shared_turn_live_until_the_owner_revokes(porta
         expect(viewer_page.locator(control)).to_have_count(0)
     expect(viewer_page.get_by_role("button", name="Ask again")).to_have_count(0)
 
-    model_server.add(Text(SECOND_ANSWER, chunk_size=6, delay=0.05))
+    # Held before its last sentence until the viewer has seen the rest: the
+    # partial state lasts as long as the test needs, however busy the machine.
+    model_server.add(Text(SECOND_ANSWER, chunk_size=6, delay=0.05, hold=LAST_SENTENCE))
     owner_page.locator("#composer-input").fill("再说一遍？")
     owner_page.get_by_role("button", name="Send").click()
     # The turn reaches the viewer's page while it is still being written: no reload, the socket.
     viewer_page.wait_for_function(PARTIAL_JS, arg=[ANSWER_SELECTOR, LAST_SENTENCE], timeout=TURN_TIMEOUT)
+    model_server.release()
     turns = viewer_page.locator("article.turn")
     expect(turns).to_have_count(2)
     expect(turns.last).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
