@@ -118,7 +118,9 @@ SHAPES = {
         shots=True,
     ),
     "thinking-20000-tokens": Shape(
-        (Text(ANSWER, reasoning=LONG_THOUGHT, chunk_size=1500, delay=0.04),),
+        # Its thinking streams in about two seconds: the answer waits until the
+        # page has been seen thinking, however busy the machine.
+        (Text(ANSWER, reasoning=LONG_THOUGHT, chunk_size=1500, delay=0.04, hold=ANSWER[:20]),),
         thinking=LONG_THOUGHT,
         # The page shows the first 20,000 characters of it, as it streams and after.
         marks=("Step 30:", "Step 250:"),
@@ -199,6 +201,8 @@ def test_a_stream_shape_shows_live_with_the_question_kept_and_ends_as_a_reload_s
     page.set_viewport_size({"width": 390, "height": 844})
     expect(thinking).to_contain_text(later, timeout=TURN_TIMEOUT)
     _look(page, turn)
+    # A shape's answer held until now goes on (the others hold nothing).
+    model_server.release()
     assert "<think>" not in thinking.text_content() and "</think>" not in thinking.text_content()
     assert early not in answer.inner_text()
 
