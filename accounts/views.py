@@ -14,6 +14,8 @@ from django.views.decorators.http import require_http_methods, require_POST
 from django.views.i18n import set_language
 from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthenticationRequestView
 
+from agents.usage import usage_summary
+
 from . import oidc, services
 from .models import UserPreference
 
@@ -61,7 +63,7 @@ def settings_page(request):
     return render(
         request,
         "accounts/settings.html",
-        {"password_form": password_form, "themes": UserPreference.Theme.choices},
+        {"password_form": password_form, "themes": UserPreference.Theme.choices, **usage_summary(user=request.user)},
         status=422 if password_form.is_bound else 200,
     )
 

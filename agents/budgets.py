@@ -19,14 +19,14 @@ from dataclasses import dataclass
 from datetime import date
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import F
+from django.db import connection, transaction
+from django.db.models import F, Q
 from django.utils import timezone
 from django.utils.translation import gettext, gettext_noop
 
 from artifactflow.db import transient_retry
 
-from .models import TokenBudget, TokenSpend
+from .models import TokenBudget, TokenSpend, TokenUse
 from .tokens import tokens_estimate
 
 # Stored in English on the run and translated as a page shows it (agents.projection.stored_text).
@@ -39,6 +39,8 @@ BUDGET_SPENT = gettext_noop(
 RESERVED_REPLY_TOKENS = 1_000
 # More than any model's context and reply: a call reported to cost more is not believed.
 MAX_CALL_TOKENS = 100_000_000
+# The share of the day's budget from which the page says how much is used.
+BUDGET_NOTICE_SHARE = 0.8
 
 
 class BudgetSpent(Exception):
@@ -60,20 +62,39 @@ class Reservation:
 def budget_of(*, user) -> int:
     """The user's daily token budget (0: unlimited): their own, else the most
     generous of their groups', else DAILY_TOKEN_BUDGET."""
-    own = TokenBudget.objects.filter(user=user).values_list("daily_tokens", flat=True).first()
-    if own is not None:
-        return own
-    groups = list(TokenBudget.objects.filter(group__user=user).values_list("daily_tokens", flat=True))
-    if groups:
-        return 0 if 0 in groups else max(groups)
-    return settings.DAILY_TOKEN_BUDGET
+    return budgets_of(user_ids=[user.pk])[user.pk]
+
+
+def budgets_of(*, user_ids: list[int]) -> dict[int, int]:
+    """budget_of for each of these users, in one query however many."""
+    own, groups = {}, {}
+    rows = TokenBudget.objects.filter(Q(user_id__in=user_ids) | Q(group__user__in=user_ids))
+    for user_id, member_id, tokens in rows.values_list("user_id", "group__user", "daily_tokens"):
+        if user_id is not None:
+            own[user_id] = tokens
+        else:
+            groups.setdefault(member_id, []).append(tokens)
+    budgets = {}
+    for user_id in user_ids:
+        if user_id in own:
+            budgets[user_id] = own[user_id]
+        elif user_id in groups:
+            budgets[user_id] = 0 if 0 in groups[user_id] else max(groups[user_id])
+        else:
+            budgets[user_id] = settings.DAILY_TOKEN_BUDGET
+    return budgets
 
 
 def tokens_today(*, user_id: int) -> int:
     """The tokens the user's model calls spent since local midnight, with the
     estimates of the calls under way."""
-    spent = TokenSpend.objects.filter(user_id=user_id, day=timezone.localdate()).values_list("tokens", flat=True)
-    return spent.first() or 0
+    return spent_today(user_ids=[user_id]).get(user_id, 0)
+
+
+def spent_today(*, user_ids: list[int]) -> dict[int, int]:
+    """tokens_today for each of these users that spent any, in one query."""
+    spends = TokenSpend.objects.filter(user_id__in=user_ids, day=timezone.localdate())
+    return dict(spends.values_list("user_id", "tokens"))
 
 
 def budget_refusal(*, user) -> str:
@@ -88,6 +109,22 @@ def budget_refusal(*, user) -> str:
         "used": f"{used:,}",
         "budget": f"{budget:,}",
     }
+
+
+def budget_notice(*, user) -> str:
+    """What the page tells a person who has used BUDGET_NOTICE_SHARE of
+    today's budget or more, or ""."""
+    budget = budget_of(user=user)
+    if not budget:
+        return ""
+    used = tokens_today(user_id=user.pk)
+    if used >= budget:
+        return budget_refusal(user=user)
+    if used < budget * BUDGET_NOTICE_SHARE:
+        return ""
+    return gettext(
+        "You have used %(share)s%% of today's token budget: %(used)s of %(budget)s tokens. It renews at midnight."
+    ) % {"share": used * 100 // budget, "used": f"{used:,}", "budget": f"{budget:,}"}
 
 
 def spend_reserve(*, user, estimate: int) -> Reservation:
@@ -111,23 +148,78 @@ def spend_reserve(*, user, estimate: int) -> Reservation:
     return Reservation(user_id=user.pk, day=day, estimate=estimate, tokens=tokens)
 
 
-def spend_settle(*, reservation: Reservation, usage: dict | None, reply: str) -> None:
+def spend_settle(*, reservation: Reservation, usage: dict | None, reply: str, model: str, kind: str) -> None:
     """After the call: what it cost takes the reservation's place, on the day
-    it was reserved. The cost is the service's count (`usage`), or when it
-    reported none (or nonsense) the estimates of the request and of the `reply`. Retried
-    while the database is away; repeated after a commit reported lost, it
-    counts the call twice: too much, never too little."""
+    it was reserved, and is added to the day's use of `model` by `kind` (an
+    agent's steps, compaction or title: TokenUse). The cost is the service's
+    count (`usage`), or when it reported none (or nonsense) the estimates of
+    the request and of the `reply`. Retried while the database is away;
+    repeated after a commit reported lost, it counts the call twice: too
+    much, never too little."""
     believed = usage_believed(usage)
-    cost = believed["total_tokens"] if believed else reservation.estimate + tokens_estimate(text=reply)
+    if believed:
+        prompt, output = believed.get("prompt_tokens"), believed.get("completion_tokens")
+        if type(prompt) is not int or type(output) is not int or prompt < 0 or output < 0:
+            prompt, output = believed["total_tokens"], 0
+        cached = min(_cached_tokens(believed), prompt)
+        cost = believed["total_tokens"]
+    else:
+        prompt, cached, output = reservation.estimate, 0, tokens_estimate(text=reply)
+        cost = prompt + output
     change = cost - reservation.tokens
-    if not change:
-        return
+    use = {"day": reservation.day, "user_id": reservation.user_id, "model": model[:200], "kind": kind}
+    counts = {
+        "calls": 1,
+        "estimated_calls": 0 if believed else 1,
+        "input_tokens": prompt - cached,
+        "cached_tokens": cached,
+        "output_tokens": output,
+    }
 
     def write():
-        spend = _spend_row(user_id=reservation.user_id, day=reservation.day)
-        TokenSpend.objects.filter(pk=spend.pk).update(tokens=F("tokens") + change)
+        with transaction.atomic():
+            if change > 0:
+                _counts_add(
+                    TokenSpend, keys={"user_id": reservation.user_id, "day": reservation.day}, counts={"tokens": change}
+                )
+            elif change:
+                # Less than reserved: the reservation made the row.
+                TokenSpend.objects.filter(user_id=reservation.user_id, day=reservation.day).update(
+                    tokens=F("tokens") + change
+                )
+            _counts_add(TokenUse, keys=use, counts=counts)
 
     transient_retry(write, what=f"the tokens {reservation.user_id} spent")
+
+
+def _counts_add(model, *, keys: dict, counts: dict) -> None:
+    """Add `counts` to the row of `model` with these unique `keys`, made if
+    there is none yet, in one statement (INSERT … ON CONFLICT DO UPDATE, on
+    SQLite and Postgres alike): a model call writes its figures without
+    reading first, and two calls at once never both make the row."""
+    quote = connection.ops.quote_name
+    table = quote(model._meta.db_table)
+    fields = {name: model._meta.get_field(name).column for name in (*keys, *counts)}
+    columns = ", ".join(quote(fields[name]) for name in (*keys, *counts))
+    placeholders = ", ".join(["%s"] * (len(keys) + len(counts)))
+    conflict = ", ".join(quote(fields[name]) for name in keys)
+    added = ", ".join(
+        f"{quote(fields[name])} = {table}.{quote(fields[name])} + excluded.{quote(fields[name])}" for name in counts
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} ({columns}) VALUES ({placeholders}) ON CONFLICT ({conflict}) DO UPDATE SET {added}",
+            [*keys.values(), *counts.values()],
+        )
+
+
+def _cached_tokens(usage: dict) -> int:
+    """The prompt's tokens the service read from its cache, as the engine
+    keeps them (cached_tokens) or as OpenAI reports them."""
+    cached = usage.get("cached_tokens")
+    if cached is None:
+        cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
+    return cached if type(cached) is int and cached > 0 else 0
 
 
 def usage_believed(usage: dict | None) -> dict | None:

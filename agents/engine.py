@@ -428,7 +428,13 @@ class Turn:
                     "completed_at": timezone.now().isoformat(),
                 }
             )
-            budgets.spend_settle(reservation=reservation, usage=counted, reply="".join(parts) + "".join(reasoning))
+            budgets.spend_settle(
+                reservation=reservation,
+                usage=counted,
+                reply="".join(parts) + "".join(reasoning),
+                model=model.name,
+                kind=agent if purpose == STEP else purpose,
+            )
         if purpose == STEP:
             self._show(agent, prose.finish())
         duration_ms = state.agent_executions[-1]["llm_duration_ms"]
@@ -850,6 +856,9 @@ def _usage_counted(usage: dict | None, *, reasoning: str = "") -> dict | None:
     thought = thought or (tokens.tokens_estimate(text=reasoning) if reasoning else 0)
     if thought:
         counted["reasoning_tokens"] = thought
+    # Billed at their own price (the usage page's estimated cost).
+    if cached := (usage.get("prompt_tokens_details") or {}).get("cached_tokens"):
+        counted["cached_tokens"] = cached
     return counted
 
 

@@ -127,6 +127,41 @@ class TokenSpend(models.Model):
         return f"{self.user} on {self.day}: {self.tokens}"
 
 
+class TokenUse(models.Model):
+    """What one user's model calls of one kind, to one model, used on one
+    local day: the rollup the usage page adds up (agents.usage), so that its
+    figures never need a scan of the runs. Written as each call ends
+    (agents.budgets.spend_settle); a call whose service reported no usage is
+    counted at its estimate and in `estimated_calls`."""
+
+    day = models.DateField(_("day"))
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="token_uses", verbose_name=_("user")
+    )
+    # The model's name at its service, as runs and metrics record it.
+    model = models.CharField(_("model"), max_length=200)
+    # An agent's steps (lead_agent, search_agent, crawl_agent), or compaction or title.
+    kind = models.CharField(_("kind"), max_length=40)
+    calls = models.PositiveIntegerField(_("calls"), default=0)
+    estimated_calls = models.PositiveIntegerField(_("calls counted at their estimate"), default=0)
+    # Input tokens billed at the input price: the prompt's tokens less the cached ones.
+    input_tokens = models.PositiveBigIntegerField(_("input tokens"), default=0)
+    cached_tokens = models.PositiveBigIntegerField(_("cached input tokens"), default=0)
+    output_tokens = models.PositiveBigIntegerField(_("output tokens"), default=0)
+
+    class Meta:
+        verbose_name = _("token use")
+        verbose_name_plural = _("token use")
+        constraints = [
+            models.UniqueConstraint(fields=["day", "user", "model", "kind"], name="token_use_day_user_model_kind")
+        ]
+        # A person's own figures (Settings): their days, without reading everyone's.
+        indexes = [models.Index(fields=["user", "day"])]
+
+    def __str__(self):
+        return f"{self.user} on {self.day}: {self.model} {self.kind}"
+
+
 class RunEvent(models.Model):
     """One entry of a run's event log; the vocabulary is seed 004's (docs/events.md),
     each type's `data` declared in agents.event_schema."""

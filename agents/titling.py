@@ -33,6 +33,8 @@ logger = logging.getLogger(__name__)
 TITLE_SECONDS = 20.0
 TITLE_SOURCE = "title_source"
 SOURCE_USER, SOURCE_MODEL = "user", "model"
+# The title's model call, in the usage figures and among the run's calls.
+TITLE_KIND = "title"
 # What the model is shown of the first turn: enough to name it.
 QUESTION_CHARS, ANSWER_CHARS = 2000, 1000
 # The reply read at most: a title is one short line.
@@ -57,10 +59,7 @@ def title_propose(*, run: Run, models: AgentModels | None = None) -> str | None:
     try:
         models = models or models_from_settings(lead=run.lead_model)
         title = _title_asked(
-            model=models.for_agent(LEAD_AGENT),
-            user=conversation.owner,
-            question=message.content,
-            answer=message.response,
+            model=models.for_agent(LEAD_AGENT), run=run, question=message.content, answer=message.response
         )
     except BudgetSpent:
         logger.info("Conversation %s keeps its title: its owner's token budget for today is spent", conversation.pk)
@@ -81,7 +80,7 @@ def title_propose(*, run: Run, models: AgentModels | None = None) -> str | None:
     return title if stored else None
 
 
-def _title_asked(*, model: ChatModel, user, question: str, answer: str) -> str | None:
+def _title_asked(*, model: ChatModel, run: Run, question: str, answer: str) -> str | None:
     messages = [
         {"role": "system", "content": TITLE_PROMPT},
         {"role": "user", "content": f"Question:\n{question[:QUESTION_CHARS]}\n\nAnswer:\n{answer[:ANSWER_CHARS]}"},
@@ -90,8 +89,10 @@ def _title_asked(*, model: ChatModel, user, question: str, answer: str) -> str |
     reply = []
     size = 0
     usage = None
+    success = False
     # The title is the person's spending too: it is counted, and not asked once the budget is spent.
-    reservation = spend_reserve(user=user, estimate=messages_tokens(messages=messages))
+    reservation = spend_reserve(user=run.message.conversation.owner, estimate=messages_tokens(messages=messages))
+    started = time.monotonic()
     stream = model.stream(messages)
     try:
         for delta in stream:
@@ -103,11 +104,32 @@ def _title_asked(*, model: ChatModel, user, question: str, answer: str) -> str |
             size += len(delta.content)
             if size > REPLY_MAX_CHARS:
                 break
+        success = True
     finally:
         # Closing the generator closes the HTTP stream to the model.
         stream.close()
-        spend_settle(reservation=reservation, usage=usage, reply="".join(reply))
+        spend_settle(reservation=reservation, usage=usage, reply="".join(reply), model=model.name, kind=TITLE_KIND)
+        _title_call_record(run=run, model=model, usage=usage, success=success, seconds=time.monotonic() - started)
     return title_clean("".join(reply), question=question)
+
+
+def _title_call_record(*, run: Run, model: ChatModel, usage: dict | None, success: bool, seconds: float) -> None:
+    """The title's call among the run's model calls, so that what the turn
+    cost (its activity, the admin's trace) includes it."""
+    # As stored: the turn's own end wrote them, and nothing writes them after the title.
+    metrics = Run.objects.filter(pk=run.pk).values_list("metrics", flat=True).first() or {}
+    metrics.setdefault("agent_executions", []).append(
+        {
+            "agent_name": TITLE_KIND,
+            "model": model.name,
+            "purpose": TITLE_KIND,
+            "success": success,
+            "token_usage": usage,
+            "llm_duration_ms": int(seconds * 1000),
+        }
+    )
+    Run.objects.filter(pk=run.pk).update(metrics=metrics)
+    run.metrics = metrics
 
 
 def title_clean(reply: str, *, question: str) -> str | None:

@@ -1,13 +1,17 @@
+import csv
+
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
+from django.utils import timezone
 from django.utils.translation import gettext, gettext_noop
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import retarget
 
 from conversations.views import thread_response
 
-from . import selectors, thread
+from . import budgets, selectors, thread, usage
+from .forms import UsageFilterForm, usage_presets
 from .models import Run
 from .services import permissions, runs
 from .state import PermissionDecision
@@ -106,3 +110,39 @@ def run_activity(request, run_id):
         "read_only": run.message.conversation.owner_id != request.user.pk,
     }
     return render(request, "agents/activity.html", context)
+
+
+@require_GET
+def usage_page(request):
+    """Tokens and estimated cost by person, group, model, kind and period:
+    everyone's for whoever may view token use (agents.view_tokenuse), the
+    person's own for everyone else, to whom another person or a group is a
+    404. `?format=csv` downloads exactly the tables shown."""
+    everyone = usage.usage_sees_everyone(user=request.user)
+    if not everyone and (
+        request.GET.get("person", str(request.user.pk)) != str(request.user.pk) or "group" in request.GET
+    ):
+        raise Http404("No such person.")
+    form = UsageFilterForm(request.GET, user=request.user, everyone=everyone)
+    if not form.is_valid():
+        return render(request, "agents/usage.html", {"form": form, "everyone": everyone}, status=400)
+    report = usage.usage_report(usage_filter=form.usage_filter())
+    if request.GET.get("format") == "csv":
+        response = HttpResponse(content_type="text/csv; charset=utf-8")
+        filename = f"usage-{report.filter.start.isoformat()}-{report.filter.end.isoformat()}.csv"
+        response["Content-Disposition"] = f'attachment; filename="{filename}"'
+        # A byte-order mark, so that a spreadsheet reads names in Chinese as UTF-8.
+        response.write("\ufeff")
+        csv.writer(response).writerows(usage.usage_csv_rows(report))
+        return response
+    query = request.GET.copy()
+    query["format"] = "csv"
+    context = {
+        "form": form,
+        "everyone": everyone,
+        "report": report,
+        "presets": usage_presets(today=timezone.localdate()),
+        "csv_query": query.urlencode(),
+        "budget_notice": budgets.budget_notice(user=request.user),
+    }
+    return render(request, "agents/usage.html", context)

@@ -8,6 +8,7 @@ from django.views.generic import RedirectView
 # Registers the <id:…> and <artifact:…> converters the apps' URLconfs use.
 import artifactflow.ids  # noqa: F401
 from accounts.views import SignInView, SignOutView, SsoCallbackView, SsoStartView, language_set, settings_page
+from agents.views import usage_page
 from artifactflow import views
 
 urlpatterns = [
@@ -38,6 +39,7 @@ urlpatterns = [
     # The language menu, on the sign-in page too.
     path("accounts/language/", login_not_required(language_set), name="language-set"),
     path("accounts/password_change/done/", RedirectView.as_view(pattern_name="settings"), name="password_change_done"),
+    path("usage/", usage_page, name="usage"),
     path("runs/", include("agents.urls")),
     path("library/", include("library.urls")),
     path("", include("conversations.urls")),

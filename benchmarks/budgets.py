@@ -80,7 +80,13 @@ def _bookkeeping(*, name: str, budget: int) -> tuple[float, float]:
     with connection.execute_wrapper(count_writes):
         started = time.perf_counter()
         for _ in range(CALLS):
-            spend_settle(reservation=spend_reserve(user=user, estimate=2_000), usage={"total_tokens": 2_100}, reply="")
+            spend_settle(
+                reservation=spend_reserve(user=user, estimate=2_000),
+                usage={"total_tokens": 2_100},
+                reply="",
+                model="m",
+                kind="lead_agent",
+            )
         elapsed = time.perf_counter() - started
     return elapsed / CALLS * 1000, len(writes) / CALLS
 

@@ -24,6 +24,7 @@ import team  # noqa: E402
 import thread_page  # noqa: E402
 import tokens  # noqa: E402
 import turn_cost  # noqa: E402
+import usage  # noqa: E402
 import websocket_flood  # noqa: E402
 
 # By their package: a plain `import artifacts` (or `admin`) is the Django app's.
@@ -53,6 +54,7 @@ for benchmark in (
     admin,
     faults,
     question_path,
+    usage,
 ):
     benchmark.main()
     print()

@@ -11,6 +11,7 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect, push_url, reswap, retarget
 
 from agents import selectors as agent_selectors
+from agents.budgets import budget_notice
 from agents.services import permissions as agent_permissions
 from agents.thread import ThreadPage, thread_entries, thread_page, thread_page_before
 from artifactflow.ids import id_from_text
@@ -143,15 +144,23 @@ def _origin_context(request, *, conversation) -> dict:
     return {"origin_url": url}
 
 
-def _composer_context(conversation, user=None) -> dict:
+def _composer_context(conversation, user) -> dict:
     """What the composer and a new conversation's examples need."""
     lead_models = agent_selectors.lead_model_options(chosen=conversation.lead_model if conversation else "")
+    # Beside Send, once the person has used most of today's budget.
+    notice = budget_notice(user=user)
     if conversation is None:
         library = agent_selectors.library_titles(language=translation.get_language(), user=user)
-        return {"library_titles": library.titles, "library_more": library.more, "lead_models": lead_models}
+        return {
+            "library_titles": library.titles,
+            "library_more": library.more,
+            "lead_models": lead_models,
+            "budget_notice": notice,
+        }
     return {
         "active_run": agent_selectors.conversation_active_run(conversation_id=conversation.pk),
         "lead_models": lead_models,
+        "budget_notice": notice,
     }
 
 
@@ -177,7 +186,7 @@ def thread_response(request, *, conversation, branch_changed: bool = False, noti
         "notice": notice,
     }
     thread = render(request, "conversations/chat.html#thread", context)
-    composer = {**_composer_context(conversation), "oob": True}
+    composer = {**_composer_context(conversation, request.user), "oob": True}
     response = HttpResponse(thread.content + _composer_oob(request, composer=composer, posted=posted))
     if branch_changed:
         shown = parse_qs(urlsplit(request.htmx.current_url or "").query).get("artifact", [""])[0]
@@ -191,6 +200,7 @@ def thread_response(request, *, conversation, branch_changed: bool = False, noti
 
 def _composer_oob(request, *, composer: dict, posted: bool) -> bytes:
     html = render(request, "live/page.html#composer_actions", composer).content
+    html += render(request, "live/page.html#budget_notice", composer).content
     if posted:
         # Swapped before app.js resets the form, which then resets the picker to this choice, not the page's first.
         html += render(request, "conversations/chat.html#composer_model", composer).content
@@ -204,7 +214,7 @@ def turn_response(request, *, conversation, message):
     away as it sent: app.js.)"""
     entry = thread_entries(messages=[message])[0]
     turn = render(request, "live/turn.html#turn", {"entry": entry, "oob": False})
-    composer = {**_composer_context(conversation), "oob": True}
+    composer = {**_composer_context(conversation, request.user), "oob": True}
     response = HttpResponse(turn.content + _composer_oob(request, composer=composer, posted=True))
     return reswap(retarget(response, "#thread-turns"), "beforeend")
 

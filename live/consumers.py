@@ -16,6 +16,7 @@ from django.utils import translation
 
 from accounts.services import scope_language
 from agents import selectors as agent_selectors
+from agents.budgets import budget_notice
 from agents.models import Run
 from agents.selectors import conversation_active_run
 from agents.titling import SOURCE_MODEL, TITLE_SOURCE
@@ -487,6 +488,9 @@ class ConversationConsumer(TasksEndWithTheSocket, HandlersInTheLoop, RunStateMix
         if composer and not self.read_only:
             active_run = conversation_active_run(conversation_id=self.conversation.pk)
             parts.append(render_to_string("live/page.html#composer_actions", {"active_run": active_run, "oob": True}))
+            # A turn that ended may have brought the person past most of today's budget.
+            notice = {"budget_notice": budget_notice(user=self.scope["user"]), "oob": True}
+            parts.append(render_to_string("live/page.html#budget_notice", notice))
         return "".join(parts)
 
 

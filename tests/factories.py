@@ -7,7 +7,7 @@ import factory
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from agents.models import Run, TokenSpend
+from agents.models import Run, TokenSpend, TokenUse
 from artifacts.models import Artifact, ArtifactSession, ArtifactVersion
 from conversations.models import Conversation, ConversationShare, Message
 from library.models import LibraryDocument
@@ -98,6 +98,21 @@ class TokenSpendFactory(factory.django.DjangoModelFactory):
     user = factory.SubFactory(UserFactory)
     day = factory.LazyFunction(timezone.localdate)
     tokens = 0
+
+
+class TokenUseFactory(factory.django.DjangoModelFactory):
+    """A day's use of one model by one kind of call (agents.usage)."""
+
+    class Meta:
+        model = TokenUse
+
+    user = factory.SubFactory(UserFactory)
+    day = factory.LazyFunction(timezone.localdate)
+    model = "deep-model"
+    kind = "lead_agent"
+    calls = 1
+    input_tokens = 1_000
+    output_tokens = 200
 
 
 class ArtifactFactory(factory.django.DjangoModelFactory):

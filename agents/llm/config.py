@@ -13,7 +13,7 @@ composer ([lead] choices).
 import logging
 import os
 import tomllib
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from django.conf import settings
@@ -53,12 +53,25 @@ class ModelEntry:
 
 
 @dataclass(frozen=True)
+class Price:
+    """What a model's service charges per million tokens, in the file's currency."""
+
+    input: float
+    output: float
+    # Prompt tokens the service read from its cache; at the input price when the file gives none.
+    cached: float
+
+
+@dataclass(frozen=True)
 class ModelsFile:
     models: dict[str, ModelEntry]
     # agent → model name
     agents: dict[str, str]
     # The models people may choose for the lead, in the file's order.
     lead_choices: tuple[str, ...] = ()
+    # By the model's name at its service, as usage records it (agents.usage).
+    prices: dict[str, Price] = field(default_factory=dict)
+    currency: str = ""
 
     @property
     def lead_default(self) -> str:
@@ -100,6 +113,12 @@ def models_file_read(path: Path, *, default: ModelSettings, environ: dict) -> Mo
 
     [lead]
     choices = ["local", "deep"]       # the composer offers these for the lead
+
+    currency = "USD"                  # the usage page's estimated costs are in it
+    [prices."qwen2.5:14b"]            # by the model's name at its service
+    input = 0.30                      # per million tokens
+    output = 1.20
+    cached = 0.03                     # cached prompt tokens; the input price without it
     """
     try:
         data = tomllib.loads(path.read_text())
@@ -131,7 +150,35 @@ def models_file_read(path: Path, *, default: ModelSettings, environ: dict) -> Mo
     for agent, name in agents.items():
         if name not in models:
             raise ImproperlyConfigured(f"Agent {agent!r} uses model {name!r}, which {path} does not define.")
-    return ModelsFile(models=models, agents=agents, lead_choices=_lead_choices(data, path=path, models=models))
+    currency = data.get("currency", "")
+    if not isinstance(currency, str) or len(currency) > 10:
+        raise ImproperlyConfigured(f"currency in {path} must be a short text, such as USD.")
+    return ModelsFile(
+        models=models,
+        agents=agents,
+        lead_choices=_lead_choices(data, path=path, models=models),
+        prices=_prices(data, path=path),
+        currency=currency.strip(),
+    )
+
+
+def _prices(data: dict, *, path: Path) -> dict[str, Price]:
+    prices = {}
+    for model, entry in data.get("prices", {}).items():
+        if not isinstance(entry, dict):
+            raise ImproperlyConfigured(f"[prices.{model!r}] in {path} must be a table of input, output and cached.")
+        if unknown := sorted(set(entry) - {"input", "output", "cached"}):
+            raise ImproperlyConfigured(f"[prices.{model!r}] in {path} has unknown settings: {', '.join(unknown)}.")
+        figures = {}
+        for name in ("input", "output", "cached"):
+            value = entry.get(name, entry.get("input", 0) if name == "cached" else 0)
+            if type(value) not in (int, float) or not 0 <= value < 1_000_000:
+                raise ImproperlyConfigured(
+                    f"[prices.{model!r}] {name} in {path} must be a price per million tokens, 0 or more."
+                )
+            figures[name] = float(value)
+        prices[model] = Price(**figures)
+    return prices
 
 
 def _lead_choices(data: dict, *, path: Path, models: dict) -> tuple[str, ...]:
@@ -162,6 +209,17 @@ def models_file_from_settings() -> ModelsFile | None:
     if not settings.MODELS_FILE:
         return None
     return models_file_read(Path(settings.MODELS_FILE), default=model_settings_default(), environ=os.environ)
+
+
+def prices_from_settings() -> tuple[dict[str, Price], str]:
+    """The models file's prices and currency; none without a file, or with a
+    broken one (its turns fail and say why) rather than breaking the usage page."""
+    try:
+        file = models_file_from_settings()
+    except ImproperlyConfigured as exc:
+        logger.warning("No prices are known: %s", exc)
+        return {}, ""
+    return (file.prices, file.currency) if file else ({}, "")
 
 
 def models_from_settings(*, lead: str = "") -> AgentModels:

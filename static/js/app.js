@@ -516,15 +516,6 @@ document.addEventListener("htmx:afterSwap", (event) => {
   if (question) question.scrollIntoView({ block: "start" });
 });
 
-// Choosing a language switches to it, back on the page as it is now (htmx
-// may have moved its URL on, so the server's "next" may be out of date).
-document.addEventListener("change", (event) => {
-  if (event.target.id !== "language-select") return;
-  const { form } = event.target;
-  form.elements.next.value = location.pathname + location.search;
-  form.requestSubmit();
-});
-
 // A file over the upload limit is refused before it is sent; one the server
 // refuses anyway (413 from its request-body cap) shows the server's words.
 // One on its way names itself in the form's "Converting …" line, and its

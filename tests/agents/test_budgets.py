@@ -206,7 +206,9 @@ def test_the_title_is_counted_and_not_asked_once_the_budget_is_spent(user, scrip
     scripted_model.add(Text("The answer."), Text("Write-ahead logging"))
     run = _ran(_question(user))
     assert run.message.conversation.title == "Write-ahead logging"
-    assert tokens_today(user_id=user.pk) > sum(_calls_cost(run))
+    # The title's call is the run's last: what the turn cost includes it.
+    assert [record["agent_name"] for record in run.metrics["agent_executions"]] == ["lead_agent", "title"]
+    assert tokens_today(user_id=user.pk) == sum(_calls_cost(run))
 
     settings.DAILY_TOKEN_BUDGET = tokens_today(user_id=user.pk) + 1
     scripted_model.add(Text("The last answer today."), Text("Never asked"))
@@ -246,7 +248,7 @@ def test_reservations_made_at_once_admit_only_what_the_budget_holds(user, settin
     assert (len(admitted), len(refused)) == (3, 5)
     assert tokens_today(user_id=user.pk) == 3 * (estimate + RESERVED_REPLY_TOKENS)
     for reservation in admitted:
-        spend_settle(reservation=reservation, usage={"total_tokens": 700}, reply="")
+        spend_settle(reservation=reservation, usage={"total_tokens": 700}, reply="", model="m", kind="lead_agent")
     assert tokens_today(user_id=user.pk) == 2_100
 
 

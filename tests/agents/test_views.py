@@ -1,4 +1,7 @@
 import asyncio
+import csv
+import datetime
+import io
 import socket
 import time
 from xml.sax.saxutils import escape
@@ -6,8 +9,10 @@ from xml.sax.saxutils import escape
 import lxml.html
 import pytest
 from asgiref.sync import sync_to_async
+from django.contrib.auth.models import Permission
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 
 from agents.models import Run, RunEvent
 from agents.services.execution import run_execute
@@ -21,7 +26,14 @@ from tests.agents.test_engine import call, run_with_a_cut_compaction
 from tests.agents.tools.http_service import Service
 from tests.agents.tools.test_http import make_tool
 from tests.asgi import conversation_socket, session_cookie
-from tests.factories import ConversationFactory, MessageFactory, RunFactory
+from tests.factories import (
+    ConversationFactory,
+    MessageFactory,
+    RunFactory,
+    TokenSpendFactory,
+    TokenUseFactory,
+    UserFactory,
+)
 from tests.model_server import Text
 
 pytestmark = pytest.mark.django_db
@@ -723,3 +735,124 @@ def test_the_activity_names_the_lead_model_the_conversation_chose(signed_in, use
     html = signed_in.get(reverse("run-activity", args=[run.pk]), **HTMX).content.decode()
 
     assert '<p class="activity-model">The lead agent answered with 快速 Fast (fast-model).</p>' in html
+
+
+# --- usage -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def two_peoples_use(user, other_user, settings, tmp_path):
+    """A month of two people's calls, the deep model priced in euros."""
+    path = tmp_path / "models.toml"
+    path.write_text('currency = "EUR"\n[prices."deep-model"]\ninput = 3\noutput = 15\n')
+    settings.MODELS_FILE = str(path)
+    other_user.username = "王芳"
+    other_user.save()
+    today = timezone.localdate()
+    TokenUseFactory(user=user, day=today, input_tokens=2_000_000, output_tokens=100_000)
+    TokenUseFactory(user=other_user, day=today, model="fast-model", kind="search_agent", input_tokens=7_777)
+    return user, other_user
+
+
+def _usage_rows(html: str, table: str) -> dict[str, list[str]]:
+    page = lxml.html.fromstring(html)
+    rows = page.xpath(f'//table[@data-table="{table}"]/tbody/tr')
+    return {row.get("data-key"): [cell.text_content().strip() for cell in row] for row in rows}
+
+
+def test_whoever_may_view_token_use_sees_everyones_by_person_with_costs(client, two_peoples_use):
+    user, other = two_peoples_use
+    client.force_login(UserFactory(is_staff=True, is_superuser=True))
+
+    html = client.get(reverse("usage")).content.decode()
+
+    people = _usage_rows(html, "person")
+    assert set(people) == {str(user.pk), str(other.pk)}
+    assert people[str(other.pk)][0] == "王芳" and people[str(user.pk)][6] == "7.50"
+    assert "No price is set for fast-model" in html
+    one = client.get(reverse("usage"), {"person": other.pk}).content.decode()
+    assert set(_usage_rows(one, "person")) == {str(other.pk)}
+
+
+def test_a_staff_member_given_the_permission_sees_everyone_and_one_without_only_themself(client, two_peoples_use):
+    staff = UserFactory(is_staff=True)
+    client.force_login(staff)
+    assert "王芳" not in client.get(reverse("usage")).content.decode()
+
+    staff.user_permissions.add(Permission.objects.get(codename="view_tokenuse"))
+    # Permissions are cached on the user object: a fresh one, as the next request would load.
+    client.force_login(type(staff).objects.get(pk=staff.pk))
+    assert "王芳" in client.get(reverse("usage")).content.decode()
+
+
+def test_a_person_sees_their_own_use_and_another_persons_or_a_group_is_a_404(signed_in, two_peoples_use):
+    user, other = two_peoples_use
+
+    html = signed_in.get(reverse("usage")).content.decode()
+
+    assert "Your usage" in html and "王芳" not in html and "7,777" not in html
+    assert _usage_rows(html, "model").keys() == {"deep-model"}
+    assert not _usage_rows(html, "person")
+    assert signed_in.get(reverse("usage"), {"person": other.pk}).status_code == 404
+    assert signed_in.get(reverse("usage"), {"group": 1}).status_code == 404
+    assert signed_in.get(reverse("usage"), {"person": user.pk}).status_code == 200
+    csv_text = signed_in.get(reverse("usage"), {"person": other.pk, "format": "csv"})
+    assert csv_text.status_code == 404
+
+
+def test_the_csv_is_what_the_page_shows(client, two_peoples_use):
+    _, other = two_peoples_use
+    client.force_login(UserFactory(is_staff=True, is_superuser=True))
+    query = {"grain": "day", "model": "fast-model"}
+
+    page = _usage_rows(client.get(reverse("usage"), query).content.decode(), "person")
+    response = client.get(reverse("usage"), {**query, "format": "csv"})
+
+    assert response["Content-Type"] == "text/csv; charset=utf-8"
+    assert response["Content-Disposition"].startswith('attachment; filename="usage-')
+    rows = list(csv.reader(io.StringIO(response.content.decode("utf-8-sig"))))
+    people = {row[1]: row for row in rows if row[0] == "person"}
+    assert people.keys() == page.keys() == {str(other.pk)}
+    assert people[str(other.pk)][2] == "王芳" and int(people[str(other.pk)][8]) == 7_977
+    assert page[str(other.pk)][5] == "7,977"
+
+
+@pytest.mark.parametrize(
+    ("query", "problem"),
+    [
+        ({"start": "2026-11-20", "end": "2026-11-01"}, "start is after its end"),
+        ({"start": "2020-01-01", "end": "2026-11-01"}, "at most three years"),
+        ({"start": "not a date"}, "Enter a valid date"),
+        ({"grain": "<script>"}, "Select a valid choice"),
+    ],
+)
+def test_a_wrong_period_is_refused_with_the_reason(signed_in, query, problem):
+    response = signed_in.get(reverse("usage"), query)
+
+    assert response.status_code == 400 and problem in response.content.decode()
+    assert "<script>" not in response.content.decode()
+
+
+def test_a_long_period_by_day_is_shown_by_week(signed_in, two_peoples_use):
+    today = timezone.localdate()
+    start = today - datetime.timedelta(days=200)
+
+    html = signed_in.get(reverse("usage"), {"start": start.isoformat(), "grain": "day"}).content.decode()
+
+    weeks = _usage_rows(html, "period")
+    assert "By week" in html and all(datetime.date.fromisoformat(key).weekday() == 0 for key in weeks)
+
+
+@pytest.mark.parametrize(("spent", "shown"), [(7_900, False), (8_500, True)])
+def test_a_person_past_most_of_todays_budget_is_told_under_the_composer_and_in_settings(
+    signed_in, user, settings, spent, shown
+):
+    settings.DAILY_TOKEN_BUDGET = 10_000
+    TokenSpendFactory(user=user, tokens=spent)
+
+    chat = signed_in.get(reverse("chat")).content.decode()
+    page = signed_in.get(reverse("settings")).content.decode()
+
+    notice = "You have used 85% of today&#x27;s token budget: 8,500 of 10,000 tokens."
+    assert (notice in chat) is shown and (notice in page) is shown
+    assert f"Today you have used {spent:,} of your 10,000 tokens a day." in page

@@ -517,14 +517,14 @@ def test_the_chat_page_and_a_list_page_take_the_same_few_queries_however_many_co
     before = selectors.conversation_list(user=user, limit=5).next_cursor
     # the session, the user, the list's page, its marks, what others shared with
     # the user (and on the first page the pinned ones; for a new conversation's
-    # examples, the library's titles)
-    with django_assert_max_num_queries(4 + 3):
+    # examples, the library's titles; the user's token budget, for the composer's notice)
+    with django_assert_max_num_queries(4 + 4):
         chat = signed_in.get(reverse("chat")).content.decode()
     with django_assert_max_num_queries(4):
         more = signed_in.get(reverse("conversation-search"), {"before": before}, **HTMX).content.decode()
     # and the conversation, its thread, its artifact pane, its turn still running
-    # (Stop or Send), and the share panel's shares and groups
-    with django_assert_max_num_queries(5 + 5 + 1 + 2):
+    # (Stop or Send) and the budget beside it, and the share panel's shares and groups
+    with django_assert_max_num_queries(5 + 5 + 2 + 2):
         signed_in.get(conversation.get_absolute_url())
     assert len(_items(chat)) == min(count + 1, 50) and str(conversations[0].pk) in chat
     assert len(_items(more)) == min(count + 1 - 5, 50)
@@ -1287,8 +1287,9 @@ def test_marks_and_pins_take_the_same_queries_however_many_conversations_and_run
         Conversation.objects.filter(pk=conversation.pk).update(pinned_at=timezone.now())
     RunFactory(message=MessageFactory(conversation=conversations[5]), status=Run.Status.WAITING_PERMISSION)
 
-    # the session, the user, the pinned, the page, the marks, what others shared with the user, the library's titles
-    with django_assert_max_num_queries(7):
+    # the session, the user, the pinned, the page, the marks, what others shared with the user, the library's
+    # titles, the user's token budget
+    with django_assert_max_num_queries(8):
         page = signed_in.get(reverse("chat")).content.decode()
 
     assert page.count('data-mark="waiting"') == 1 and page.count("data-pinned>") == 3

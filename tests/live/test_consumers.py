@@ -45,6 +45,7 @@ from tests.factories import (
     ConversationShareFactory,
     MessageFactory,
     RunFactory,
+    TokenSpendFactory,
     UserFactory,
 )
 from tests.model_server import Text
@@ -497,6 +498,25 @@ async def test_the_composer_offers_stop_while_a_turn_runs_and_send_once_it_has_e
     await communicator.disconnect()
     actions = page.find("composer-actions")
     assert actions.get("data-busy") is None and actions.find("button").text == "Send"
+
+
+@pytest.mark.events_by_hand
+async def test_a_turn_that_ends_past_most_of_todays_budget_says_so_under_the_composer(user, settings):
+    settings.DAILY_TOKEN_BUDGET = 10_000
+    conversation, _, run, communicator, page = await _watching_a_run(user)
+    write, push = _event_writer(run), _announcer(conversation, run, communicator, page)
+    assert page.find("budget-notice").get("hidden") is not None
+
+    # What the turn's calls spent, as they settle before its end.
+    await sync_to_async(TokenSpendFactory)(user=user, tokens=9_100)
+    await write(1, RunEvent.Type.COMPLETE, response="Done.")
+    await sync_to_async(Run.objects.filter(pk=run.pk).update)(status=Run.Status.COMPLETED)
+    await push(1)
+    await communicator.disconnect()
+
+    note = page.find("budget-notice")
+    assert note.get("hidden") is None
+    assert "You have used 91% of today's token budget: 9,100 of 10,000 tokens." in note.text_content()
 
 
 @pytest.mark.events_by_hand

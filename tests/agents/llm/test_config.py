@@ -4,7 +4,13 @@ and the lead models people choose from."""
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from agents.llm.config import lead_choices_from_settings, models_file_read, models_from_settings
+from agents.llm.config import (
+    Price,
+    lead_choices_from_settings,
+    models_file_read,
+    models_from_settings,
+    prices_from_settings,
+)
 from agents.llm.demo import DemoChatModel
 from agents.llm.openai_model import ModelSettings
 from agents.models import Run, RunEvent
@@ -224,3 +230,43 @@ def test_a_turn_asks_the_lead_model_the_conversation_chose(user, lead_models, sc
     assert (run.model, run.model_label) == (lead, label)
     start = run.events.get(type=RunEvent.Type.METADATA).data
     assert (start["model"], start["model_label"]) == (lead, label)
+
+
+def test_prices_are_read_per_million_tokens_with_cached_at_the_input_price_unless_given(tmp_path):
+    path = tmp_path / "models.toml"
+    path.write_text(
+        'currency = "CNY"\n[prices."deep-model"]\ninput = 20\noutput = 80.5\ncached = 2\n'
+        '[prices."fast-model"]\ninput = 1.5\noutput = 3\n'
+    )
+
+    file = models_file_read(path, default=ModelSettings(model="big", api_key="k"), environ={})
+
+    assert file.currency == "CNY"
+    assert file.prices["deep-model"] == Price(input=20.0, output=80.5, cached=2.0)
+    assert file.prices["fast-model"] == Price(input=1.5, output=3.0, cached=1.5)
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ('[prices."m"]\ninput = -1\n', "input .* must be a price"),
+        ('[prices."m"]\ninput = "cheap"\n', "input .* must be a price"),
+        ('[prices."m"]\ninput = 1\nsurcharge = 2\n', "unknown settings: surcharge"),
+        ("prices = { m = 3 }\n", "must be a table"),
+        ("currency = 978\n", "currency"),
+    ],
+)
+def test_a_wrong_price_is_refused_with_the_reason(tmp_path, text, problem):
+    path = tmp_path / "models.toml"
+    path.write_text(text)
+
+    with pytest.raises(ImproperlyConfigured, match=problem):
+        models_file_read(path, default=ModelSettings(model="big", api_key="k"), environ={})
+
+
+def test_a_broken_models_file_gives_no_prices_rather_than_breaking_the_usage_page(settings, tmp_path):
+    path = tmp_path / "models.toml"
+    path.write_text('[prices."m"]\ninput = -1\n')
+    settings.MODELS_FILE = str(path)
+
+    assert prices_from_settings() == ({}, "")
