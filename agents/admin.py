@@ -16,9 +16,11 @@ from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.debug import sensitive_post_parameters
 
+from audit.admin import StaffViewAudited
+
 from .budgets import budget_of, metrics_tokens, tokens_today
 from .config import AGENTS
-from .models import HttpTool, McpServer, Run, RunEvent, TokenBudget, TokenSpend
+from .models import HttpTool, McpServer, Run, RunEvent, TokenBudget, TokenSpend, TokenUse
 from .services.admission import waiting_place
 from .services.retention import runs_fold_requested
 from .services.runs import runs_cancel_by_staff
@@ -55,7 +57,7 @@ class PurgeForm(forms.Form):
 
 
 @admin.register(Run)
-class RunAdmin(ReadOnlyAdmin):
+class RunAdmin(StaffViewAudited, ReadOnlyAdmin):
     list_display = (
         "id",
         "user",
@@ -172,6 +174,9 @@ class RunAdmin(ReadOnlyAdmin):
     def changelist_view(self, request, extra_context=None):
         extra_context = {**(extra_context or {}), "has_purge_permission": self.has_purge_permission(request)}
         return super().changelist_view(request, extra_context)
+
+    def audited_owner(self, run):
+        return run.message.conversation.owner
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         run = self.get_object(request, object_id)
@@ -294,6 +299,34 @@ class TokenBudgetAdmin(admin.ModelAdmin):
     @admin.display(description=_("tokens today"))
     def used_today(self, budget):
         return f"{tokens_today(user_id=budget.user_id):,}" if budget.user_id else "—"
+
+
+@admin.register(TokenUse)
+class TokenUseAdmin(ReadOnlyAdmin):
+    """The day's use of each model by each kind of call, as counted
+    (agents.usage): read-only; the usage page (/usage/) adds it up."""
+
+    list_display = (
+        "day",
+        "user",
+        "model",
+        "kind",
+        "calls",
+        "estimated_calls",
+        "input_tokens",
+        "cached_tokens",
+        "output_tokens",
+    )
+    list_select_related = ("user",)
+    list_filter = ("day", "kind", "model")
+    date_hierarchy = "day"
+    search_fields = ("user__username", "model")
+    ordering = ("-day", "user", "model", "kind")
+    show_full_result_count = False
+
+    def has_delete_permission(self, request, obj=None):
+        # What was used stays used; a person's rows go with the person.
+        return False
 
 
 @admin.register(TokenSpend)

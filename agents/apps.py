@@ -59,12 +59,18 @@ class AgentsConfig(AppConfig):
         from django_q.signals import post_spawn
 
         from artifactflow.metrics import collector_register
+        from audit.services import changes_track
 
         from .metrics import TurnStates
+        from .models import HttpTool, McpServer, TokenBudget
 
         # Each registers the check its sources' clean() asks for (agents.source_checks).
         from .tools import http, mcp  # noqa: F401
 
         collector_register(TurnStates())
+        # Who changed a budget or a tool, and how (audit); a tool's secret only as changed.
+        changes_track(TokenBudget)
+        for source in (HttpTool, McpServer):
+            changes_track(source, secrets=("secret_encrypted",), ignored=("created_at", "updated_at"))
         post_migrate.connect(_sweep_schedule, sender=self, dispatch_uid="agents-sweep-schedule")
         post_spawn.connect(_sweep_on_worker_start, dispatch_uid="agents-sweep-on-worker-start")

@@ -224,6 +224,7 @@ INSTALLED_APPS = [
     "agents",
     "live",
     "accounts",
+    "audit",
 ]
 
 MIDDLEWARE = [
@@ -240,6 +241,8 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # What the request changes or does is recorded as its user's, from its address (audit).
+    "audit.middleware.AuditContextMiddleware",
     # ...unless the signed-in user chose one (accounts.services).
     "accounts.middleware.UserLanguageMiddleware",
     "artifactflow.middleware.LoginRequiredMiddleware",
@@ -512,6 +515,8 @@ THREAD_PAGE_TURNS = 20
 # kept for ever).
 RUN_FOLD_AFTER_MINUTES = env.int("ARTIFACTFLOW_FOLD_AFTER_MINUTES", default=10)
 RUN_EVENT_RETENTION_DAYS = env.int("ARTIFACTFLOW_EVENT_RETENTION_DAYS", default=None)
+# The audit trail's records are deleted this many days after they were made (unset: kept for ever).
+AUDIT_RETENTION_DAYS = env.int("ARTIFACTFLOW_AUDIT_RETENTION_DAYS", default=None)
 
 # A page is pushed what changed at most this often (live.consumers);
 # faster changes are coalesced into one push.

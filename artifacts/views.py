@@ -10,6 +10,8 @@ from django_htmx.http import push_url, reswap, retarget
 from agents.selectors import branch_shown_live
 from artifactflow.ids import id_from_text
 from artifactflow.names import name_clean
+from audit.models import AuditEvent
+from audit.services import audit_record
 from conversations.selectors import conversation_get, conversation_viewable
 
 from . import paging, pane, selectors, services
@@ -382,6 +384,7 @@ def artifact_export_docx(request, conversation_id, artifact_id):
     )
     filename = _download_name(selected, ".docx", version=version.version)
     response["Content-Disposition"] = content_disposition_header(True, filename)
+    audit_record(action=AuditEvent.Action.EXPORT, obj=selected.saved, detail={"as": "docx", "version": version.version})
     return response
 
 
@@ -412,4 +415,6 @@ def artifact_raw(request, conversation_id, artifact_id):
         response["Content-Disposition"] = content_disposition_header(True, _download_name(artifact, extension))
     response["X-Content-Type-Options"] = "nosniff"
     response["Content-Security-Policy"] = "sandbox; default-src 'none'"
+    what = "original" if request.GET.get("original") or not selected.is_text else "text"
+    audit_record(action=AuditEvent.Action.EXPORT, obj=artifact, detail={"as": what})
     return response

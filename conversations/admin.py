@@ -10,6 +10,7 @@ from agents.selectors import conversations_busy
 from artifactflow.admin import ServiceDeleteMixin
 from artifacts.cleanup import bytes_text, cleanup_apply, cleanup_plan
 from artifacts.models import ArtifactSession
+from audit.admin import StaffViewAudited
 from conversations import lifecycle
 
 from .models import Conversation, ConversationShare, Message
@@ -64,10 +65,14 @@ class ConversationShareAdmin(admin.ModelAdmin):
 
 
 @admin.register(Conversation)
-class ConversationAdmin(ServiceDeleteMixin, admin.ModelAdmin):
+class ConversationAdmin(StaffViewAudited, ServiceDeleteMixin, admin.ModelAdmin):
     list_display = ("title", "owner", "message_count", "forked_from", "created_at", "updated_at")
     list_filter = ("created_at", "updated_at", ("forked_from", admin.EmptyFieldListFilter), "owner")
     search_fields = ("title", "id", "owner__username", "messages__content")
+
+    def audited_owner(self, conversation):
+        return conversation.owner
+
     raw_id_fields = ("owner", "active_branch")
     readonly_fields = ("id", "forked_from", "forked_at", "created_at", "updated_at")
     date_hierarchy = "created_at"
@@ -186,13 +191,16 @@ class ConversationAdmin(ServiceDeleteMixin, admin.ModelAdmin):
 
 
 @admin.register(Message)
-class MessageAdmin(admin.ModelAdmin):
+class MessageAdmin(StaffViewAudited, admin.ModelAdmin):
     list_display = ("id", "short_content", "conversation", "parent", "created_at")
     list_filter = ("created_at",)
     search_fields = ("content", "response", "conversation__title", "conversation__id")
     raw_id_fields = ("conversation", "parent")
     list_select_related = ("conversation",)
     date_hierarchy = "created_at"
+
+    def audited_owner(self, message):
+        return message.conversation.owner
 
     @admin.display(description=_("content"))
     def short_content(self, obj):

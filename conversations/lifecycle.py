@@ -18,6 +18,8 @@ from artifactflow.names import name_line, name_shortened
 from artifacts.branches import branch_at
 from artifacts.models import ArtifactSession
 from artifacts.services import branch_copy
+from audit.models import AuditEvent
+from audit.services import audit_record
 
 from .models import Conversation, Message
 from .tree import message_path
@@ -166,5 +168,11 @@ def conversation_fork(*, user, conversation: Conversation, message: Message) -> 
                 branch=branch_at(session=original_session, message_id=message.pk),
                 session=session,
                 message_ids=copied,
+            )
+        if conversation.owner_id != user.pk:
+            audit_record(
+                action=AuditEvent.Action.FORK,
+                obj=conversation,
+                detail={"owner": conversation.owner.get_username(), "message": message.pk, "fork": fork.pk},
             )
     return fork

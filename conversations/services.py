@@ -9,6 +9,8 @@ from django.utils.translation import gettext
 from artifactflow import realtime
 from artifactflow.ids import id_from_text
 from artifactflow.names import name_line
+from audit.models import AuditEvent
+from audit.services import audit_record
 
 from .models import Conversation, ConversationShare, Message
 from .selectors import share_groups
@@ -56,9 +58,11 @@ def share_with_user(*, conversation: Conversation, by, username: str) -> Convers
         raise ValidationError(gettext("No one here is called “%(name)s”.") % {"name": username})
     if user.pk == conversation.owner_id:
         raise ValidationError(gettext("It is your own conversation."))
-    share, _ = ConversationShare.objects.get_or_create(
+    share, created = ConversationShare.objects.get_or_create(
         conversation=conversation, user=user, defaults={"created_by": by}
     )
+    if created:
+        _share_audit(share, action=AuditEvent.Action.SHARE)
     return share
 
 
@@ -72,16 +76,22 @@ def share_with_group(*, conversation: Conversation, by, group_id) -> Conversatio
     group = share_groups(user=by).filter(pk=pk).first() if pk is not None else None
     if group is None:
         raise ValidationError(gettext("That group cannot be chosen here. Choose one of the groups listed."))
-    share, _ = ConversationShare.objects.get_or_create(
+    share, created = ConversationShare.objects.get_or_create(
         conversation=conversation, group=group, defaults={"created_by": by}
     )
+    if created:
+        _share_audit(share, action=AuditEvent.Action.SHARE)
     return share
 
 
 def share_with_everyone(*, conversation: Conversation, by, on: bool) -> None:
     """Let everyone signed in read the conversation, or stop that."""
     if on:
-        ConversationShare.objects.get_or_create(conversation=conversation, everyone=True, defaults={"created_by": by})
+        share, created = ConversationShare.objects.get_or_create(
+            conversation=conversation, everyone=True, defaults={"created_by": by}
+        )
+        if created:
+            _share_audit(share, action=AuditEvent.Action.SHARE)
         return
     share = ConversationShare.objects.filter(conversation=conversation, everyone=True).first()
     if share is not None:
@@ -96,7 +106,18 @@ def share_remove(*, conversation: Conversation, share_id: int) -> bool:
         return False
     # Deleted as an instance, not by a queryset: post_delete announces it.
     share.delete()
+    _share_audit(share, action=AuditEvent.Action.SHARE_REVOKE)
     return True
+
+
+def _share_audit(share: ConversationShare, *, action: str) -> None:
+    if share.everyone:
+        audience = "everyone"
+    elif share.group_id is not None:
+        audience = f"group {share.group.name}"
+    else:
+        audience = f"user {share.user.get_username()}"
+    audit_record(action=action, obj=share.conversation, detail={"with": audience})
 
 
 # The pinned group heads every page of the list: a handful, not a second list.

@@ -17,6 +17,8 @@ from agents.thread import ThreadPage, thread_entries, thread_page, thread_page_b
 from artifactflow.ids import id_from_text
 from artifacts import conversation_export
 from artifacts import pane as artifact_pane
+from audit.models import AuditEvent
+from audit.services import audit_record
 from conversations import lifecycle
 
 from . import selectors, services
@@ -495,7 +497,8 @@ def conversation_fork(request, conversation_id):
     return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
 
 
-def _download(export: conversation_export.Export) -> HttpResponse:
+def _download(conversation, export: conversation_export.Export, *, what: str) -> HttpResponse:
+    audit_record(action=AuditEvent.Action.EXPORT, obj=conversation, detail={"as": what, "file": export.filename})
     response = HttpResponse(export.data, content_type=export.content_type)
     response["Content-Disposition"] = content_disposition_header(True, export.filename)
     response["X-Content-Type-Options"] = "nosniff"
@@ -505,16 +508,19 @@ def _download(export: conversation_export.Export) -> HttpResponse:
 @require_GET
 def conversation_export_markdown(request, conversation_id):
     conversation = _viewable_or_404(request, conversation_id)
-    return _download(conversation_export.conversation_markdown(conversation=conversation))
+    export = conversation_export.conversation_markdown(conversation=conversation)
+    return _download(conversation, export, what="markdown")
 
 
 @require_GET
 def conversation_export_docx(request, conversation_id):
     conversation = _viewable_or_404(request, conversation_id)
-    return _download(conversation_export.conversation_docx(conversation=conversation, user=request.user))
+    export = conversation_export.conversation_docx(conversation=conversation, user=request.user)
+    return _download(conversation, export, what="docx")
 
 
 @require_GET
 def conversation_export_zip(request, conversation_id):
     conversation = _viewable_or_404(request, conversation_id)
-    return _download(conversation_export.conversation_zip(conversation=conversation))
+    export = conversation_export.conversation_zip(conversation=conversation)
+    return _download(conversation, export, what="zip")

@@ -7,6 +7,8 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext
 
+from audit.models import AuditEvent
+from audit.services import audit_record
 from conversations.tree import message_path
 
 from ..engine import permission_unshowable
@@ -28,7 +30,14 @@ def permission_answer(*, run_id: int, user, request_id: str, decision: str, enqu
         if decision not in USER_DECISIONS:
             raise RunStateError(gettext("Answer approve, always or deny."))
         decision = PermissionDecision(decision)
+        pending = pending_request(run.checkpoint)
         _pending_decide(run=run, request_id=request_id, decision=decision, by=user.get_username(), enqueue=enqueue)
+        audit_record(
+            action=AuditEvent.Action.APPROVE if decision in ALLOWING else AuditEvent.Action.DENY,
+            obj=run,
+            actor=user,
+            detail={"tool": pending.tool, "decision": decision.value, "conversation": str(run.message.conversation_id)},
+        )
         if decision == PermissionDecision.ALWAYS:
             message = run.message
             tools = set(message.metadata.get(ALLOWED_TOOLS, [])) | {pending_request(run.checkpoint).tool}

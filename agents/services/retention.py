@@ -35,6 +35,7 @@ from django.db.models import Q, Subquery
 from django.utils import timezone
 from django_q.tasks import async_task
 
+from audit.services import audit_prune
 from conversations.models import Conversation
 
 from ..config import LEAD_AGENT
@@ -200,7 +201,8 @@ def runs_fold_requested(*, older_than_days: int, enqueue: bool = False) -> int:
 
 def retention_sweep(*, seconds: float | None = SWEEP_SECONDS) -> dict:
     """The scheduled retention: fold what ended RUN_FOLD_AFTER_MINUTES ago,
-    then expire idle conversations' events when RUN_EVENT_RETENTION_DAYS is set."""
+    then expire idle conversations' events when RUN_EVENT_RETENTION_DAYS is set,
+    and audit records when AUDIT_RETENTION_DAYS is."""
     now = timezone.now()
     started = time.monotonic()
     report = runs_fold(finished_before=now - timedelta(minutes=settings.RUN_FOLD_AFTER_MINUTES), seconds=seconds)
@@ -208,14 +210,19 @@ def retention_sweep(*, seconds: float | None = SWEEP_SECONDS) -> dict:
     if settings.RUN_EVENT_RETENTION_DAYS is not None:
         left = None if seconds is None else max(seconds - (time.monotonic() - started), 0)
         expired = events_expire(idle_before=now - timedelta(days=settings.RUN_EVENT_RETENTION_DAYS), seconds=left)
-    if report.runs or expired:
+    audited = 0
+    if settings.AUDIT_RETENTION_DAYS is not None:
+        audited = audit_prune(before=now - timedelta(days=settings.AUDIT_RETENTION_DAYS))
+    if report.runs or expired or audited:
         logger.info(
-            "Retention folded %s runs (%s streamed-text rows deleted) and deleted %s events of idle conversations",
+            "Retention folded %s runs (%s streamed-text rows deleted), deleted %s events of idle conversations "
+            "and %s audit records",
             report.runs,
             report.chunks_deleted,
             expired,
+            audited,
         )
-    return {"folded": report.runs, "chunks_deleted": report.chunks_deleted, "expired": expired}
+    return {"folded": report.runs, "chunks_deleted": report.chunks_deleted, "expired": expired, "audited": audited}
 
 
 def runs_fold_older(*, older_than_days: int) -> FoldReport:
