@@ -1,9 +1,10 @@
 from django.contrib.auth import get_user_model
 from django.contrib.auth.signals import user_logged_in
-from django.db.models.signals import m2m_changed
+from django.db import transaction
+from django.db.models.signals import m2m_changed, post_save
 from django.dispatch import receiver
 
-from . import services
+from . import onboarding, services
 from .models import ProviderMembership
 
 
@@ -30,3 +31,13 @@ def provider_membership_ended(*, instance, action, reverse, pk_set, **kwargs):
         if action == "post_remove":
             ended = ended.filter(group_id__in=pk_set)
     ended.delete()
+
+
+@receiver(post_save, sender=get_user_model(), dispatch_uid="accounts.sessions_end_on_deactivation")
+def sessions_end_on_deactivation(*, instance, created, update_fields, **kwargs):
+    """A deactivated person is signed out everywhere at once: their sessions
+    are deleted once the change commits (their open pages' websockets close
+    as they check their session: live.signals)."""
+    if created or instance.is_active or (update_fields is not None and "is_active" not in update_fields):
+        return
+    transaction.on_commit(lambda: onboarding.user_sessions_end(user_id=instance.pk))

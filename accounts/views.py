@@ -4,11 +4,14 @@ import requests
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import update_session_auth_hash
+from django.contrib.auth.decorators import login_not_required
 from django.contrib.auth.forms import PasswordChangeForm
-from django.contrib.auth.views import LoginView, LogoutView
+from django.contrib.auth.views import LoginView, LogoutView, PasswordResetConfirmView
 from django.core.exceptions import SuspiciousOperation
 from django.http import Http404, HttpResponseBadRequest, HttpResponseRedirect
 from django.shortcuts import redirect, render
+from django.urls import reverse_lazy
+from django.utils.decorators import method_decorator
 from django.utils.translation import gettext
 from django.views.decorators.http import require_http_methods, require_POST
 from django.views.i18n import set_language
@@ -146,3 +149,18 @@ class SsoCallbackView(OIDCAuthenticationCallbackView):
         else:
             reason = "state"
         return sso_refused(self.request, reason=reason)
+
+
+@method_decorator(login_not_required, name="dispatch")
+class PasswordSetView(PasswordResetConfirmView):
+    """A one-time set-password link (accounts.onboarding): Django's reset
+    confirmation, which hides the token from the address bar and refuses a
+    used or expired link. Signs nobody in: the person signs in as usual."""
+
+    template_name = "registration/password_set.html"
+    success_url = reverse_lazy("password-set-done")
+
+
+@login_not_required
+def password_set_done(request):
+    return render(request, "registration/password_set.html", {"done": True})

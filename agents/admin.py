@@ -1,6 +1,7 @@
 import json
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import GroupAdmin, UserAdmin
@@ -16,6 +17,7 @@ from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.debug import sensitive_post_parameters
 
+from accounts import onboarding
 from audit.admin import StaffViewAudited
 
 from .budgets import budget_of, metrics_tokens, tokens_today
@@ -253,6 +255,30 @@ class RunEventAdmin(ReadOnlyAdmin):
         return json_block(event.data)
 
 
+class PeopleFileForm(forms.Form):
+    """The CSV of people to add: uploaded, or sent back as text once it was read."""
+
+    file = forms.FileField(
+        label=_("CSV file"),
+        required=False,
+        help_text=_("UTF-8, its first row naming the columns: username, email, groups (separated by ; or |)."),
+    )
+    csv_text = forms.CharField(required=False, widget=forms.HiddenInput, max_length=onboarding.MAX_BYTES)
+    create_groups = forms.BooleanField(label=_("Create the groups that do not exist yet"), required=False)
+
+    def clean(self):
+        data = super().clean()
+        if not data.get("file") and not data.get("csv_text"):
+            raise forms.ValidationError(gettext("Choose a CSV file."))
+        if data.get("file") and data["file"].size > onboarding.MAX_BYTES:
+            raise forms.ValidationError(gettext("The file is larger than 1 MB: split it, or add fewer people at once."))
+        return data
+
+    def people_data(self) -> bytes:
+        upload = self.cleaned_data.get("file")
+        return upload.read() if upload else self.cleaned_data["csv_text"].encode()
+
+
 class TokenBudgetInline(admin.StackedInline):
     model = TokenBudget
     can_delete = True
@@ -271,6 +297,52 @@ class BudgetedUserAdmin(UserAdmin):
 
     list_display = (*UserAdmin.list_display, "tokens_today", "daily_budget")
     inlines = (*UserAdmin.inlines, TokenBudgetInline)
+    actions = ("password_links",)
+    change_list_template = "admin/auth/user/change_list_people.html"
+
+    def get_urls(self):
+        people_add = self.admin_site.admin_view(self.people_add_view)
+        return [path("add-people/", people_add, name="auth_user_people_add"), *super().get_urls()]
+
+    def people_add_view(self, request):
+        """People from a CSV (accounts.onboarding): read and checked, shown
+        row by row, and added only when the administrator confirms a file
+        without a wrong row; then each one's set-password link."""
+        if not self.has_add_permission(request):
+            raise PermissionDenied
+        form = PeopleFileForm(request.POST or None, request.FILES or None)
+        context = {**self.admin_site.each_context(request), "opts": self.opts, "form": form, "title": _("Add people")}
+        if request.method == "POST" and form.is_valid():
+            try:
+                data = form.people_data()
+                rows = onboarding.people_csv_read(data=data, create_groups=form.cleaned_data["create_groups"])
+            except onboarding.PeopleFileError as exc:
+                form.add_error("file", str(exc))
+            else:
+                wrong = [row for row in rows if row.errors]
+                if not rows:
+                    form.add_error("file", gettext("The file names nobody."))
+                elif wrong or "confirm" not in request.POST:
+                    context.update({"rows": rows, "wrong": wrong, "csv_text": data.decode("utf-8-sig")})
+                else:
+                    people = onboarding.people_add(rows=rows, create_groups=form.cleaned_data["create_groups"])
+                    return self._links_response(request, users=people, title=_("People added"))
+        return TemplateResponse(request, "admin/auth/user/people_add.html", context)
+
+    @admin.action(description=_("Make a set-password link for each"), permissions=["change"])
+    def password_links(self, request, queryset):
+        return self._links_response(request, users=list(queryset.filter(is_active=True)), title=_("Set-password links"))
+
+    def _links_response(self, request, *, users, title):
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": title,
+            "people": onboarding.password_links_make(users=users, request=request),
+            "mail_configured": bool(settings.EMAIL_HOST),
+            "days": settings.PASSWORD_RESET_TIMEOUT // 86400,
+        }
+        return TemplateResponse(request, "admin/auth/user/password_links.html", context)
 
     @admin.display(description=_("tokens today"))
     def tokens_today(self, user):

@@ -312,6 +312,17 @@ AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 
 LOGIN_URL = "login"
+# A set-password link (accounts.onboarding) works once, for this long.
+PASSWORD_RESET_TIMEOUT = env.int("ARTIFACTFLOW_PASSWORD_LINK_DAYS", default=7) * 24 * 3600
+
+# Mail, for the set-password links of people added in bulk: without a server
+# (EMAIL_HOST unset) the admin is shown each link to pass on.
+EMAIL_HOST = env.str("EMAIL_HOST", default="")
+EMAIL_PORT = env.int("EMAIL_PORT", default=587)
+EMAIL_HOST_USER = env.str("EMAIL_HOST_USER", default="")
+EMAIL_HOST_PASSWORD = env.str("EMAIL_HOST_PASSWORD", default="")
+EMAIL_USE_TLS = env.bool("EMAIL_USE_TLS", default=True)
+DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="ArtifactFlow <artifactflow@localhost>")
 LOGIN_REDIRECT_URL = "chat"
 LOGOUT_REDIRECT_URL = "login"
 

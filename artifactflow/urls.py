@@ -7,7 +7,16 @@ from django.views.generic import RedirectView
 
 # Registers the <id:…> and <artifact:…> converters the apps' URLconfs use.
 import artifactflow.ids  # noqa: F401
-from accounts.views import SignInView, SignOutView, SsoCallbackView, SsoStartView, language_set, settings_page
+from accounts.views import (
+    PasswordSetView,
+    SignInView,
+    SignOutView,
+    SsoCallbackView,
+    SsoStartView,
+    language_set,
+    password_set_done,
+    settings_page,
+)
 from agents.views import usage_page
 from artifactflow import views
 
@@ -33,6 +42,9 @@ urlpatterns = [
     # Single sign-on (OpenID Connect; 404 unless ARTIFACTFLOW_OIDC_ISSUER is set).
     path("oidc/authenticate/", login_not_required(SsoStartView.as_view()), name="oidc_authentication_init"),
     path("oidc/callback/", login_not_required(SsoCallbackView.as_view()), name="oidc_authentication_callback"),
+    # The one-time links of people added in bulk (accounts.onboarding); no reset by e-mail for the rest.
+    path("accounts/password/<uidb64>/<token>/", PasswordSetView.as_view(), name="password-set"),
+    path("accounts/password/done/", password_set_done, name="password-set-done"),
     path("accounts/settings/", settings_page, name="settings"),
     # Django's own names, for whatever links to them: the settings page changes the password.
     path("accounts/password_change/", RedirectView.as_view(pattern_name="settings"), name="password_change"),

@@ -40,6 +40,8 @@ from django.db.models import Q
 from django.test import Client
 from django.urls import URLResolver, get_resolver, resolve, reverse
 from django.urls.exceptions import Resolver404
+from django.utils.encoding import force_bytes
+from django.utils.http import urlsafe_base64_encode
 from django.views.defaults import server_error
 
 from agents.models import Run, RunEvent
@@ -196,6 +198,16 @@ def world(user, other_user, scripted_model, settings):
             ],
             # What follows an old admin URL the portal redirects (artifactflow.urls).
             "rest": [Value(""), Value(f"{limited.pk}/change/")],
+            # A set-password link (accounts.onboarding) is its own key: the owner's id with a
+            # token the attacker forged opens only the page saying the link is not valid.
+            "uidb64": [
+                Value(urlsafe_base64_encode(force_bytes(owner.pk)), foreign=False),
+                Value("OTk5OTk5", foreign=False),
+            ],
+            "token": [
+                Value("cz7dkq-0123456789abcdef0123456789abcdef", foreign=False),
+                Value("set-password", foreign=False),
+            ],
             # Artifact ids are scoped by the conversation in the same URL.
             "artifact_id": [
                 Value(name, foreign=False) for name in ("report", "chart.png", "报告.md", "missing", "nul\x00id")

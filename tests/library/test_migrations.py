@@ -23,6 +23,8 @@ from django.core.management import call_command
 from django.db import connection
 # The worker's queue first: migrate schedules the sweeps there (agents.apps).
 call_command("migrate", "django_q", verbosity=0)
+# And the audit trail's, which records the group made below as today's code does.
+call_command("migrate", "audit", verbosity=0)
 call_command("migrate", "agents", "0018_http_secret_origin", verbosity=0)
 connection.cursor().execute(
     "INSERT INTO agents_librarydocument (title, content, original_file, content_type, created_at, updated_at) "

@@ -734,6 +734,22 @@ async def test_changing_the_password_closes_the_other_browsers_websockets_at_onc
     await reopened.disconnect()
 
 
+async def test_deactivating_a_person_closes_their_websockets_at_once(user):
+    conversation = await _conversation(user)
+    _, cookie = await _browser(user)
+    communicator = await _open(conversation, cookie)
+
+    user.is_active = False
+    await sync_to_async(user.save)()
+
+    # Long before WEBSOCKET_SESSION_CHECK_INTERVAL (a minute); and the page, reconnecting, is refused.
+    assert await _closed(communicator, timeout=waits.seconds(5)) == consumers.TRY_AGAIN_LATER
+    refused = _communicator(conversation, cookie)
+    connected, _ = await refused.connect()
+    await refused.disconnect()
+    assert not connected
+
+
 @pytest.mark.events_by_hand
 async def test_the_session_check_closes_a_websocket_while_redis_is_down(user, settings, disposable_redis, monkeypatch):
     monkeypatch.setattr(consumers, "LAYER_DOWN_POLL_INTERVAL", 0.1)
