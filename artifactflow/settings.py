@@ -225,6 +225,7 @@ INSTALLED_APPS = [
     "live",
     "accounts",
     "audit",
+    "retention",
 ]
 
 MIDDLEWARE = [
@@ -526,8 +527,6 @@ THREAD_PAGE_TURNS = 20
 # kept for ever).
 RUN_FOLD_AFTER_MINUTES = env.int("ARTIFACTFLOW_FOLD_AFTER_MINUTES", default=10)
 RUN_EVENT_RETENTION_DAYS = env.int("ARTIFACTFLOW_EVENT_RETENTION_DAYS", default=None)
-# The audit trail's records are deleted this many days after they were made (unset: kept for ever).
-AUDIT_RETENTION_DAYS = env.int("ARTIFACTFLOW_AUDIT_RETENTION_DAYS", default=None)
 
 # A page is pushed what changed at most this often (live.consumers);
 # faster changes are coalesced into one push.

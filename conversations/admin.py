@@ -1,6 +1,7 @@
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.core.exceptions import ValidationError
+from django.db import transaction
 from django.db.models import Count
 from django.template.response import TemplateResponse
 from django.utils.translation import gettext
@@ -11,6 +12,8 @@ from artifactflow.admin import ServiceDeleteMixin
 from artifacts.cleanup import bytes_text, cleanup_apply, cleanup_plan
 from artifacts.models import ArtifactSession
 from audit.admin import StaffViewAudited
+from audit.models import AuditEvent
+from audit.services import audit_record
 from conversations import lifecycle
 
 from .models import Conversation, ConversationShare, Message
@@ -66,18 +69,25 @@ class ConversationShareAdmin(admin.ModelAdmin):
 
 @admin.register(Conversation)
 class ConversationAdmin(StaffViewAudited, ServiceDeleteMixin, admin.ModelAdmin):
-    list_display = ("title", "owner", "message_count", "forked_from", "created_at", "updated_at")
-    list_filter = ("created_at", "updated_at", ("forked_from", admin.EmptyFieldListFilter), "owner")
+    list_display = ("title", "owner", "message_count", "forked_from", "retention_hold", "created_at", "updated_at")
+    list_filter = (
+        "created_at",
+        "updated_at",
+        ("forked_from", admin.EmptyFieldListFilter),
+        "retention_hold",
+        "owner",
+    )
     search_fields = ("title", "id", "owner__username", "messages__content")
 
     def audited_owner(self, conversation):
         return conversation.owner
 
     raw_id_fields = ("owner", "active_branch")
-    readonly_fields = ("id", "forked_from", "forked_at", "created_at", "updated_at")
+    # A hold is put and released by the actions, which the audit trail records.
+    readonly_fields = ("id", "forked_from", "forked_at", "retention_hold", "created_at", "updated_at")
     date_hierarchy = "created_at"
     inlines = [ConversationShareInline, MessageInline]
-    actions = ["conversations_delete", "artifacts_cleanup"]
+    actions = ["conversations_delete", "artifacts_cleanup", "holds_put", "holds_release"]
 
     def get_actions(self, request):
         # Django's bulk delete would skip the service's refusal of busy conversations.
@@ -108,6 +118,30 @@ class ConversationAdmin(StaffViewAudited, ServiceDeleteMixin, admin.ModelAdmin):
         for share in formset.deleted_objects:
             share.delete()
         formset.save_m2m()
+
+    @admin.action(description=_("Put on hold: no retention policy removes them"), permissions=["change"])
+    def holds_put(self, request, queryset):
+        self._hold(request, queryset, held=True)
+
+    @admin.action(description=_("Release from hold"), permissions=["change"])
+    def holds_release(self, request, queryset):
+        self._hold(request, queryset, held=False)
+
+    def _hold(self, request, queryset, *, held: bool):
+        changed = list(queryset.exclude(retention_hold=held))
+        with transaction.atomic():
+            Conversation.objects.filter(pk__in=[c.pk for c in changed]).update(retention_hold=held)
+            for conversation in changed:
+                audit_record(
+                    action=AuditEvent.Action.CHANGE, obj=conversation, changes={"retention_hold": [not held, held]}
+                )
+        self.message_user(
+            request,
+            gettext("%(count)s conversation(s) put on hold.") % {"count": len(changed)}
+            if held
+            else gettext("%(count)s conversation(s) released from hold.") % {"count": len(changed)},
+            messages.SUCCESS,
+        )
 
     @admin.action(description=_("Delete selected conversations…"), permissions=["delete"])
     def conversations_delete(self, request, queryset):

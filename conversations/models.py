@@ -37,6 +37,15 @@ class Conversation(models.Model):
     # marks say what waits for the person whose turns they are. Null for the
     # conversations from before marks: none of their turns is news.
     seen_at = models.DateTimeField(null=True, blank=True, default=timezone.now)
+    # On hold: no retention policy removes it or anything in it (retention.services).
+    # A default in the database: SQLite adds the column in place rather than
+    # rebuilding the table under the search views of migration 0004.
+    retention_hold = models.BooleanField(
+        _("on hold"),
+        default=False,
+        db_default=False,
+        help_text=_("No retention policy removes this conversation or its uploads."),
+    )
 
     class Meta:
         ordering = ["-updated_at"]

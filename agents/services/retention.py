@@ -35,7 +35,6 @@ from django.db.models import Q, Subquery
 from django.utils import timezone
 from django_q.tasks import async_task
 
-from audit.services import audit_prune
 from conversations.models import Conversation
 
 from ..config import LEAD_AGENT
@@ -155,11 +154,16 @@ def runs_fold(*, finished_before: datetime, seconds: float | None = None) -> Fol
     return report
 
 
+def events_expirable(*, idle_before: datetime):
+    """The events of ended runs in conversations idle since before
+    `idle_before`, but those on hold (retention)."""
+    idle = Conversation.objects.filter(updated_at__lt=idle_before, retention_hold=False).values("pk")
+    return RunEvent.objects.filter(run__status__in=ENDED, run__message__conversation__in=idle)
+
+
 def events_expire(*, idle_before: datetime, seconds: float | None = None) -> int:
-    """Delete the events of ended runs in conversations idle since before
-    `idle_before`, a batch per transaction; returns how many."""
-    idle = Conversation.objects.filter(updated_at__lt=idle_before).values("pk")
-    expired = RunEvent.objects.filter(run__status__in=ENDED, run__message__conversation__in=idle)
+    """Delete events_expirable, a batch per transaction; returns how many."""
+    expired = events_expirable(idle_before=idle_before)
     deleted = 0
     started = time.monotonic()
     while seconds is None or time.monotonic() - started < seconds:
@@ -201,8 +205,8 @@ def runs_fold_requested(*, older_than_days: int, enqueue: bool = False) -> int:
 
 def retention_sweep(*, seconds: float | None = SWEEP_SECONDS) -> dict:
     """The scheduled retention: fold what ended RUN_FOLD_AFTER_MINUTES ago,
-    then expire idle conversations' events when RUN_EVENT_RETENTION_DAYS is set,
-    and audit records when AUDIT_RETENTION_DAYS is."""
+    then expire idle conversations' events when RUN_EVENT_RETENTION_DAYS is set
+    (the admin's retention policies do the rest: retention.services)."""
     now = timezone.now()
     started = time.monotonic()
     report = runs_fold(finished_before=now - timedelta(minutes=settings.RUN_FOLD_AFTER_MINUTES), seconds=seconds)
@@ -210,19 +214,14 @@ def retention_sweep(*, seconds: float | None = SWEEP_SECONDS) -> dict:
     if settings.RUN_EVENT_RETENTION_DAYS is not None:
         left = None if seconds is None else max(seconds - (time.monotonic() - started), 0)
         expired = events_expire(idle_before=now - timedelta(days=settings.RUN_EVENT_RETENTION_DAYS), seconds=left)
-    audited = 0
-    if settings.AUDIT_RETENTION_DAYS is not None:
-        audited = audit_prune(before=now - timedelta(days=settings.AUDIT_RETENTION_DAYS))
-    if report.runs or expired or audited:
+    if report.runs or expired:
         logger.info(
-            "Retention folded %s runs (%s streamed-text rows deleted), deleted %s events of idle conversations "
-            "and %s audit records",
+            "Retention folded %s runs (%s streamed-text rows deleted) and deleted %s events of idle conversations",
             report.runs,
             report.chunks_deleted,
             expired,
-            audited,
         )
-    return {"folded": report.runs, "chunks_deleted": report.chunks_deleted, "expired": expired, "audited": audited}
+    return {"folded": report.runs, "chunks_deleted": report.chunks_deleted, "expired": expired}
 
 
 def runs_fold_older(*, older_than_days: int) -> FoldReport:

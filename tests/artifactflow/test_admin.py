@@ -24,7 +24,7 @@ from tests.factories import (
 
 pytestmark = pytest.mark.django_db
 
-OUR_APPS = {"conversations", "artifacts", "agents", "audit"}
+OUR_APPS = {"conversations", "artifacts", "agents", "audit", "retention"}
 
 
 def test_every_model_of_ours_is_in_the_admin():

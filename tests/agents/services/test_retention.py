@@ -17,7 +17,6 @@ from agents.services.execution import run_execute
 from agents.services.recovery import runs_sweep
 from agents.state import TURN
 from agents.trace import run_trace
-from audit.models import AuditEvent
 from tests.agents.services.test_execution import _turn
 from tests.agents.services.test_recovery import _stale, _WorkerKilled
 from tests.agents.test_engine import call
@@ -241,13 +240,3 @@ def test_the_retention_command_folds_what_is_due(user, scripted_model):
     call_command("retention", verbosity=0)
 
     assert not _chunks(run)
-
-
-@pytest.mark.parametrize(("days", "left"), [(None, 2), (90, 1)])
-def test_the_sweep_deletes_audit_records_past_their_retention_and_none_without_one(settings, days, left):
-    settings.AUDIT_RETENTION_DAYS = days
-    AuditEvent.objects.create(action=AuditEvent.Action.EXPORT, at=timezone.now() - timedelta(days=91))
-    AuditEvent.objects.create(action=AuditEvent.Action.EXPORT, at=timezone.now() - timedelta(days=89))
-
-    assert retention.retention_sweep()["audited"] == 2 - left
-    assert AuditEvent.objects.count() == left
