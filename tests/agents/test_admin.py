@@ -10,7 +10,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from agents.admin import QUESTION_LIST_CHARS
-from agents.models import HttpTool, Run, RunEvent
+from agents.models import HttpTool, Run, RunEvent, TokenBudget
 from agents.services.execution import run_execute
 from agents.services.permissions import permission_answer
 from agents.state import pending_request
@@ -617,3 +617,19 @@ def test_a_secret_whose_tool_was_moved_outside_the_admin_is_sent_nowhere(staff_c
     assert f"its secret was entered for {ticket_service.url} and would now go to" in said
     assert "an administrator must enter it again" in said and ticket_service.received == []
     assert f"set for {ticket_service.url}, where this no longer goes" in _text(page)
+
+
+@pytest.mark.parametrize("people", [3, 60])
+def test_the_user_list_reads_budgets_and_spending_for_the_page_in_the_same_queries(
+    staff_client, people, settings, django_assert_max_num_queries
+):
+    settings.DAILY_TOKEN_BUDGET = 10_000
+    users = [UserFactory(username=f"同事{n:03}") for n in range(people)]
+    TokenSpendFactory(user=users[-1], tokens=4_321)
+    TokenBudget.objects.create(user=users[-1], daily_tokens=20_000)
+
+    # The session, the user, the count twice, the page, its budgets and spending, and the filters' groups.
+    with django_assert_max_num_queries(10):
+        listed = _text(staff_client.get(reverse("admin:auth_user_changelist"), {"q": "同事"}))
+
+    assert "4,321" in listed and "20,000" in listed and listed.count("10,000") == people - 1
