@@ -22,16 +22,20 @@ class RetentionConfig(AppConfig):
         post_migrate.connect(_schedule, sender=self, dispatch_uid="retention-schedule")
 
 
-def _schedule(**kwargs):
+def _schedule(*, apps, **kwargs):
     from django_q.models import Schedule
 
     from .models import RetentionPolicy
 
+    try:
+        # As migrated so far: a migrate of another app alone may not have made this table yet.
+        policies = apps.get_model("retention", "RetentionPolicy")
+    except LookupError:
+        return
     # Every kind has its policy, off: made here rather than in a migration, so
     # that a database flushed and migrated again (tests do) has them too.
     for kind, days in RetentionPolicy.DEFAULT_DAYS.items():
-        RetentionPolicy.objects.get_or_create(kind=kind, defaults={"days": days})
-
+        policies.objects.get_or_create(kind=kind, defaults={"days": days})
     Schedule.objects.update_or_create(
         name=SCHEDULE,
         defaults={
