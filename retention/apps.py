@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.apps import apps as global_apps
 from django.db.models.signals import post_migrate
 from django.utils.translation import gettext_lazy as _
 
@@ -22,7 +23,8 @@ class RetentionConfig(AppConfig):
         post_migrate.connect(_schedule, sender=self, dispatch_uid="retention-schedule")
 
 
-def _schedule(*, apps, **kwargs):
+def _schedule(*, apps=global_apps, **kwargs):
+    # A flush (tests) sends post_migrate without the migration state: the models as they are.
     from django_q.models import Schedule
 
     from .models import RetentionPolicy
