@@ -100,31 +100,33 @@ def spent_today(*, user_ids: list[int]) -> dict[int, int]:
 def budget_refusal(*, user) -> str:
     """Why the user may not start a turn now (today's budget is spent), or ""."""
     budget = budget_of(user=user)
-    if not budget:
-        return ""
-    used = tokens_today(user_id=user.pk)
-    if used < budget:
-        return ""
-    return gettext("You have used today's token budget: %(used)s of %(budget)s tokens. It renews at midnight.") % {
-        "used": f"{used:,}",
-        "budget": f"{budget:,}",
-    }
+    used = tokens_today(user_id=user.pk) if budget else 0
+    return _spent_text(budget=budget, used=used) if budget and used >= budget else ""
 
 
 def budget_notice(*, user) -> str:
     """What the page tells a person who has used BUDGET_NOTICE_SHARE of
     today's budget or more, or ""."""
     budget = budget_of(user=user)
-    if not budget:
+    return budget_notice_text(budget=budget, used=tokens_today(user_id=user.pk) if budget else 0)
+
+
+def budget_notice_text(*, budget: int, used: int) -> str:
+    """budget_notice for a budget and a day's spending already read."""
+    if not budget or used < budget * BUDGET_NOTICE_SHARE:
         return ""
-    used = tokens_today(user_id=user.pk)
     if used >= budget:
-        return budget_refusal(user=user)
-    if used < budget * BUDGET_NOTICE_SHARE:
-        return ""
+        return _spent_text(budget=budget, used=used)
     return gettext(
         "You have used %(share)s%% of today's token budget: %(used)s of %(budget)s tokens. It renews at midnight."
     ) % {"share": used * 100 // budget, "used": f"{used:,}", "budget": f"{budget:,}"}
+
+
+def _spent_text(*, budget: int, used: int) -> str:
+    return gettext("You have used today's token budget: %(used)s of %(budget)s tokens. It renews at midnight.") % {
+        "used": f"{used:,}",
+        "budget": f"{budget:,}",
+    }
 
 
 def spend_reserve(*, user, estimate: int) -> Reservation:

@@ -20,7 +20,7 @@ from django.db.models import Sum
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from .budgets import budget_notice, budget_of, budgets_of, spent_today, tokens_today
+from .budgets import budget_notice_text, budget_of, budgets_of, spent_today, tokens_today
 from .llm.config import Price, prices_from_settings
 from .models import TokenUse
 
@@ -146,10 +146,11 @@ def usage_summary(*, user) -> dict:
     month = TokenUse.objects.filter(user=user, day__gte=today.replace(day=1), day__lte=today).aggregate(
         **{name: Sum(name) for name in ("input_tokens", "cached_tokens", "output_tokens")}
     )
+    budget, used = budget_of(user=user), tokens_today(user_id=user.pk)
     return {
-        "tokens_today": tokens_today(user_id=user.pk),
-        "daily_budget": budget_of(user=user),
-        "budget_notice": budget_notice(user=user),
+        "tokens_today": used,
+        "daily_budget": budget,
+        "budget_notice": budget_notice_text(budget=budget, used=used),
         "month_tokens": sum(value or 0 for value in month.values()),
     }
 

@@ -1,5 +1,3 @@
-import csv
-
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
@@ -8,6 +6,7 @@ from django.utils.translation import gettext, gettext_noop
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import retarget
 
+from artifactflow.csvfiles import csv_response
 from conversations.views import thread_response
 
 from . import budgets, selectors, thread, usage
@@ -128,13 +127,8 @@ def usage_page(request):
         return render(request, "agents/usage.html", {"form": form, "everyone": everyone}, status=400)
     report = usage.usage_report(usage_filter=form.usage_filter())
     if request.GET.get("format") == "csv":
-        response = HttpResponse(content_type="text/csv; charset=utf-8")
         filename = f"usage-{report.filter.start.isoformat()}-{report.filter.end.isoformat()}.csv"
-        response["Content-Disposition"] = f'attachment; filename="{filename}"'
-        # A byte-order mark, so that a spreadsheet reads names in Chinese as UTF-8.
-        response.write("\ufeff")
-        csv.writer(response).writerows(usage.usage_csv_rows(report))
-        return response
+        return csv_response(filename=filename, rows=usage.usage_csv_rows(report))
     query = request.GET.copy()
     query["format"] = "csv"
     context = {

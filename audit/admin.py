@@ -1,13 +1,14 @@
-import csv
+import itertools
 import json
 
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
-from django.http import HttpResponse
 from django.urls import path
 from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_GET
+
+from artifactflow.csvfiles import csv_response
 
 from .models import AuditEvent
 from .services import audit_record
@@ -78,26 +79,21 @@ class AuditEventAdmin(admin.ModelAdmin):
             raise PermissionDenied
         changelist = self.get_changelist_instance(request)
         events = changelist.get_queryset(request)
-        response = HttpResponse(content_type="text/csv; charset=utf-8")
-        response["Content-Disposition"] = 'attachment; filename="audit-trail.csv"'
-        response.write("\ufeff")
-        writer = csv.writer(response)
-        writer.writerow(CSV_COLUMNS)
-        for event in events.iterator():
-            writer.writerow(
-                [
-                    event.at.isoformat(),
-                    event.actor_name,
-                    event.action,
-                    event.object_type,
-                    event.object_id,
-                    event.object_repr,
-                    event.address or "",
-                    _json(event.changes),
-                    _json(event.detail),
-                ]
-            )
-        return response
+        rows = (
+            [
+                event.at.isoformat(),
+                event.actor_name,
+                event.action,
+                event.object_type,
+                event.object_id,
+                event.object_repr,
+                event.address or "",
+                _json(event.changes),
+                _json(event.detail),
+            ]
+            for event in events.iterator()
+        )
+        return csv_response(filename="audit-trail.csv", rows=itertools.chain([CSV_COLUMNS], rows))
 
 
 def _shown(change, index):

@@ -14,7 +14,6 @@ class RetentionPolicyAdmin(admin.ModelAdmin):
     saved, the dry run read, and only then the policy switched on."""
 
     list_display = ("kind", "days", "enabled", "dry_run", "last_run_at", "last_removed")
-    list_editable = ()
     fields = ("kind", "days", "dry_run", "enabled", "last_run_at", "last_removed")
     readonly_fields = ("kind", "dry_run", "last_run_at", "last_removed")
 
