@@ -59,3 +59,11 @@ if REDIS_URL and XDIST_WORKER:  # noqa: F405
     REDIS_URL = base._replace(path=f"/{number}").geturl()
     CACHES["default"]["LOCATION"] = REDIS_URL  # noqa: F405
     CHANNEL_LAYERS["default"]["CONFIG"]["hosts"][0]["address"] = REDIS_URL  # noqa: F405
+
+if REDIS_URL:
+    # The portals the browser tests start share this Redis database, with
+    # production's settings and a database of their own whose ids are not these
+    # tests': a wake-up for that portal's user 107 must not reach a page of this
+    # database's user 107, nor its worker's heartbeat stand in for a worker here.
+    CHANNEL_LAYERS["default"]["CONFIG"]["prefix"] = "test"  # noqa: F405
+    CACHES["default"]["KEY_PREFIX"] = "artifactflow-test"  # noqa: F405

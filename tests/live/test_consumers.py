@@ -1047,10 +1047,8 @@ async def test_a_viewer_it_is_shared_with_receives_the_turn_live_without_its_con
     await get_channel_layer().group_send(
         conversation.group_name, {"type": realtime.RUN_EVENT, "run_id": run.pk, "seq": 2}
     )
-    viewer_page.apply(await viewer.receive_from(timeout=waits.seconds(5)))
-    owner_page.apply(await owner_socket.receive_from(timeout=waits.seconds(5)))
-    for page in (viewer_page, owner_page):
-        assert _words(page.find(f"answer-{message.pk}").text_content()) == "研究正在进行。"
+    for communicator, page in ((viewer, viewer_page), (owner_socket, owner_page)):
+        await _shows(communicator, page, f"answer-{message.pk}", "研究正在进行。", timeout=PUSH_WAIT)
     # The owner's page has Stop and Ask again; the viewer's, neither the composer nor a control.
     assert owner_page.find("composer-actions") is not None
     assert owner_page.find(f"message-{message.pk}").xpath(".//form")
