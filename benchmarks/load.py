@@ -23,7 +23,11 @@ it), app CPU-seconds per turn (daphne and worker processes, all of their
 processes, over the round / turns, the readers' pages included), rows written
 per turn (every table: the task queue's and, on SQLite, whatever the channel
 layer writes; on Postgres, Redis's commands per turn beside them), database
-bytes per turn (its tables and indexes, before any folding), the worker
+bytes per turn (its tables and indexes, before any folding) and once the
+round's turns are folded as retention folds them (the rows' stored bytes:
+indexes left out, but SQLite's full-text index, which is kept in rows, and
+Postgres' search vector in the message row; beside it the answers' own
+bytes), the worker
 processes' peak PSS (all of a cluster's processes), page load p95 while the
 answers stream, errors (failed asks, sockets, pages, turns unfinished at the
 deadline) and, on pg, the most Postgres connections seen.
@@ -217,6 +221,10 @@ class Topology:
             self._postgres(f'CREATE DATABASE "{self.database}"')
             self.env["DATABASE_URL"] = urlsplit(server)._replace(path=f"/{self.database}").geturl()
             self.env["REDIS_URL"] = os.environ["REDIS_URL"]
+            # At 50 people the pools hold every connection Postgres allows while
+            # the round runs; idle ones go within seconds after it, so that the
+            # fold that follows (a process of its own) can connect.
+            self.env["ARTIFACTFLOW_DB_POOL_MAX_IDLE"] = "5"
 
     def writes_count(self) -> tuple[dict[str, int], int, int]:
         """Rows written so far by table, the database's bytes, and Redis's commands (pg)."""
@@ -236,6 +244,40 @@ class Topology:
         stats = redis.Redis.from_url(self.env["REDIS_URL"]).info("commandstats")
         commands = sum(stat["calls"] for name, stat in stats.items() if name not in ("cmdstat_info",))
         return {table: count for table, count, _ in rows}, sum(size for *_, size in rows), commands
+
+    def stored_bytes(self) -> tuple[int, int]:
+        """The bytes of the rows the database holds (tables, the full-text
+        index's included; other indexes and free space left out, whose pages
+        a few dozen turns cannot fill), and the answers' bytes within them:
+        SQLite's cell payloads, Postgres' stored tuples (pg_column_size)."""
+        if self.setup == "embedded":
+            with contextlib.closing(sqlite3.connect(self.directory / "data" / "artifactflow.sqlite3")) as db:
+                [(size,)] = db.execute(
+                    "SELECT SUM(d.payload) FROM dbstat AS d JOIN sqlite_schema AS s ON d.name = s.name "
+                    f"WHERE s.type = 'table' AND d.name NOT LIKE '{WRITES_TABLE}%'"
+                ).fetchall()
+                [(answers,)] = db.execute(
+                    "SELECT COALESCE(SUM(LENGTH(CAST(response AS BLOB))), 0) FROM conversations_message"
+                ).fetchall()
+            return size, answers
+        tables = [name for (name,) in self._stats_query("SELECT relname FROM pg_stat_user_tables")]
+        size = sum(
+            self._stats_query(f'SELECT COALESCE(SUM(pg_column_size(t.*)), 0) FROM "{table}" t')[0][0]
+            for table in tables
+        )
+        [(answers,)] = self._stats_query("SELECT COALESCE(SUM(octet_length(response)), 0) FROM conversations_message")
+        return int(size), int(answers)
+
+    def fold(self) -> None:
+        """What retention does to a turn a while after it ended (agents.services.retention)."""
+        _manage(
+            "shell",
+            "-c",
+            "from datetime import timedelta; from django.utils import timezone; "
+            "from agents.services.retention import runs_fold; "
+            "runs_fold(finished_before=timezone.now() + timedelta(seconds=1))",
+            env=self.env,
+        )
 
     def _writes_counted(self) -> None:
         """A trigger per table and kind of write, counting rows into WRITES_TABLE."""
@@ -276,7 +318,8 @@ class Topology:
         with self._stats_lock:
             if self._stats is None:
                 self._stats = psycopg.connect(self.env["DATABASE_URL"], autocommit=True)
-            return self._stats.execute(sql).fetchall()
+            cursor = self._stats.execute(sql)
+            return cursor.fetchall() if cursor.description else []
 
     def _start(self, label: str, command: list[str]) -> None:
         with open(self.directory / f"{label}.log", "a") as out:
@@ -637,6 +680,7 @@ def main(argv: list[str] | None = None) -> None:
             print(f"{users} users asking…", file=sys.stderr, flush=True)
             stop, peaks = threading.Event(), {"pss": 0.0, "connections": 0}
             watcher = threading.Thread(target=_watch, args=(topology, stop, peaks), daemon=True)
+            stored_before, answers_before = topology.stored_bytes()
             writes_before, bytes_before, commands_before = topology.writes_count()
             before = cpu_seconds(topology.sessions())
             watcher.start()
@@ -646,6 +690,8 @@ def main(argv: list[str] | None = None) -> None:
             after = cpu_seconds(topology.sessions())
             cpu = sum(seconds - before.get(pid, 0.0) for pid, seconds in after.items())
             writes_after, bytes_after, commands_after = topology.writes_count()
+            topology.fold()
+            stored_after, answers_after = topology.stored_bytes()
             writes = {
                 table: (count - writes_before.get(table, 0)) / users
                 for table, count in writes_after.items()
@@ -655,6 +701,8 @@ def main(argv: list[str] | None = None) -> None:
                 "cpu": cpu / users,
                 "writes": writes,
                 "bytes": (bytes_after - bytes_before) / users,
+                "folded": (stored_after - stored_before) / users,
+                "answer": (answers_after - answers_before) / users,
                 "commands": (commands_after - commands_before) / users,
             }
             rows.append((users, outcome, costs, peaks))
@@ -669,10 +717,10 @@ def main(argv: list[str] | None = None) -> None:
     )
     print(
         "| users | first token p50 / p95 | of which until the model sent it, p95 | token → screen p95 | app CPU-s per turn | rows written per turn "
-        "| Redis commands per turn | database KB per turn | worker PSS MB | page p95 while streaming | errors "
-        "| max Postgres connections |"
+        "| Redis commands per turn | database KB per turn | after folding: KB per turn / of which the answer "
+        "| worker PSS MB | page p95 while streaming | errors | max Postgres connections |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for users, outcome, costs, peaks in rows:
         firsts = outcome["firsts"]
         commands = f"{costs['commands']:.0f}" if topology.database else "—"
@@ -681,7 +729,8 @@ def main(argv: list[str] | None = None) -> None:
             f"| {_percentile(outcome['model_firsts'], 0.95):.2f} s "
             f"| {_percentile(outcome['latencies'], 0.95) * 1000:.0f} ms | {costs['cpu']:.2f} "
             f"| {sum(costs['writes'].values()):.0f} | {commands} "
-            f"| {costs['bytes'] / 1024:.0f} | {peaks['pss']:.0f} "
+            f"| {costs['bytes'] / 1024:.0f} | {costs['folded'] / 1024:.1f} / {costs['answer'] / 1024:.1f} "
+            f"| {peaks['pss']:.0f} "
             f"| {_percentile(outcome['pages'], 0.95) * 1000:.0f} ms | {len(outcome['errors'])} "
             f"| {peaks['connections'] if topology.database else '—'} |"
         )

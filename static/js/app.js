@@ -79,11 +79,13 @@ document.addEventListener("htmx:afterSwap", () => {
   followNewest();
 });
 
-// On every (re)connect, and whenever the thread is swapped (another branch
-// shown), tell the server which turns this page shows as still running: any
-// that ended meanwhile is sent in its final form. A branch rendered just
-// before its turn ended shows it running, and the end, pushed while the page
-// still showed the other branch, had no turn to land on (socket.js).
+// On every (re)connect, whenever the thread is swapped (another branch
+// shown) and when a question's turn is added below it, tell the server which
+// turns this page shows as still running: any that ended meanwhile is sent in
+// its final form. A branch rendered just before its turn ended shows it
+// running, and the end, pushed while the page still showed the other branch,
+// had no turn to land on (socket.js). A turn just added is followed from then
+// on, read every few seconds even if every wake-up of the worker's is lost.
 const RUNNING = ["waiting_slot", "queued", "running", "waiting_permission"];
 let pageSocket = null;
 const runningSend = () => {
@@ -97,7 +99,7 @@ document.addEventListener("htmx:wsOpen", (event) => {
   runningSend();
 });
 document.addEventListener("htmx:afterSettle", (event) => {
-  if (event.detail.target?.id === "thread") runningSend();
+  if (["thread", "thread-turns"].includes(event.detail.target?.id)) runningSend();
 });
 
 // The artifact pane refreshes itself on the websocket's change signal, and the
