@@ -158,14 +158,12 @@ REDIS_URL = env.str("REDIS_URL", default="")
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
-            # Wake-ups by Redis's pub/sub, nothing stored (live.redis_layer).
-            "BACKEND": "live.redis_layer.RedisPubSubLayer",
-            # Its reader looks for messages 5 s at a time: a quiet Redis is not
-            # taken for a dead one, and a dead one shows within 15 s.
-            "CONFIG": {
-                "hosts": [{"address": REDIS_URL, "socket_timeout": 15, "socket_connect_timeout": 5}],
-                "capacity": 500,
-            },
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            # redis-py 8 times a socket read out after 5 s by default, and
+            # channels_redis blocks 5 s waiting for a message, so every idle
+            # websocket died with "Timeout reading from …" (channels_redis#422).
+            # A read may block up to 5 s here; a dead Redis still shows in 15.
+            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 15, "socket_connect_timeout": 5}]},
         }
     }
     CACHES = {

@@ -60,8 +60,8 @@ RECANCEL_INTERVAL = 1.0
 def _cancelled(task: asyncio.Task | None) -> None:
     """Cancels a socket's task, and again every RECANCEL_INTERVAL until it has
     ended: a cancellation that lands while redis-py connects is lost (seen on
-    Python 3.11), and the loop that awaited it then goes on for ever. A
-    socket's loops must never outlive the socket."""
+    Python 3.11), and channels_redis's receive then blocks on Redis, 5 s at a
+    time, for ever. A socket's loops must never outlive the socket."""
     if task is not None and not task.done():
         task.cancel()
         asyncio.get_running_loop().call_later(RECANCEL_INTERVAL, _cancelled, task)

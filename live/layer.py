@@ -78,25 +78,9 @@ def socket_path_refused(directory: Path, *, pid: int = LONGEST_PID) -> str | Non
     return None
 
 
-class ProcessLayer(InMemoryChannelLayer):
-    """A process's own channels and groups, held in memory: the half of the
-    portal's layers (this one, live.redis_layer's) that hands a message that
-    reached the process to its sockets."""
-
-    def __init__(self, capacity=100, **kwargs):
-        super().__init__(capacity=capacity, **kwargs)
-        self._cleaned_at = -CLEAN_INTERVAL
-
-    def _clean_expired(self):
-        now = time.monotonic()
-        if now - self._cleaned_at >= CLEAN_INTERVAL:
-            self._cleaned_at = now
-            super()._clean_expired()
-
-
-class LocalSocketLayer(ProcessLayer):
-    """A ProcessLayer whose group_send reaches every process listening in
-    `directory`. Configured in settings.CHANNEL_LAYERS on SQLite."""
+class LocalSocketLayer(InMemoryChannelLayer):
+    """InMemoryChannelLayer whose group_send reaches every process listening
+    in `directory`. Configured in settings.CHANNEL_LAYERS on SQLite."""
 
     def __init__(self, directory, capacity=100, **kwargs):
         super().__init__(capacity=capacity, **kwargs)
@@ -106,6 +90,13 @@ class LocalSocketLayer(ProcessLayer):
         # socket path -> until when it is skipped, having timed out.
         self._resting: dict[str, float] = {}
         self._links_lock = threading.Lock()
+        self._cleaned_at = -CLEAN_INTERVAL
+
+    def _clean_expired(self):
+        now = time.monotonic()
+        if now - self._cleaned_at >= CLEAN_INTERVAL:
+            self._cleaned_at = now
+            super()._clean_expired()
 
     async def new_channel(self, prefix="specific."):
         _hub_attach(self)

@@ -247,7 +247,7 @@ def disposable_redis(settings, tmp_path):
     }
     settings.CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "live.redis_layer.RedisPubSubLayer",
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
             "CONFIG": {"hosts": [{"address": redis.url, "socket_timeout": 15, "socket_connect_timeout": 5}]},
         }
     }
