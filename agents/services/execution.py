@@ -92,8 +92,7 @@ RUNNER_IDLE_SECONDS = 1.0
 def _runs_take(*, limit: int) -> list[Run]:
     """Up to `limit` queued runs, oldest first, claimed for this process."""
     queued = Run.objects.filter(status=Run.Status.QUEUED).order_by("pk").values_list("pk", flat=True)[:limit]
-    claimed = (run_claim(run_id=run_id) for run_id in list(queued))
-    return [run for run in claimed if run is not None]
+    return runs_claim(run_ids=list(queued))
 
 
 def _run_thread(run: Run) -> threading.Thread:
@@ -116,17 +115,32 @@ def run_claim(*, run_id: int) -> Run | None:
     """Take a queued run for this worker under a new attempt number (its
     lease). Returns None when it is not queued any more (a second delivery of
     the same task, or a run already finished)."""
-    now = timezone.now()
-    claimed = Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(
+    claimed = runs_claim(run_ids=[run_id])
+    return claimed[0] if claimed else None
+
+
+def runs_claim(*, run_ids: list[int]) -> list[Run]:
+    """Take those of these runs that are still queued for this worker, each
+    under a new attempt number, in one write and one read: at 50 people a
+    poll finds many, and on SQLite each write waits its turn for the file.
+    Another worker's claim of some of them meanwhile leaves those out: the
+    update only takes a queued run, and the read only what this one took."""
+    if not run_ids:
+        return []
+    now, worker = timezone.now(), worker_name()
+    claimed = Run.objects.filter(pk__in=run_ids, status=Run.Status.QUEUED).update(
         status=Run.Status.RUNNING,
         attempts=F("attempts") + 1,
         started_at=now,
         heartbeat_at=now,
-        worker=worker_name(),
+        worker=worker,
     )
     if not claimed:
-        return None
-    return Run.objects.select_related("message__conversation").get(pk=run_id)
+        return []
+    taken = Run.objects.select_related("message__conversation").filter(
+        pk__in=run_ids, status=Run.Status.RUNNING, worker=worker, started_at=now
+    )
+    return list(taken.order_by("pk"))
 
 
 def run_execute(*, run_id: int, on_event=None) -> Run | None:

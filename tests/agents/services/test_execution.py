@@ -243,6 +243,26 @@ def test_a_task_delivered_twice_runs_the_turn_once(user, scripted_model):
     assert _types(run).count("complete") == 1
 
 
+def test_runs_are_claimed_together_and_only_those_still_queued(user, django_assert_max_num_queries):
+    runs = [_turn(user, f"Question {i}")[1] for i in range(4)]
+    # Another worker took the second meanwhile; the fourth was answered already.
+    Run.objects.filter(pk=runs[1].pk).update(status=Run.Status.RUNNING, attempts=1, worker="other:1")
+    Run.objects.filter(pk=runs[3].pk).update(status=Run.Status.COMPLETED)
+
+    with django_assert_max_num_queries(2):
+        claimed = execution.runs_claim(run_ids=[run.pk for run in runs])
+
+    assert [run.pk for run in claimed] == [runs[0].pk, runs[2].pk]
+    assert {(run.status, run.attempts, run.worker) for run in claimed} == {
+        (Run.Status.RUNNING, 1, execution.worker_name())
+    }
+    # The message comes with it: the turn reads its question without another query.
+    with django_assert_max_num_queries(0):
+        assert claimed[1].message.conversation.owner_id == user.pk
+    assert Run.objects.get(pk=runs[1].pk).worker == "other:1"
+    assert execution.runs_claim(run_ids=[runs[0].pk]) == []
+
+
 # --- many turns in one worker process ------------------------------------------
 
 # About two seconds of streaming: long enough to see turns side by side.
