@@ -18,6 +18,11 @@ from .models import Run, RunEvent
 
 # Turns a process runs at once before each sends its text less often.
 LIVE_TURNS_AT_FULL_RATE = 16
+# A live piece carries its row's text from the row's start while that is no
+# longer than this (two seconds of a fast model's answer): a page that opened
+# after the row began, as one does right after its question is posted, shows
+# the text from its first piece rather than from the row two seconds later.
+LIVE_WHOLE_ROW_CHARS = 2000
 
 
 class RunEventLog:
@@ -26,7 +31,8 @@ class RunEventLog:
     two seconds) rather than a row per token, and sent to open pages as it comes,
     every RUN_LIVE_SECONDS, straight over the channel layer (realtime.RUN_DELTA)
     and numbered by the row it will be written in: a page shows a token at
-    once, and one that misses a piece reads it from that row."""
+    once, and one that misses a piece reads it from that row, or from the
+    next piece while the row is short (LIVE_WHOLE_ROW_CHARS)."""
 
     def __init__(
         self,
@@ -91,6 +97,8 @@ class RunEventLog:
         self._chunks, self._thoughts = [content] if content else [], [reasoning] if reasoning else []
         self._last_live = time.monotonic()
         self._live_at = (len(content), len(reasoning))
+        if len(content) + len(reasoning) <= LIVE_WHOLE_ROW_CHARS:
+            sent_content = sent_reasoning = 0
         realtime.event_send_on_commit(
             conversation_id=self._conversation_id,
             type=realtime.RUN_DELTA,

@@ -18,8 +18,11 @@ only the events after the last one the stream saw, then sends:
 Streamed text reaches a stream two ways: sent live by the worker as it comes
 (realtime.RUN_DELTA, no database read), numbered by the llm_chunk row it will
 be written in, and then in that row, of which only what was not sent live is
-applied. A piece that does not follow on what the stream has (one was lost,
-or rows came between) is left for its row, read at the next wake-up.
+applied. A piece applies from where the stream is: a short row's pieces each
+carry it from its start, so a page that opened after the row began shows its
+text at the next piece. One that does not reach back that far (a piece of a
+long row was lost, or rows came between) is left for its row, read at the
+next wake-up.
 
 Bytes and work per push are proportional to what is new, not to the answer so
 far, so a 5,000-token answer costs about what its HTML weighs.
@@ -174,16 +177,23 @@ def _unseen_part(stream: RunStream, event: RunEvent) -> RunEvent:
 
 
 def _delta_apply(stream: RunStream, delta: dict) -> None:
-    """Streamed text sent live, applied when it follows on what the stream has."""
+    """Streamed text sent live, applied from where the stream is when the
+    piece covers that point: it follows on what the stream has, or repeats
+    its row from an earlier point (agents.events.LIVE_WHOLE_ROW_CHARS)."""
     if delta["seq"] != stream.view.seq + 1:
         return
     if delta["seq"] != stream.live_seq:
         stream.live_seq, stream.live_at = delta["seq"], (0, 0)
+    (content_at, reasoning_at), (content_have, reasoning_have) = delta["at"], stream.live_at
     content, reasoning = delta["content"], delta["reasoning"]
-    if tuple(delta["at"]) != stream.live_at:
+    if not (content_at <= content_have <= content_at + len(content)) or not (
+        reasoning_at <= reasoning_have <= reasoning_at + len(reasoning)
+    ):
         return
-    run_view_chunk(stream.view, agent=delta["agent"], content=content, reasoning=reasoning, at=timezone.now())
-    stream.live_at = (stream.live_at[0] + len(content), stream.live_at[1] + len(reasoning))
+    content, reasoning = content[content_have - content_at :], reasoning[reasoning_have - reasoning_at :]
+    if content or reasoning:
+        run_view_chunk(stream.view, agent=delta["agent"], content=content, reasoning=reasoning, at=timezone.now())
+    stream.live_at = (content_have + len(content), reasoning_have + len(reasoning))
 
 
 def _thinking_pushed(stream: RunStream, view: RunView) -> str:

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from agents.events import LIVE_TURNS_AT_FULL_RATE, RunEventLog
+from agents.events import LIVE_TURNS_AT_FULL_RATE, LIVE_WHOLE_ROW_CHARS, RunEventLog
 from agents.lease import Heartbeat, Lease
 from agents.models import Run, RunEvent
 from artifactflow import realtime
@@ -54,15 +54,36 @@ def test_the_leads_text_goes_to_pages_as_it_comes_numbered_by_the_row_it_will_be
     log.flush_chunks()
 
     deltas = [fields for type, fields in sent if type == realtime.RUN_DELTA]
+    # Each piece carries its row so far: a page that opened after the first still shows it all.
     assert [(d["seq"], d["at"], d["content"], d["reasoning"]) for d in deltas] == [
         (2, [0, 0], "", "想一想"),
-        (2, [0, 3], "WAL ", ""),
-        (2, [4, 3], "lets readers", ""),
+        (2, [0, 0], "WAL ", "想一想"),
+        (2, [0, 0], "WAL lets readers", "想一想"),
     ]
     rows = list(run.events.filter(type=RunEvent.Type.LLM_CHUNK).order_by("seq").values_list("seq", "agent", "data"))
     assert rows == [
         (2, "lead_agent", {"content": "WAL lets readers", "reasoning": "想一想"}),
         (3, "search_agent", {"content": "a subagent's notes"}),
+    ]
+
+
+def test_a_long_rows_pieces_carry_only_the_text_new_since_the_last(user, monkeypatch, settings):
+    settings.RUN_CHUNK_FLUSH_SECONDS, settings.RUN_LIVE_SECONDS = 600, 0
+    sent = []
+    monkeypatch.setattr(realtime, "group_send_on_commit", lambda *, group, type, **fields: sent.append((type, fields)))
+    run = RunFactory(message=MessageFactory(conversation=ConversationFactory(owner=user)), status=Run.Status.RUNNING)
+    log = RunEventLog(run=run)
+    long = "长" * LIVE_WHOLE_ROW_CHARS
+
+    log.chunk(agent="lead_agent", content=long)
+    log.chunk(agent="lead_agent", content="尾")
+    log.chunk(agent="lead_agent", content="巴")
+
+    deltas = [fields for type, fields in sent if type == realtime.RUN_DELTA]
+    assert [(d["at"], d["content"]) for d in deltas] == [
+        ([0, 0], long),
+        ([LIVE_WHOLE_ROW_CHARS, 0], "尾"),
+        ([LIVE_WHOLE_ROW_CHARS + 1, 0], "巴"),
     ]
 
 

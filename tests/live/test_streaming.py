@@ -282,6 +282,35 @@ def test_a_lost_piece_is_read_from_its_row_and_nothing_is_shown_twice(running):
 
 
 @pytest.mark.events_by_hand
+def test_a_page_opened_after_its_row_began_shows_the_row_from_the_next_piece_that_repeats_it(running):
+    conversation, _, run = running
+    _write(run, "metadata", "", model="m")
+    _write(run, "agent_start", instruction="Answer")
+    # Opened after the first pieces of row 3 were sent.
+    stream, _ = stream_open(conversation=conversation, run_id=run.pk)
+
+    stream, html = stream_advance(
+        conversation=conversation, stream=stream, read=False, deltas=[_delta(3, (0, 0), "预写式日志让", "想")]
+    )
+    assert _answer_text(stream) == "预写式日志让" and "预写式日志让" in html
+    # The next piece repeats the row so far: only what is new is shown.
+    stream, html = stream_advance(
+        conversation=conversation, stream=stream, read=False, deltas=[_delta(3, (0, 0), "预写式日志让读者", "想")]
+    )
+    assert _answer_text(stream) == "预写式日志让读者" and stream.view.thinking == "想"
+    assert "读者" in html and "日志" not in html
+    # A piece that starts beyond what the stream has waits for its row.
+    stream, html = stream_advance(
+        conversation=conversation, stream=stream, read=False, deltas=[_delta(3, (10, 1), "并行")]
+    )
+    assert _answer_text(stream) == "预写式日志让读者" and html == ""
+    _write(run, "llm_chunk", content="预写式日志让读者与写者并行", reasoning="想")
+    stream, html = stream_advance(conversation=conversation, stream=stream)
+    assert _answer_text(stream) == "预写式日志让读者与写者并行"
+    assert "与写者并行" in html and "读者" not in html
+
+
+@pytest.mark.events_by_hand
 def test_a_subagents_streamed_text_sent_live_is_not_the_answer(running):
     conversation, _, run = running
     _write(run, "metadata", "", model="m")
