@@ -91,6 +91,25 @@ WRITES_TABLE = "benchmark_writes"
 PG_STATS_SECONDS = 12
 
 
+def stored_bytes(query: Callable[[str], list[tuple]], *, vendor: str) -> tuple[int, int]:
+    """The bytes of the rows a database holds, and of the answers within them;
+    `query(sql)` returns a statement's rows. SQLite's cell payloads (its
+    full-text index is kept in rows, so it counts), Postgres' stored tuples
+    (pg_column_size: the message row's search vector counts). Other indexes
+    and free space are left out: a few dozen turns cannot fill their pages."""
+    if vendor == "sqlite":
+        [(size,)] = query(
+            "SELECT COALESCE(SUM(d.payload), 0) FROM dbstat AS d JOIN sqlite_schema AS s ON d.name = s.name "
+            f"WHERE s.type = 'table' AND d.name NOT LIKE '{WRITES_TABLE}%'"
+        )
+        [(answers,)] = query("SELECT COALESCE(SUM(LENGTH(CAST(response AS BLOB))), 0) FROM conversations_message")
+        return size, answers
+    tables = [name for (name,) in query("SELECT relname FROM pg_stat_user_tables")]
+    size = sum(query(f'SELECT COALESCE(SUM(pg_column_size(t.*)), 0) FROM "{table}" t')[0][0] for table in tables)
+    [(answers,)] = query("SELECT COALESCE(SUM(octet_length(response)), 0) FROM conversations_message")
+    return int(size), int(answers)
+
+
 # --- The model --------------------------------------------------------------------
 
 
@@ -246,27 +265,11 @@ class Topology:
         return {table: count for table, count, _ in rows}, sum(size for *_, size in rows), commands
 
     def stored_bytes(self) -> tuple[int, int]:
-        """The bytes of the rows the database holds (tables, the full-text
-        index's included; other indexes and free space left out, whose pages
-        a few dozen turns cannot fill), and the answers' bytes within them:
-        SQLite's cell payloads, Postgres' stored tuples (pg_column_size)."""
+        """The rows' stored bytes and the answers' within them (stored_bytes)."""
         if self.setup == "embedded":
             with contextlib.closing(sqlite3.connect(self.directory / "data" / "artifactflow.sqlite3")) as db:
-                [(size,)] = db.execute(
-                    "SELECT SUM(d.payload) FROM dbstat AS d JOIN sqlite_schema AS s ON d.name = s.name "
-                    f"WHERE s.type = 'table' AND d.name NOT LIKE '{WRITES_TABLE}%'"
-                ).fetchall()
-                [(answers,)] = db.execute(
-                    "SELECT COALESCE(SUM(LENGTH(CAST(response AS BLOB))), 0) FROM conversations_message"
-                ).fetchall()
-            return size, answers
-        tables = [name for (name,) in self._stats_query("SELECT relname FROM pg_stat_user_tables")]
-        size = sum(
-            self._stats_query(f'SELECT COALESCE(SUM(pg_column_size(t.*)), 0) FROM "{table}" t')[0][0]
-            for table in tables
-        )
-        [(answers,)] = self._stats_query("SELECT COALESCE(SUM(octet_length(response)), 0) FROM conversations_message")
-        return int(size), int(answers)
+                return stored_bytes(lambda sql: db.execute(sql).fetchall(), vendor="sqlite")
+        return stored_bytes(self._stats_query, vendor="postgresql")
 
     def fold(self) -> None:
         """What retention does to a turn a while after it ended (agents.services.retention)."""

@@ -22,6 +22,7 @@ import streaming  # noqa: E402
 import team  # noqa: E402
 import thread_page  # noqa: E402
 import tokens  # noqa: E402
+import turn_bytes  # noqa: E402
 import turn_cost  # noqa: E402
 import usage  # noqa: E402
 import websocket_flood  # noqa: E402
@@ -40,6 +41,7 @@ for benchmark in (
     extraction,
     streaming,
     turn_cost,
+    turn_bytes,
     stop,
     websocket_flood,
     artifacts,
