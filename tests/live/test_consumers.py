@@ -394,6 +394,51 @@ async def test_streamed_text_reaches_the_page_before_its_row_is_written(user, sc
     assert await rows() == 1
 
 
+def _answer_words(page, message) -> str:
+    answer = page.find(f"answer-{message.pk}")
+    return _words(answer.text_content()) if answer is not None else ""
+
+
+async def test_a_page_opened_after_the_answer_began_shows_it_from_its_start_before_its_row_is_written(
+    user, scripted_model, settings
+):
+    # A page opened as its question's answer streams (as one is, right after
+    # the question is posted) joins a row of text already under way. Its row
+    # is written only at the answer's end here: the page shows the start from
+    # the next piece sent live, which carries the row so far.
+    settings.RUN_CHUNK_FLUSH_SECONDS = 600
+    settings.RUN_LIVE_SECONDS = 0.02
+    first, rest = "预写式日志让读者与写者并行。 " * 4, "Readers run beside one writer. " * 4
+    scripted_model.add(Text(first + rest, chunk_size=6, delay=0.02, hold=rest))
+    conversation = await _conversation(user)
+    message = conversation.active_branch
+    run = await sync_to_async(message.runs.get)()
+    early = await _connected(conversation, user)
+    early_page = await _page_of(early)
+    worker = asyncio.create_task(asyncio.to_thread(_execute_in_thread, run.pk))
+    # The first page shows text: pieces of the row went before the second opens.
+    while not _answer_words(early_page, message):
+        early_page.apply(await early.receive_from(timeout=PUSH_WAIT))
+    late = await _connected(conversation, user)
+    late_page = await _page_of(late)
+    assert _answer_words(late_page, message) == ""
+    scripted_model.release()
+
+    rows = sync_to_async(lambda: run.events.filter(type=RunEvent.Type.LLM_CHUNK).count())
+    while not _answer_words(late_page, message).startswith(_words(first)):
+        html = await late.receive_from(timeout=PUSH_WAIT)
+        assert 'data-status="completed"' not in html, "the page showed the answer's start only once it had ended"
+        late_page.apply(html)
+    assert await rows() == 0
+    for html in await _received(late, until=lambda html: 'data-status="completed"' in html):
+        late_page.apply(html)
+    await worker
+    for communicator in (early, late):
+        await communicator.disconnect()
+    answer = late_page.find(f"message-{message.pk}").find_class("answer")[0]
+    assert _words(answer.text_content()) == _words(first + rest)
+
+
 async def _watching_a_run(user):
     """A page connected to a conversation whose run's events the test writes by hand."""
     conversation = await _conversation(user)
