@@ -97,17 +97,17 @@ class RunEventLog:
         self._chunks, self._thoughts = [content] if content else [], [reasoning] if reasoning else []
         self._last_live = time.monotonic()
         self._live_at = (len(content), len(reasoning))
-        if len(content) + len(reasoning) <= LIVE_WHOLE_ROW_CHARS:
-            sent_content = sent_reasoning = 0
+        whole = len(content) + len(reasoning) <= LIVE_WHOLE_ROW_CHARS
+        content_at, reasoning_at = (0, 0) if whole else (sent_content, sent_reasoning)
         realtime.event_send_on_commit(
             conversation_id=self._conversation_id,
             type=realtime.RUN_DELTA,
             run_id=self.run.pk,
             seq=self._seq + 1,
             agent=self._chunk_agent,
-            at=[sent_content, sent_reasoning],
-            content=content[sent_content:],
-            reasoning=reasoning[sent_reasoning:],
+            at=[content_at, reasoning_at],
+            content=content[content_at:],
+            reasoning=reasoning[reasoning_at:],
         )
 
     def flush_chunks(self) -> None:

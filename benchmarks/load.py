@@ -81,6 +81,13 @@ READER_PAUSE = 0.5  # seconds between one reader's page loads
 # A token is the millisecond it was sent and its place in the answer (two sent in
 # the same millisecond by a model catching up on its schedule are still two).
 STAMP = re.compile(r"\b(1\d{12})n(\d{4})\b")
+
+
+def stamped(milliseconds: int, index: int) -> str:
+    """Token `index` of an answer, sent at `milliseconds` (STAMP reads it back)."""
+    return f"{milliseconds}n{index:04d}"
+
+
 # The turn's last push: its article in its final state.
 ENDED = re.compile(r'class="turn"[^>]*data-status="(?:completed|failed|cancelled)"')
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -133,7 +140,7 @@ class _ModelHandler(BaseHTTPRequestHandler):
                 delay = start + index / TOKENS_PER_SECOND - time.monotonic()
                 if delay > 0:
                     time.sleep(delay)
-                self._event({"content": f"{time.time_ns() // 1_000_000}n{index:04d} "})
+                self._event({"content": f"{stamped(time.time_ns() // 1_000_000, index)} "})
             self._event({}, finish_reason="stop")
             self._write(b"data: [DONE]\n\n")
             self._write(b"")

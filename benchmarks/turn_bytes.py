@@ -33,7 +33,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connection
 from django.utils import timezone
-from load import stored_bytes
+from load import TOKENS, TOKENS_PER_SECOND, stamped, stored_bytes
 
 from agents.services.execution import run_execute
 from agents.services.retention import runs_fold
@@ -51,8 +51,10 @@ def _query(sql: str) -> list[tuple]:
 
 
 def _answers() -> dict[str, list[str]]:
-    stamped = [
-        " ".join(f"{1796044508501 + 25 * token + turn}n{token:04d}" for token in range(800)) for turn in range(TURNS)
+    # Timed as the load benchmark's model sends them.
+    stamps = [
+        " ".join(stamped(1796044508501 + 1000 // TOKENS_PER_SECOND * token + turn, token) for token in range(TOKENS))
+        for turn in range(TURNS)
     ]
     english = sorted(path.read_text() for path in SAMPLES.glob("*.md") if not path.stem.endswith("_zh"))
     chinese = sorted(path.read_text() for path in SAMPLES.glob("*_zh.md"))
@@ -63,7 +65,7 @@ def _answers() -> dict[str, list[str]]:
             for turn in range(TURNS)
         ]
 
-    return {"stamped": stamped, "English": reports(english), "Chinese": reports(chinese)}
+    return {"stamped": stamps, "English": reports(english), "Chinese": reports(chinese)}
 
 
 def _turns(server: ScriptedModelServer, answers: list[str], *, kind: str) -> None:
@@ -94,14 +96,11 @@ def main() -> None:
         for kind, answers in _answers().items():
             results = []
             for turns in (answers[:1], answers[1:]):
-                stored_before, answers_before = stored_bytes(_query, vendor=vendor)
+                before = stored_bytes(_query, vendor=vendor)
                 _turns(server, turns, kind=kind)
-                stored_after, answers_after = stored_bytes(_query, vendor=vendor)
-                stored, answer = (
-                    (stored_after - stored_before) / len(turns),
-                    (answers_after - answers_before) / len(turns),
-                )
-                results.append(f"{stored / 1024:5.1f} / {answer / 1024:5.1f} / {(stored - answer) / 1024:5.1f}")
+                after = stored_bytes(_query, vendor=vendor)
+                stored, answer = ((now - then) / len(turns) / 1024 for now, then in zip(after, before, strict=True))
+                results.append(f"{stored:5.1f} / {answer:5.1f} / {stored - answer:5.1f}")
             print(f"  {kind:8} first alone: {results[0]}   the next {TURNS - 1}, each: {results[1]}")
     finally:
         server.stop()

@@ -229,12 +229,18 @@ def _answer_text(stream) -> str:
     return stream.view.text
 
 
-@pytest.mark.events_by_hand
-def test_text_sent_live_shows_before_its_row_and_the_row_adds_only_the_rest(running):
+def _answering(running):
+    """The conversation, its run with the lead answering (rows 1 and 2), and a stream opened on it."""
     conversation, _, run = running
     _write(run, "metadata", "", model="m")
     _write(run, "agent_start", instruction="Answer")
     stream, _ = stream_open(conversation=conversation, run_id=run.pk)
+    return conversation, run, stream
+
+
+@pytest.mark.events_by_hand
+def test_text_sent_live_shows_before_its_row_and_the_row_adds_only_the_rest(running):
+    conversation, run, stream = _answering(running)
 
     stream, html = stream_advance(
         conversation=conversation,
@@ -255,10 +261,7 @@ def test_text_sent_live_shows_before_its_row_and_the_row_adds_only_the_rest(runn
 
 @pytest.mark.events_by_hand
 def test_a_lost_piece_is_read_from_its_row_and_nothing_is_shown_twice(running):
-    conversation, _, run = running
-    _write(run, "metadata", "", model="m")
-    _write(run, "agent_start", instruction="Answer")
-    stream, _ = stream_open(conversation=conversation, run_id=run.pk)
+    conversation, run, stream = _answering(running)
 
     # The piece at 0 was lost: those after it wait for the row.
     stream, html = stream_advance(
@@ -283,11 +286,8 @@ def test_a_lost_piece_is_read_from_its_row_and_nothing_is_shown_twice(running):
 
 @pytest.mark.events_by_hand
 def test_a_page_opened_after_its_row_began_shows_the_row_from_the_next_piece_that_repeats_it(running):
-    conversation, _, run = running
-    _write(run, "metadata", "", model="m")
-    _write(run, "agent_start", instruction="Answer")
     # Opened after the first pieces of row 3 were sent.
-    stream, _ = stream_open(conversation=conversation, run_id=run.pk)
+    conversation, run, stream = _answering(running)
 
     stream, html = stream_advance(
         conversation=conversation, stream=stream, read=False, deltas=[_delta(3, (0, 0), "预写式日志让", "想")]
