@@ -299,11 +299,15 @@ def run_view_chunk(view: RunView, *, agent: str, content: str, reasoning: str, a
     (live.streaming): the lead's shows as the answer and its thinking."""
     if agent != LEAD_AGENT:
         return
+    # Thinking and answer first seen together (a page that opened or reloaded
+    # after both began) say nothing of how long the model thought: the
+    # duration waits for the call's end, which the engine measured.
+    seen_thinking = view.thinking_from is not None
     if reasoning:
         view.thinking += reasoning
         view.thinking_from = view.thinking_from or at
     if content:
-        if view.thinking_ms is None and view.thinking_from and at:
+        if view.thinking_ms is None and seen_thinking and at:
             view.thinking_ms = int((at - view.thinking_from).total_seconds() * 1000)
         view.text += content
         view.activity = gettext("%(agent)s · writing the answer") % {"agent": LEAD_AGENT}

@@ -311,6 +311,22 @@ def test_a_page_opened_after_its_row_began_shows_the_row_from_the_next_piece_tha
 
 
 @pytest.mark.events_by_hand
+def test_a_page_that_first_sees_thinking_and_answer_together_does_not_time_the_thinking(running):
+    conversation, run, stream = _answering(running)
+    fold = f"thinking-{running[1].pk}"
+
+    stream, html = stream_advance(
+        conversation=conversation, stream=stream, read=False, deltas=[_delta(3, (0, 0), "热泵在冬天", "先想想效率")]
+    )
+    # Not "Thought for 0 ms": how long it thought is not known yet.
+    assert _by_id(html)[fold].xpath("./summary")[0].text_content() == "Thinking"
+    # The call's end says how long, as the engine measured it.
+    _write(run, "llm_complete", content="热泵在冬天取热。", reasoning="先想想效率", reasoning_ms=1200)
+    stream, html = stream_advance(conversation=conversation, stream=stream)
+    assert _by_id(html)[fold].xpath("./summary")[0].text_content() == "Thought for 1.2 s"
+
+
+@pytest.mark.events_by_hand
 def test_a_subagents_streamed_text_sent_live_is_not_the_answer(running):
     conversation, _, run = running
     _write(run, "metadata", "", model="m")
