@@ -363,6 +363,14 @@ def quoted(text, limit: int = SUBJECT_CHARS) -> str:
     return f"“{shortened(text, limit)}”"
 
 
+def _titles_seen(fold: StepFold, sources: list[Source]) -> None:
+    for source in sources:
+        if source.title:
+            fold.titles[source.url] = source.title
+            # A library passage's document (library://9 of library://9#3) has its title.
+            fold.titles.setdefault(source.url.partition("#")[0], source.title)
+
+
 def _subject(tool: str, params: dict, titles: dict[str, str]) -> str:
     """A call's parameters in a few words, naming what it reads or writes by
     the title this run has seen for it."""
@@ -467,7 +475,7 @@ def step_result_read(fold: StepFold, step: Step, data: dict) -> None:
                 )
                 for source in output["sources"]
             ]
-            fold.titles.update((source.url, source.title) for source in step.sources if source.title)
+            _titles_seen(fold, step.sources)
         case "sources":
             step.text = str(output.get("message", "")).strip()
         case "page":
@@ -546,7 +554,7 @@ def _result_text_read(fold: StepFold, step: Step, data: dict) -> None:
             Source(_plain(title, 200), unescape(url).strip(), _plain(snippet, EXCERPT_CHARS))
             for title, url, snippet in hits
         ]
-        fold.titles.update((source.url, source.title) for source in step.sources if source.title)
+        _titles_seen(fold, step.sources)
     elif tag == "search_results" and "<result" not in inner:
         # "No results. Try other or fewer words."
         step.text = unescape(_TAG.sub("", inner)).strip()

@@ -116,6 +116,11 @@ def fts5_phrase(tokens: list[str], *, prefix: bool = False) -> str:
     return f'"{" ".join(tokens)}"' + ("*" if prefix else "")
 
 
-def tsquery_phrase(tokens: list[str], *, prefix: bool = False) -> str:
-    """A to_tsquery phrase: each token quoted, each next to the one before."""
-    return " <-> ".join(f"'{token}'" for token in tokens) + (":*" if prefix else "")
+def tsquery_phrase(tokens: list[str], *, prefix: bool = False, weights: str = "") -> str:
+    """A to_tsquery phrase: each token quoted, each next to the one before;
+    the last a prefix with `prefix`, each only where a tsvector gave it one
+    of `weights` (letters A to D)."""
+    phrase = [f"'{token}'" + (f":{weights}" if weights else "") for token in tokens]
+    if prefix:
+        phrase[-1] = f"'{tokens[-1]}':*{weights}"
+    return " <-> ".join(phrase)

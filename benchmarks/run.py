@@ -15,6 +15,7 @@ import pages  # noqa: E402
 import people_edits  # noqa: E402
 import question_path  # noqa: E402
 import renderers  # noqa: E402
+import retrieval  # noqa: E402
 import search_chinese  # noqa: E402
 import security  # noqa: E402
 import stop  # noqa: E402
@@ -42,6 +43,7 @@ for benchmark in (
     streaming,
     turn_cost,
     turn_bytes,
+    retrieval,
     stop,
     websocket_flood,
     artifacts,

@@ -15,6 +15,7 @@ from conversations.models import Conversation, Message
 from conversations.search import conversation_search
 from library.models import LibraryDocument
 from library.selectors import library_search
+from library.services import library_passages_index
 
 MESSAGES = 40_000
 PER_CONVERSATION = 100
@@ -89,10 +90,13 @@ def main():
     for language, (_, needle, sentences, _) in SEARCHES.items():
         written[language] = _messages(users[language], sentences, needle)
         rng = random.Random(11)
-        LibraryDocument.objects.bulk_create(
+        documents = LibraryDocument.objects.bulk_create(
             LibraryDocument(title=rng.choice(sentences), content="。".join(rng.choice(sentences) for _ in range(40)))
             for _ in range(LIBRARY_DOCUMENTS // 2)
         )
+        # bulk_create sends no post_save: cut them into passages as a save would.
+        for document in documents:
+            library_passages_index(document=document)
     print(
         f"  writing the messages: Chinese {written['Chinese']:.2f} s, English {written['English']:.2f} s "
         f"({written['Chinese'] / written['English']:.2f}x)"

@@ -5,3 +5,6 @@ from django.utils.translation import gettext_lazy as _
 class LibraryConfig(AppConfig):
     name = "library"
     verbose_name = _("Library")
+
+    def ready(self):
+        from . import signals  # noqa: F401

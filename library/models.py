@@ -48,3 +48,38 @@ class LibraryDocument(models.Model):
     @property
     def url(self) -> str:
         return f"{LIBRARY_URL_PREFIX}{self.pk}"
+
+
+class LibraryPassage(models.Model):
+    """A few paragraphs of a document (library.passages): what search ranks
+    and agents read around a hit, with where they are in the document.
+
+    Kept in step with the document by library.services.library_passages_index,
+    which a save of the document calls (library.signals; an update() of the
+    table bypasses it, and library_reindex catches up). `title` is the
+    document's, so a passage's index row holds all its search needs: an FTS5 table kept in sync
+    by triggers on SQLite, a stored weighted tsvector with a GIN index on
+    Postgres (migration 0002)."""
+
+    document = models.ForeignKey(LibraryDocument, on_delete=models.CASCADE, related_name="passages")
+    # 1 for the document's first passage: library://<document>#<number> names it.
+    number = models.PositiveIntegerField()
+    start = models.PositiveIntegerField()
+    end = models.PositiveIntegerField()
+    # The headings it is under, outermost first (passages.HEADING_JOIN between).
+    heading = models.CharField(max_length=1000, blank=True)
+    # A PDF's page the passage starts on.
+    page = models.PositiveIntegerField(null=True, blank=True)
+    title = models.CharField(max_length=300)
+    text = models.TextField()
+
+    class Meta:
+        ordering = ["document", "number"]
+        constraints = [models.UniqueConstraint(fields=["document", "number"], name="library_passage_number")]
+
+    def __str__(self):
+        return f"{self.title} #{self.number}"
+
+    @property
+    def url(self) -> str:
+        return f"{LIBRARY_URL_PREFIX}{self.document_id}#{self.number}"

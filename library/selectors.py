@@ -1,5 +1,5 @@
 """The team library's reads: the documents a person may see (and their
-agents find), their pages, and full-text search.
+agents find), their pages, and full-text search by passage.
 
 Search is full-text in the database itself, so the embedded default needs no
 search server: FTS5 with bm25 on SQLite, tsvector with ts_rank on Postgres,
@@ -8,6 +8,9 @@ the indexes are agents' migration 0009's, from when the library was part of
 agents). Both take the user's words, never their syntax, so no query can
 fail, and both apply the same relevance cut-off (library_search), so a
 question the library does not cover finds nothing rather than weak hits.
+Documents are judged relevant as wholes, and the hits are their passages
+(library.passages) that best match the question, so a question finds the part
+of a 200-page document that answers it.
 """
 
 import re
@@ -21,7 +24,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from artifactflow.markdown import code_render, markdown_render, passage_mark, text_render
-from artifactflow.textsearch import fts5_phrase, search_terms, snippet_join, words_counted
+from artifactflow.textsearch import fts5_phrase, search_terms, snippet_join, tsquery_phrase, words_counted
 
 from .models import LIBRARY_URL_PREFIX, LibraryDocument
 
@@ -29,6 +32,14 @@ from .models import LIBRARY_URL_PREFIX, LibraryDocument
 # would only make the query slow.
 QUERY_MAX_TERMS = 32
 SNIPPET_WORDS = 24
+# A search's hits from one document at most: a question's answer is seldom in
+# more, and other documents' best passages come before its next ones.
+PASSAGES_PER_DOCUMENT = 3
+# On Postgres, the passages of this many of the relevant documents (those with
+# the most of the question's words) are ranked, or of as many as are asked for:
+# its ranking weighs each word of each passage in SQL, so it is kept to those
+# that can answer. (SQLite ranks in the index: every passage.)
+RANKED_DOCUMENTS = 50
 
 # Words that name no topic, dropped from every query: Postgres's English
 # stop-word list (its english configuration ignores them anyway, but FTS5
@@ -45,7 +56,7 @@ STOP_WORDS = frozenset(
     could would may might must shall also please tell explain describe give know want need
     """.split()
 )
-_URL = re.compile(re.escape(LIBRARY_URL_PREFIX) + r"(\d+)/?")
+_URL = re.compile(re.escape(LIBRARY_URL_PREFIX) + r"(\d+)/?(?:#(\d+))?")
 _SNIPPET_MARKS = ("**", "**")
 # What a link to a document carries of the passage to mark on its page: a
 # search's snippet is a few dozen words.
@@ -62,6 +73,9 @@ class SearchHit:
     title: str
     url: str
     snippet: str
+    # Where a library passage is in its document: its headings, a PDF's page.
+    heading: str = ""
+    page: int | None = None
 
 
 @dataclass(frozen=True)
@@ -96,9 +110,16 @@ def library_page_url(*, document_id: int, passage: str = "") -> str:
 
 
 def library_url_id(url: str) -> int | None:
-    """The document id of a library://<id> URL, None for any other URL."""
+    """The document id of a library://<id> URL (or library://<id>#<passage>),
+    None for any other URL."""
     match = _URL.fullmatch(url.strip())
     return int(match[1]) if match else None
+
+
+def library_url_passage(url: str) -> int | None:
+    """The passage number a library://<id>#<passage> URL names, else None."""
+    match = _URL.fullmatch(url.strip())
+    return int(match[2]) if match and match[2] else None
 
 
 def library_visible(*, user) -> Q:
@@ -121,7 +142,7 @@ def library_list(*, user, query: str = "") -> list[LibraryItem]:
     if not query.strip():
         documents = library_documents(user=user).select_related("uploaded_by", "group").order_by("-created_at", "-pk")
         return [LibraryItem(document) for document in documents[:LIST_LIMIT]]
-    hits = library_search(query=query, limit=LIST_LIMIT, user=user)
+    hits = library_search(query=query, limit=LIST_LIMIT, user=user, per_document=1)
     ids = [library_url_id(hit.url) for hit in hits]
     documents = library_documents(user=user).select_related("uploaded_by", "group").in_bulk(ids)
     return [LibraryItem(documents[pk], hit.snippet) for pk, hit in zip(ids, hits, strict=True) if pk in documents]
@@ -165,40 +186,55 @@ def library_document_removable(*, user, document: LibraryDocument) -> bool:
     return user.is_staff or (document.uploaded_by_id is not None and document.uploaded_by_id == user.pk)
 
 
-def library_search(*, query: str, limit: int, user=None) -> list[SearchHit]:
-    """The documents relevant to the query that `user` may read
-    (library_visible), best first.
+def library_search(*, query: str, limit: int, user=None, per_document: int = PASSAGES_PER_DOCUMENT) -> list[SearchHit]:
+    """The passages relevant to the query in documents that `user` may read
+    (library_visible), best first, at most `per_document` from a document.
 
-    Relevance is counted, not read off the rank: bm25 and ts_rank have
-    different scales, and both give some rank to any document that shares
-    one common word with the question. Each meaningful word of the query
-    (stop words dropped) earns a document a point if the document contains
-    it, in any form the database's stemmer joins, and a second point if its
-    title does. A document is relevant when its points exceed half the
-    number of words: a majority of the words in its text, or about one word
-    in four in its title. So "benefits of heat pumps compared to gas
-    boilers" (6 words) finds the document titled Heat pumps (4 points), but
-    "write a cover letter for a job application" (5 words) misses the SQLite
-    document that mentions writes and web applications (2 points).
+    A document is relevant or not as a whole, and relevance is counted, not
+    read off the rank: bm25 and ts_rank have different scales, and both give
+    some rank to any document that shares one common word with the question.
+    Each meaningful word of the query (stop words dropped) earns a document a
+    point if the document contains it, in any form the database's stemmer
+    joins, and a second point if its title does. A document is relevant when
+    its points exceed half the number of words: a majority of the words in
+    its text, or about one word in four in its title. So "benefits of heat
+    pumps compared to gas boilers" (6 words) finds the document titled Heat
+    pumps (4 points), but "write a cover letter for a job application" (5
+    words) misses the SQLite document that mentions writes and web
+    applications (2 points).
 
     A Chinese question has no spaces: its words are taken to be the pairs
     of characters in a row between its particles (search_terms), each pair
     half a word. So "寒冷地区热泵效率怎么样" (7 pairs, 3.5 words) finds the
     document with 寒冷, 热泵 and 效率 in its text (3 points).
+
+    The relevant documents' passages that hold any of the words are then
+    ranked as passages (bm25 on SQLite, ts_rank_cd on Postgres), a match in
+    the title weighing most and in the headings more than in the text.
     """
     terms = search_terms(query, limit=QUERY_MAX_TERMS, stop_words=STOP_WORDS)
-    if not terms or limit < 1:
+    if not terms or limit < 1 or per_document < 1:
         return []
     search = _postgres_search if connection.vendor == "postgresql" else _sqlite_search
     # The rule in SQL, to filter the raw queries below by.
     visible = library_documents(user=user).values("pk").query.sql_with_params()
     return [
-        SearchHit(title=title, url=f"{LIBRARY_URL_PREFIX}{pk}", snippet=snippet_join(snippet, marks=_SNIPPET_MARKS))
-        for pk, title, snippet in search(terms=terms, limit=limit, visible=visible)
+        SearchHit(
+            title=title,
+            url=f"{LIBRARY_URL_PREFIX}{document_id}#{number}",
+            snippet=snippet_join(snippet, marks=_SNIPPET_MARKS),
+            heading=heading,
+            page=page,
+        )
+        for document_id, number, title, heading, page, snippet in search(
+            terms=terms, limit=limit, per_document=per_document, visible=visible
+        )
     ]
 
 
-def _sqlite_search(*, terms: list[list[str]], limit: int, visible: tuple[str, tuple]) -> list[tuple[int, str, str]]:
+def _sqlite_search(
+    *, terms: list[list[str]], limit: int, per_document: int, visible: tuple[str, tuple]
+) -> list[tuple[int, int, str, str, int | None, str]]:
     phrases = [fts5_phrase(term) for term in terms]
     # A row per term a document contains and another per term its title
     # contains: a document's points are its rows.
@@ -210,48 +246,62 @@ def _sqlite_search(*, terms: list[list[str]], limit: int, visible: tuple[str, tu
         cursor.execute(
             f"""
             WITH points AS ({points}),
-            relevant AS (SELECT id FROM points GROUP BY id HAVING 2 * COUNT(*) > %s)
-            SELECT d.id, d.title,
-                   snippet(agents_librarydocument_fts, 1, %s, %s, '…', %s)
-            FROM agents_librarydocument_fts
-            JOIN agents_librarydocument AS d ON d.id = agents_librarydocument_fts.rowid
-            WHERE agents_librarydocument_fts MATCH %s AND d.id IN relevant AND d.id IN ({visible[0]})
-            -- bm25 is lower for better matches; a title match weighs 3 body matches.
-            ORDER BY bm25(agents_librarydocument_fts, 3.0, 1.0), d.id
-            LIMIT %s
+            relevant AS (SELECT id FROM points GROUP BY id HAVING 2 * COUNT(*) > %s),
+            ranked AS (
+                -- bm25 is lower for better matches.
+                SELECT rowid AS id, bm25(library_librarypassage_fts, 0.2, 0.2, 1.0) AS rank
+                FROM library_librarypassage_fts WHERE library_librarypassage_fts MATCH %s
+            ),
+            placed AS (
+                SELECT ranked.id, ranked.rank,
+                       row_number() OVER (PARTITION BY p.document_id ORDER BY ranked.rank, ranked.id) AS place
+                FROM ranked JOIN library_librarypassage AS p ON p.id = ranked.id
+                WHERE p.document_id IN relevant AND p.document_id IN ({visible[0]})
+            ),
+            best AS (SELECT id, rank FROM placed WHERE place <= %s ORDER BY rank, id LIMIT %s)
+            -- A snippet for the passages shown alone: making one is most of a match's cost.
+            SELECT p.document_id, p.number, d.title, p.heading, p.page,
+                   snippet(library_librarypassage_fts, 2, %s, %s, '…', %s)
+            FROM library_librarypassage_fts
+            JOIN best ON best.id = library_librarypassage_fts.rowid
+            JOIN library_librarypassage AS p ON p.id = best.id
+            JOIN agents_librarydocument AS d ON d.id = p.document_id
+            WHERE library_librarypassage_fts MATCH %s
+            ORDER BY best.rank, best.id
             """,
             [
                 *phrases,
                 *(f"title : {phrase}" for phrase in phrases),
                 words_counted(terms),
+                " OR ".join(phrases),
+                *visible[1],
+                per_document,
+                limit,
                 *_SNIPPET_MARKS,
                 SNIPPET_WORDS,
                 " OR ".join(phrases),
-                *visible[1],
-                limit,
             ],
         )
         return cursor.fetchall()
 
 
-def _postgres_search(*, terms: list[list[str]], limit: int, visible: tuple[str, tuple]) -> list[tuple[int, str, str]]:
+def _postgres_search(
+    *, terms: list[list[str]], limit: int, per_document: int, visible: tuple[str, tuple]
+) -> list[tuple[int, int, str, str, int | None, str]]:
     # websearch syntax never raises, and reads a quoted string as a phrase;
     # joined with "or" so a question's words rank documents as on SQLite
     # instead of all being required.
     phrases = [" ".join(term) for term in terms]
     query = " or ".join(f'"{phrase}"' for phrase in phrases)
-    # Points are counted on the vector each row holds (migration 0009's):
-    # parsing a document once per word would make a long question slow. A
-    # term is in the title when it is in the lexemes of the title's weight, A.
+    # Points are counted on the vector each document holds (agents' migration
+    # 0009): parsing a document once per word would make a long question
+    # slow. A term is in the title when it is there with the title's weight, A.
     points = " + ".join(
-        [
-            (
-                "(search_vector @@ phraseto_tsquery('english', %s))::int"
-                " + (ts_filter(search_vector, '{a}') @@ phraseto_tsquery('english', %s))::int"
-            )
-        ]
+        ["(search_vector @@ phraseto_tsquery('english', %s))::int + (search_vector @@ to_tsquery('english', %s))::int"]
         * len(terms)
     )
+    # Each term as a phrase, and as the phrase in the text alone (each token's weight C).
+    terms_sql = ", ".join(["(%s, phraseto_tsquery('english', %s), to_tsquery('english', %s))"] * len(terms))
     headline = (
         f"StartSel='**', StopSel='**', MaxWords={SNIPPET_WORDS}, MinWords={SNIPPET_WORDS // 2}, FragmentDelimiter=' … '"
     )
@@ -260,22 +310,63 @@ def _postgres_search(*, terms: list[list[str]], limit: int, visible: tuple[str, 
             f"""
             WITH q AS (SELECT websearch_to_tsquery('english', %s) AS query),
             candidates AS MATERIALIZED (
-                SELECT id, title, content, search_vector FROM agents_librarydocument, q
+                SELECT id, search_vector FROM agents_librarydocument, q
                 WHERE search_vector @@ q.query AND id IN ({visible[0]})
-            )
-            SELECT id, title, ts_headline('english', cjk_split(content), q.query, %s)
-            FROM candidates, q
-            WHERE 2 * ({points}) > %s
-            ORDER BY ts_rank(search_vector, q.query) DESC, id
-            LIMIT %s
+            ),
+            -- Those that cover the most of the question, whose passages are ranked.
+            relevant AS (
+                SELECT id FROM (SELECT id, ({points}) AS points FROM candidates) AS counted
+                WHERE 2 * points > %s ORDER BY points DESC, id LIMIT %s
+            ),
+            terms (term, query, in_text) AS (VALUES {terms_sql}),
+            passages AS MATERIALIZED (
+                SELECT p.id, p.document_id, p.search_vector FROM library_librarypassage AS p, q
+                WHERE p.document_id IN (SELECT id FROM relevant) AND p.search_vector @@ q.query
+            ),
+            -- Which terms each passage holds: in its text (weight C), or only
+            -- in its headings and title (A, B), which count a fifth as much;
+            -- and how many of the passages hold each term.
+            hits AS (
+                SELECT passages.id, passages.document_id, terms.term,
+                       CASE WHEN passages.search_vector @@ terms.in_text THEN 1.0 ELSE 0.2 END AS hit,
+                       count(*) OVER (PARTITION BY terms.term) AS holding
+                FROM passages CROSS JOIN terms WHERE passages.search_vector @@ terms.query
+            ),
+            -- A term counts by how rare it is among these passages (an idf):
+            -- Postgres' own ranks weigh every word alike.
+            scored AS (
+                SELECT id, document_id, sum(hit * ln(1 + (SELECT count(*) FROM passages)::float / holding)) AS rank
+                FROM hits GROUP BY id, document_id
+            ),
+            placed AS (
+                SELECT id, rank, row_number() OVER (PARTITION BY document_id ORDER BY rank DESC, id) AS place
+                FROM scored
+            ),
+            best AS (SELECT id, rank FROM placed WHERE place <= %s ORDER BY rank DESC, id LIMIT %s)
+            SELECT p.document_id, p.number, d.title, p.heading, p.page,
+                   ts_headline('english', cjk_split(p.text), q.query, %s)
+            FROM best JOIN library_librarypassage AS p USING (id)
+            JOIN agents_librarydocument AS d ON d.id = p.document_id, q
+            ORDER BY best.rank DESC, best.id
             """,
             [
                 query,
                 *visible[1],
-                headline,
-                *(phrase for phrase in phrases for _ in range(2)),
+                *(
+                    value
+                    for phrase, term in zip(phrases, terms, strict=True)
+                    for value in (phrase, tsquery_phrase(term, weights="A"))
+                ),
                 words_counted(terms),
+                max(limit, RANKED_DOCUMENTS),
+                *(
+                    value
+                    for index, (phrase, term) in enumerate(zip(phrases, terms, strict=True))
+                    for value in (index, phrase, tsquery_phrase(term, weights="C"))
+                ),
+                per_document,
                 limit,
+                headline,
             ],
         )
         return cursor.fetchall()

@@ -5,13 +5,17 @@ uploader alone, by people and agents alike (selectors.library_visible): an
 agent sees what the owner of the conversation it works for may see.
 """
 
+from collections.abc import Iterator
+
 from django.core.files.uploadedfile import UploadedFile
+from django.db import transaction
 from django.utils.translation import gettext
 
 from artifacts.services import artifact_upload_check
 from artifacts.uploads import ConvertedUpload, UploadError, convert_upload
 
-from .models import LibraryDocument
+from .models import LibraryDocument, LibraryPassage
+from .passages import passages_split
 from .selectors import library_document_get, library_document_removable
 
 
@@ -74,3 +78,28 @@ def library_document_delete(*, user, document_id: int) -> bool:
         document.original_file.delete(save=False)
     document.delete()
     return True
+
+
+def passages_of(document) -> Iterator[dict]:
+    """The fields of the document's passages, first to last."""
+    spans = passages_split(document.content, markdown=document.content_type == "text/markdown")
+    for number, span in enumerate(spans, start=1):
+        yield {
+            "number": number,
+            "start": span.start,
+            "end": span.end,
+            "heading": span.heading,
+            "page": span.page,
+            "title": document.title,
+            "text": document.content[span.start : span.end],
+        }
+
+
+def library_passages_index(*, document: LibraryDocument) -> int:
+    """Cuts the document into passages again, replacing those it had; how many it has now."""
+    with transaction.atomic():
+        document.passages.all().delete()
+        passages = LibraryPassage.objects.bulk_create(
+            LibraryPassage(document=document, **fields) for fields in passages_of(document)
+        )
+    return len(passages)

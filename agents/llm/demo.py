@@ -596,7 +596,8 @@ class DemoChatModel:
                 reason = say("Could not read it: {reason}", reason=say.reason(_text(result.content)))
                 parts.append(f"### {url}\n\n{reason}")
                 continue
-            text = html.unescape(page.group(2)).strip()
+            # A library hit is read as passages, each in a tag of its own.
+            text = html.unescape(re.sub(r"\s*</?passage\b[^>]*>\s*", "\n\n", page.group(2))).strip()
             excerpt = text[:EXCERPT_CHARS] + ("…" if len(text) > EXCERPT_CHARS else "")
             part = f"### {html.unescape(page.group(1)) or url}\n\n{say('Source: {url}', url=url)}\n\n{excerpt}"
             # What the rest of the page covers: an excerpt is its beginning only.

@@ -28,7 +28,7 @@ from django.conf import settings
 from artifactflow.documents import DocumentError, DocumentUnreadableError, PdfLockedError, pdf_first_pages
 from artifactflow.extraction import document_read
 from library.models import LIBRARY_URL_PREFIX
-from library.selectors import library_documents, library_url_id
+from library.selectors import library_documents, library_url_id, library_url_passage
 
 from ..event_schema import PageOutput
 from .base import CONFIRM, Tool, ToolContext, ToolResult, source_data, tool_error
@@ -37,6 +37,9 @@ from .base import CONFIRM, Tool, ToolContext, ToolResult, source_data, tool_erro
 # through; this only bounds that artifact, against a multi-megabyte text file.
 MAX_CHARS = 200_000
 PDF_MAX_PAGES = 100
+# A library search hit's passage is read with this many on each side of it:
+# enough for the context of a sentence, far less than a 200-page document.
+PASSAGES_AROUND = 1
 WEB_FETCH = "web_fetch"
 _REDIRECTS = {301, 302, 303, 307, 308}
 _METADATA_ADDRESSES = {ipaddress.ip_address("169.254.169.254"), ipaddress.ip_address("fd00:ec2::254")}
@@ -319,7 +322,9 @@ WEB_FETCH_TOOL = Tool(
     name=WEB_FETCH,
     description=(
         "Fetch one public web page, PDF or text file and read it as text (HTML becomes markdown). "
-        "Also reads team library documents by their library:// URL. Private and local addresses are refused."
+        "Also reads team library documents by their library:// URL: a search hit's library://9#3 is the "
+        "passage it found with those around it, library://9 the whole document. "
+        "Private and local addresses are refused."
     ),
     parameters={
         "type": "object",
@@ -344,6 +349,9 @@ def library_document_fetch(*, url: str, user=None) -> ToolResult:
         return tool_error(
             tool="web_fetch", message=f"There is no library document {url}; search the library for its current URL."
         )
+    number = library_url_passage(url)
+    if number is not None:
+        return _library_passages_fetch(document=document, number=number)
     return ToolResult(
         success=True,
         content=(
@@ -354,4 +362,36 @@ def library_document_fetch(*, url: str, user=None) -> ToolResult:
             kind="page", source=source_data(title=document.title, url=document.url, text=document.content)
         ),
         metadata={"url": document.url, "title": document.title},
+    )
+
+
+def _library_passages_fetch(*, document, number: int) -> ToolResult:
+    """The passage a library search found, with those around it, and where they are in the document."""
+    around = list(document.passages.filter(number__gte=number - PASSAGES_AROUND, number__lte=number + PASSAGES_AROUND))
+    count = document.passages.count()
+    if not any(passage.number == number for passage in around):
+        return tool_error(
+            tool="web_fetch",
+            message=f"{document.url} has {count} passages; #{number} is none of them. Read {document.url} whole.",
+        )
+    url = f"{document.url}#{number}"
+    passages = "".join(
+        f"<passage number={quoteattr(str(passage.number))} section={quoteattr(passage.heading)}"
+        + (f" page={quoteattr(str(passage.page))}" if passage.page else "")
+        + f">{escape(passage.text)}</passage>"
+        for passage in around
+    )
+    text = "\n\n".join(passage.text for passage in around)
+    return ToolResult(
+        success=True,
+        content=(
+            f"<page url={quoteattr(url)} title={quoteattr(document.title)} "
+            f"content_type={quoteattr(document.content_type)} "
+            f"passages={quoteattr(f'{around[0].number}-{around[-1].number} of {count}')}>"
+            f"<content>{passages}</content>"
+            f"<more>Read the passages before or after as {document.url}#N, the whole document as {document.url}.</more>"
+            "</page>"
+        ),
+        output=PageOutput(kind="page", source=source_data(title=document.title, url=url, text=text)),
+        metadata={"url": url, "title": document.title},
     )

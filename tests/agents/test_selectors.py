@@ -20,6 +20,7 @@ from agents.tools.web import library_document_fetch
 from artifacts.models import Artifact
 from artifacts.services import artifact_version_save
 from conversations.lifecycle import conversation_start
+from library.selectors import library_url_id
 from tests.factories import ConversationFactory, LibraryDocumentFactory, MessageFactory, RunFactory
 
 pytestmark = pytest.mark.django_db
@@ -316,11 +317,11 @@ def test_search_results_fetched_pages_artifacts_and_errors_are_read_from_the_too
 
     search, fetch, read, update, nothing = run_activity(run=run).steps
 
-    assert sorted((s.title, s.url) for s in search.sources) == sorted((d.title, d.url) for d in documents)
+    assert sorted((s.title, s.url) for s in search.sources) == sorted((d.title, f"{d.url}#1") for d in documents)
     assert all("**" not in s.excerpt and s.excerpt for s in search.sources) and search.outcome == "2 results"
     # A library source opens the document's page, a hit's at the passage the search found.
     for source in search.sources:
-        page = reverse("library-document", args=[int(source.url.removeprefix("library://"))])
+        page = reverse("library-document", args=[library_url_id(source.url)])
         assert source.href.startswith(f"{page}?passage=") and source.href.endswith("#passage")
     page = reverse("library-document", args=[documents[1].pk])
     assert (fetch.page.title, fetch.page.url, fetch.page.href) == ("COP explained", documents[1].url, page)
@@ -408,12 +409,10 @@ def test_an_event_from_before_tools_returned_data_is_read_from_the_tools_xml(use
 
     search, fetch, read, update = run_activity(run=run).steps
 
-    assert sorted((s.title, s.url) for s in search.sources) == sorted((d.title, d.url) for d in documents)
+    assert sorted((s.title, s.url) for s in search.sources) == sorted((d.title, f"{d.url}#1") for d in documents)
     # The library marks its matches with ** for the model; the page shows plain words.
     assert all("**" not in s.excerpt and s.excerpt for s in search.sources)
-    assert search.sources[0].href == reverse(
-        "library-document", args=[int(search.sources[0].url.removeprefix("library://"))]
-    )
+    assert search.sources[0].href == reverse("library-document", args=[library_url_id(search.sources[0].url)])
     assert (fetch.page.title, fetch.page.url, fetch.page.href) == (
         "COP explained",
         "https://example.org/cop",

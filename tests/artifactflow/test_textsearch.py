@@ -4,7 +4,15 @@ import threading
 import pytest
 from django.db import connection
 
-from artifactflow.textsearch import CJK_RANGES, cjk_split, search_terms, search_words, snippet_join, words_counted
+from artifactflow.textsearch import (
+    CJK_RANGES,
+    cjk_split,
+    search_terms,
+    search_words,
+    snippet_join,
+    tsquery_phrase,
+    words_counted,
+)
 from conversations.models import Message
 from tests.factories import MessageFactory
 
@@ -63,6 +71,34 @@ def test_a_chinese_question_is_scored_by_the_pairs_between_its_particles():
     assert words_counted(terms) == 5
     assert search_terms("的了吗", limit=32, stop_words=frozenset()) == []
     assert search_terms("热，泵", limit=32, stop_words=frozenset()) == [["热"], ["泵"]]
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="tsquery is Postgres's")
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("query", "weights", "prefix", "found"),
+    [
+        ("热泵", "", False, True),
+        ("热泵", "A", False, True),
+        ("热泵", "C", False, False),
+        ("效率", "C", False, True),
+        ("效率", "A", False, False),
+        ("pump", "A", True, True),
+        ("pump", "C", True, False),
+    ],
+)
+def test_a_weighted_phrase_matches_only_where_its_words_have_that_weight(query, weights, prefix, found):
+    # A title (weight A) and a text (C), as the library's passages are indexed.
+    title, text = "热泵 pumps", "COP衡量热的效率"
+    [term] = search_words(query, limit=1)
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT (setweight(to_tsvector('english', cjk_split(%s)), 'A')"
+            " || setweight(to_tsvector('english', cjk_split(%s)), 'C')) @@ to_tsquery('english', %s)",
+            [title, text, tsquery_phrase(term, prefix=prefix, weights=weights)],
+        )
+        assert cursor.fetchone()[0] is found
 
 
 def test_postgres_splits_the_same_characters_as_sqlite():

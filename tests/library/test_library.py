@@ -13,7 +13,7 @@ from agents.tools.base import ToolContext
 from agents.tools.search import web_search
 from agents.tools.web import library_document_fetch, web_fetch
 from artifacts.uploads import UploadError
-from library.models import LibraryDocument
+from library.models import LibraryDocument, LibraryPassage
 from library.selectors import library_search
 from library.services import library_document_create
 from tests.factories import LibraryDocumentFactory, UserFactory, docx_of_xml, pdf_bytes
@@ -75,7 +75,7 @@ def test_docx_upload_becomes_searchable_markdown(user):
     document = library_document_create(user=user, uploaded_file=SimpleUploadedFile("cells.docx", buffer.getvalue()))
 
     assert document.content == "# Perovskite cells\n\nPerovskite solar cells degrade in humid air."
-    assert library_search(query="humid perovskite", limit=5)[0].url == document.url
+    assert library_search(query="humid perovskite", limit=5)[0].url == f"{document.url}#1"
 
 
 def test_pdf_upload_becomes_searchable_text(user):
@@ -85,7 +85,7 @@ def test_pdf_upload_becomes_searchable_text(user):
 
     assert document.content_type == "text/plain"
     assert "Graphene membranes filter seawater" in document.content
-    assert library_search(query="graphene", limit=5)[0].url == document.url
+    assert library_search(query="graphene", limit=5)[0].url == f"{document.url}#1"
 
 
 @pytest.mark.parametrize(
@@ -116,7 +116,8 @@ def test_the_relevant_document_ranks_first_with_a_snippet(library):
     hits = library_search(query="How does a WAL checkpoint work?", limit=5)
 
     assert hits[0].title == "SQLite WAL mode"
-    assert hits[0].url == library["wal"].url == f"library://{library['wal'].pk}"
+    # Its first passage: the document is one.
+    assert hits[0].url == f"{library['wal'].url}#1" == f"library://{library['wal'].pk}#1"
     assert "checkpoint" in hits[0].snippet.lower()
 
 
@@ -167,12 +168,15 @@ def test_updates_and_deletes_keep_the_index_in_sync(library):
     document.save()
 
     assert library_search(query="ceramic", limit=5) == []
-    assert [hit.url for hit in library_search(query="sodium", limit=5)] == [document.url]
+    assert [hit.url for hit in library_search(query="sodium", limit=5)] == [f"{document.url}#1"]
 
-    # A bulk update bypasses save(); the index follows it anyway.
+    # A bulk update bypasses save(); the document's index follows it anyway,
+    # and it decides what is found. Its passages catch up on library_reindex.
     LibraryDocument.objects.filter(pk=document.pk).update(title="Sodium batteries", content="Prussian blue cathodes.")
     assert library_search(query="sodium", limit=5)[0].title == "Sodium batteries"
     assert library_search(query="lithium", limit=5) == []
+    call_command("library_reindex", verbosity=0)
+    assert "**Prussian**" in library_search(query="prussian", limit=5)[0].snippet
 
     document.delete()
     assert library_search(query="sodium prussian", limit=5) == []
@@ -239,7 +243,7 @@ def test_staff_upload_through_the_admin(staff_client):
         "# WAL\n\nCheckpoints move pages home.",
         staff_client.staff,
     )
-    assert library_search(query="checkpoints", limit=5)[0].url == document.url
+    assert library_search(query="checkpoints", limit=5)[0].url == f"{document.url}#1"
 
 
 def test_admin_shows_an_unreadable_upload_on_the_form(staff_client):
@@ -386,7 +390,7 @@ def samples():
     ],
 )
 def test_a_question_the_library_covers_finds_its_document_alone(samples, query, title):
-    assert [hit.title for hit in library_search(query=query, limit=5)] == [title]
+    assert {hit.title for hit in library_search(query=query, limit=5)} == {title}
 
 
 @pytest.mark.parametrize(
@@ -412,6 +416,127 @@ def test_a_title_word_counts_double(library):
     # "checkpoint" and "pages" are only in its text: two points, not more than half of four words.
     assert library_search(query="checkpoint pages vacuum fsync", limit=5) == []
     assert [hit.title for hit in library_search(query="checkpoint pages vacuum", limit=5)] == ["SQLite WAL mode"]
+
+
+# --- Passages ------------------------------------------------------------------------------
+
+
+def _sections(topic: str, facts: dict[str, str], filler: str) -> str:
+    """A long markdown document: a section per fact, each padded with text
+    that shares the document's vocabulary, as a real report's sections do."""
+    return f"# {topic}\n\n" + "\n\n".join(
+        f"## {heading}\n\n{filler * 20}\n\n{fact}\n\n{filler * 20}" for heading, fact in facts.items()
+    )
+
+
+@pytest.fixture
+def long_reports(user):
+    english = _sections(
+        "Heat pump field trial",
+        {
+            f"Site {n}": f"At site {n} the {word} pump reached a seasonal COP of {n}.{n}."
+            for n, word in enumerate(["ground", "air", "water", "hybrid", "exhaust", "solar", "geothermal"], start=1)
+        },
+        "The trial measured heat pumps in ordinary homes through the winter. ",
+    )
+    chinese = _sections(
+        "储能电站运行报告",
+        {
+            "电池寿命": "磷酸铁锂电池循环六千次后容量仍保持百分之八十。",
+            "消防": "每个舱室配备全氟己酮灭火装置和可燃气体探测器。",
+            "收益": "峰谷价差套利使项目内部收益率达到百分之七。",
+        },
+        "储能电站的运行数据按月记录，覆盖充放电和温度。",
+    )
+    return {
+        "english": library_document_create(user=user, title="Heat pump field trial", content=english),
+        "chinese": library_document_create(user=user, title="储能电站运行报告", content=chinese),
+    }
+
+
+@pytest.mark.parametrize(
+    ("query", "document", "heading", "words"),
+    [
+        ("Which site had an exhaust pump?", "english", "Heat pump field trial › Site 5", "exhaust"),
+        ("seasonal COP of the geothermal pump", "english", "Heat pump field trial › Site 7", "geothermal"),
+        ("储能电站用什么灭火装置？", "chinese", "储能电站运行报告 › 消防", "灭火"),
+        ("储能电站电池循环多少次", "chinese", "储能电站运行报告 › 电池寿命", "循环"),
+    ],
+)
+def test_a_question_finds_the_passage_that_answers_it_in_a_long_document(long_reports, query, document, heading, words):
+    best, *others = library_search(query=query, limit=5)
+
+    passage = long_reports[document].passages.get(number=int(best.url.partition("#")[2]))
+    assert best.url.startswith(f"{long_reports[document].url}#")
+    assert (best.heading, passage.heading) == (heading, heading)
+    assert words in passage.text and "**" in best.snippet
+    assert len(long_reports[document].content) > 5 * len(passage.text)
+    # A few other passages of the same document at most.
+    assert len(others) < 3
+
+
+def test_a_documents_passages_follow_its_edits_and_go_with_it(long_reports):
+    document = long_reports["english"]
+    numbers = list(document.passages.values_list("number", flat=True))
+    assert numbers == list(range(1, len(numbers) + 1)) and len(numbers) >= 7
+
+    document.title = "Heat pump trial, final"
+    document.content = "# Results\n\nEvery pump beat the boiler it replaced."
+    document.save()
+
+    assert [(p.number, p.title, p.heading, p.text) for p in document.passages.all()] == [
+        (1, "Heat pump trial, final", "Results", "Every pump beat the boiler it replaced.")
+    ]
+    document.delete()
+    assert not LibraryPassage.objects.filter(document_id=long_reports["english"].pk).exists()
+    assert LibraryPassage.objects.filter(document=long_reports["chinese"]).count() == 6
+
+
+def test_the_library_page_lists_a_document_once_with_its_best_passage(client, user, long_reports):
+    client.force_login(user)
+
+    page = client.get(reverse("library"), {"q": "geothermal pump seasonal COP"}).content.decode()
+
+    assert page.count(f'href="{reverse("library-document", args=[long_reports["english"].pk])}?passage=') == 1
+    assert "<mark>geothermal</mark>" in page
+
+
+def test_a_hit_is_read_with_the_passages_around_it(user, long_reports):
+    document = long_reports["chinese"]
+    (hit,) = library_search(query="储能电站用什么灭火装置？", limit=1)
+
+    fetched = web_fetch(ToolContext(artifacts=None, user=user), url=hit.url)
+
+    assert fetched.success
+    # Each section is filler, the fact, filler: two passages.
+    assert document.passages.count() == 6
+    assert 'passages="2-4 of 6"' in fetched.content
+    assert '<passage number="3" section="储能电站运行报告 › 消防">' in fetched.content
+    assert fetched.content.count("<passage ") == 3 and "全氟己酮" in fetched.content
+    # Not the whole document: the sections before and after are not read.
+    assert "六千次" not in fetched.content and "峰谷" not in fetched.content
+    assert fetched.output["source"]["url"] == hit.url == f"{document.url}#3"
+
+    english = long_reports["english"]
+    middle = library_document_fetch(url=f"{english.url}#4", user=user)
+    assert 'passages="3-5 of' in middle.content and "Site 1" not in middle.content
+
+
+@pytest.mark.parametrize("number", [0, 99])
+def test_a_passage_the_document_does_not_have_is_a_clear_error(user, long_reports, number):
+    url = f"{long_reports['chinese'].url}#{number}"
+
+    result = library_document_fetch(url=url, user=user)
+
+    assert not result.success
+    assert f"has 6 passages; #{number} is none of them" in result.content
+
+
+def test_another_users_group_passage_is_no_passage(team_library):
+    url = f"{team_library['limited'].url}#1"
+
+    assert not library_document_fetch(url=url, user=team_library["outsider"]).success
+    assert library_document_fetch(url=url, user=team_library["member"]).success
 
 
 # --- Documents limited to a group ----------------------------------------------------------
@@ -468,7 +593,7 @@ def test_the_agents_search_and_fetch_see_what_the_conversations_owner_may(team_l
     outsider, member = context(team_library["outsider"]), context(team_library["member"])
 
     assert web_search(outsider, query="热泵的效率").metadata["results"] == 0
-    assert web_search(member, query="热泵的效率").output["sources"][0]["url"] == url
+    assert web_search(member, query="热泵的效率").output["sources"][0]["url"] == f"{url}#1"
     assert not web_fetch(outsider, url=url).success
     assert web_fetch(member, url=url).output["source"]["title"] == "热泵内部手册"
 

@@ -1,7 +1,8 @@
-"""The library's move out of agents (library's migration 0001, agents' 0019),
-run by `manage.py migrate` on a database made before it, as an upgrade runs:
-the documents, their search and the permissions staff held on them are all
-there after it, on SQLite and on Postgres."""
+"""The library's move out of agents (library's migration 0001, agents' 0019)
+and its passages (library's 0002), run by `manage.py migrate` on a database
+made before them, as an upgrade runs: the documents, their search, cut into
+passages, and the permissions staff held on them are all there after it, on
+SQLite and on Postgres."""
 
 import json
 import os
@@ -43,7 +44,7 @@ call_command("migrate", verbosity=0)
 editors = Group.objects.get(name="library editors")
 print(json.dumps({
     "titles": list(LibraryDocument.objects.values_list("title", flat=True)),
-    "found": [hit.title for hit in library_search(query="热泵", limit=5)],
+    "found": [(hit.title, hit.url, hit.snippet) for hit in library_search(query="热泵", limit=5)],
     "held": sorted(f"{p.content_type.app_label}.{p.codename}" for p in editors.permissions.all()),
     "agents_documents": Permission.objects.filter(content_type__app_label="agents", codename__endswith="librarydocument").count(),
 }))
@@ -90,6 +91,8 @@ def test_an_upgrade_keeps_the_library_its_search_and_who_may_edit_it(tmp_path, d
     after = json.loads(_shell(AFTER, env=env).splitlines()[-1])
 
     assert after["titles"] == ["空气源热泵"]
-    assert after["found"] == ["空气源热泵"]
+    [(title, url, snippet)] = after["found"]
+    assert (title, url) == ("空气源热泵", "library://1#1")
+    assert snippet == "寒冷地区的空气源**热泵**仍然高效。"
     assert after["held"] == ["library.change_librarydocument"]
     assert after["agents_documents"] == 0

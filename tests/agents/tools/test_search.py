@@ -150,11 +150,14 @@ def test_local_search_end_to_end(search_settings, context):
     assert result.success
     assert result.metadata == {"provider": "local", "results": 1}
     assert result.content.startswith('<search_results provider="local" query="WAL checkpoints"><result>')
-    assert f"<title>SQLite WAL &lt;mode&gt;</title><url>{wal.url}</url><snippet>" in result.content
+    assert f"<title>SQLite WAL &lt;mode&gt;</title><url>{wal.url}#1</url><snippet>" in result.content
     assert "Readers &amp; a writer" in result.content
     assert result.content.endswith("</snippet></result></search_results>")
     [source] = result.output["sources"]
-    assert result.output["kind"] == "sources" and (source["title"], source["url"]) == ("SQLite WAL <mode>", wal.url)
+    assert result.output["kind"] == "sources" and (source["title"], source["url"]) == (
+        "SQLite WAL <mode>",
+        f"{wal.url}#1",
+    )
     assert "Readers & a writer" in source["excerpt"]
 
 
@@ -165,7 +168,7 @@ def test_a_chinese_query_searches_the_library_by_its_words(search_settings, cont
     result = web_search(context, query="热泵的效率")
 
     assert result.metadata == {"provider": "local", "results": 1}
-    assert f"<title>热泵</title><url>{heat_pumps.url}</url>" in result.content
+    assert f"<title>热泵</title><url>{heat_pumps.url}#1</url>" in result.content
     assert "**热泵**的**效率**" in result.content
 
 
