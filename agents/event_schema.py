@@ -167,6 +167,8 @@ class SourceData(TypedDict):
     url: str
     # Its start, or the search's snippet, as plain text (SOURCE_EXCERPT_CHARS at most).
     excerpt: str
+    # Where in it: a library passage's headings ("Heat pumps › Efficiency").
+    section: NotRequired[str]
 
 
 @with_config(_EXACT)

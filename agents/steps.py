@@ -21,7 +21,7 @@ from django.utils.translation import gettext, gettext_lazy, ngettext, pgettext_l
 from artifactflow.ids import ArtifactIdConverter
 from artifactflow.markdown import markdown_render
 from artifacts.selectors import VersionName
-from library.selectors import library_page_url, library_url_id
+from library.selectors import library_page_url, library_url_id, library_url_passage
 
 from .config import CALL_SUBAGENT
 from .models import RunEvent
@@ -121,6 +121,8 @@ class Source:
     # What the tool read of it, for the page to mark: a search hit's snippet
     # (a fetch read the whole page).
     passage: str = ""
+    # Where in it: a library passage's headings.
+    section: str = ""
 
     @property
     def href(self) -> str:
@@ -129,7 +131,7 @@ class Source:
         (a javascript: or data: URL planted in a search result)."""
         document_id = library_url_id(self.url)
         if document_id is not None:
-            return library_page_url(document_id=document_id, passage=self.passage)
+            return library_page_url(document_id=document_id, passage=self.passage, number=library_url_passage(self.url))
         return self.url if self.url.lower().startswith(("http://", "https://")) else ""
 
 
@@ -472,6 +474,7 @@ def step_result_read(fold: StepFold, step: Step, data: dict) -> None:
                     str(source.get("url", "")).strip(),
                     excerpt := _excerpt(source.get("excerpt", ""), EXCERPT_CHARS),
                     passage=excerpt,
+                    section=_excerpt(source.get("section", ""), 200),
                 )
                 for source in output["sources"]
             ]
@@ -481,7 +484,12 @@ def step_result_read(fold: StepFold, step: Step, data: dict) -> None:
         case "page":
             source = output.get("source") or {}
             url, title = str(source.get("url", "")), str(source.get("title", ""))
-            step.page = Source(title, url, _excerpt(source.get("excerpt", ""), EXCERPT_CHARS))
+            step.page = Source(
+                title,
+                url,
+                _excerpt(source.get("excerpt", ""), EXCERPT_CHARS),
+                section=_excerpt(source.get("section", ""), 200),
+            )
             if title:
                 fold.titles[url] = title
                 step.subject = _subject(step.tool, step.params, fold.titles)

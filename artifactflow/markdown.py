@@ -143,9 +143,10 @@ def _image_as_link(renderer, tokens, idx, options, env) -> str:
 
 
 # A document of the team library, as agents cite it (agents.models.LIBRARY_URL_PREFIX).
-_LIBRARY_URL = re.compile(r"library://(\d{1,18})/?", re.IGNORECASE)
+# library://9#3 is its third passage (library.passages).
+_LIBRARY_URL = re.compile(r"library://(\d{1,18})/?(?:#(\d{1,9}))?", re.IGNORECASE)
 # One named in running text ("Source: library://9"): not the end of a longer word or address.
-_LIBRARY_MENTION = re.compile(r"(?<![\w/.+-])library://\d{1,18}(?![\w])/?", re.IGNORECASE)
+_LIBRARY_MENTION = re.compile(r"(?<![\w/.+-])library://\d{1,18}(?:#\d{1,9})?(?![\w])/?", re.IGNORECASE)
 
 
 def _leaves_the_site(href: str) -> bool:
@@ -155,14 +156,16 @@ def _leaves_the_site(href: str) -> bool:
 
 def _library_page(href: str) -> str | None:
     """The page of the library document a library://<id> link names, which
-    a browser can open; None for any other link."""
+    a browser can open, at the passage a library://<id>#<n> names (the page
+    marks it: library.views); None for any other link."""
     match = _LIBRARY_URL.fullmatch(href)
     if match is None:
         return None
     try:
-        return reverse("library-document", args=[int(match[1])])
+        page = reverse("library-document", args=[int(match[1])])
     except NoReverseMatch:
         return None
+    return f"{page}?at={int(match[2])}#passage" if match[2] else page
 
 
 def _link_marked(inside: bool):

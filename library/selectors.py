@@ -26,7 +26,7 @@ from django.utils.safestring import SafeString
 from artifactflow.markdown import code_render, markdown_render, passage_mark, text_render
 from artifactflow.textsearch import fts5_phrase, search_terms, snippet_join, tsquery_phrase, words_counted
 
-from .models import LIBRARY_URL_PREFIX, LibraryDocument
+from .models import LIBRARY_URL_PREFIX, LibraryDocument, LibraryPassage
 
 # A question a model or person types has a handful of words; a pasted page
 # would only make the query slow.
@@ -35,6 +35,10 @@ SNIPPET_WORDS = 24
 # A search's hits from one document at most: a question's answer is seldom in
 # more, and other documents' best passages come before its next ones.
 PASSAGES_PER_DOCUMENT = 3
+# A document's passages after its best are hits only when they score at least
+# this share of it: a passage that only shares the document's common words is
+# no second answer.
+PASSAGE_SCORE_SHARE = 0.5
 # On Postgres, the passages of this many of the relevant documents (those with
 # the most of the question's words) are ranked, or of as many as are asked for:
 # its ranking weighs each word of each passage in SQL, so it is kept to those
@@ -101,12 +105,15 @@ class LibraryItem:
         )
 
 
-def library_page_url(*, document_id: int, passage: str = "") -> str:
+def library_page_url(*, document_id: int, passage: str = "", number: int | None = None) -> str:
     """The document's page, where a browser can read it; with a passage (a
-    search's snippet) that the page marks and scrolls to."""
+    search's snippet) that the page marks and scrolls to, else with the
+    passage of that `number` (library://<id>#<number>) marked."""
     url = reverse("library-document", args=[document_id])
     passage = " ".join(passage.split())[:PASSAGE_MAX_CHARS]
-    return f"{url}?{urlencode({'passage': passage})}#passage" if passage else url
+    if passage:
+        return f"{url}?{urlencode({'passage': passage})}#passage"
+    return f"{url}?at={number}#passage" if number is not None else url
 
 
 def library_url_id(url: str) -> int | None:
@@ -159,13 +166,20 @@ class DocumentPage:
     cut: bool
     # The passage asked for was found, and marked.
     marked: bool
+    # The passage opened by its number, and how many the document has.
+    opened: LibraryPassage | None = None
+    passages: int = 0
 
 
-def library_document_page(*, document: LibraryDocument, passage: str = "") -> DocumentPage:
+def library_document_page(*, document: LibraryDocument, passage: str = "", at: int | None = None) -> DocumentPage:
     """The document's text as its page shows it: markdown rendered, other
     text as paragraphs that wrap (a PDF's as it reads, its line breaks
     spaces), code highlighted; sanitised or escaped either way, at most
-    PAGE_MAX_CHARS of it, with the passage marked where the page shows it."""
+    PAGE_MAX_CHARS of it, with the passage marked where the page shows it:
+    the text `passage`, else the start of the passage numbered `at`."""
+    opened = document.passages.filter(number=at).first() if at is not None else None
+    if opened is not None and not passage.strip():
+        passage = opened.text
     text = document.content[:PAGE_MAX_CHARS]
     if document.content_type == "text/markdown":
         html = markdown_render(text)
@@ -178,7 +192,13 @@ def library_document_page(*, document: LibraryDocument, passage: str = "") -> Do
     if passage.strip():
         html, marked = passage_mark(html, passage)
     # Sanitised by markdown_render and text_render, escaped by code_render, sanitised again by passage_mark.
-    return DocumentPage(html=SafeString(html), cut=len(document.content) > PAGE_MAX_CHARS, marked=marked)
+    return DocumentPage(
+        html=SafeString(html),
+        cut=len(document.content) > PAGE_MAX_CHARS,
+        marked=marked,
+        opened=opened,
+        passages=document.passages.count() if opened is not None else 0,
+    )
 
 
 def library_document_removable(*, user, document: LibraryDocument) -> bool:
@@ -209,8 +229,12 @@ def library_search(*, query: str, limit: int, user=None, per_document: int = PAS
     document with 寒冷, 热泵 and 效率 in its text (3 points).
 
     The relevant documents' passages that hold any of the words are then
-    ranked as passages (bm25 on SQLite, ts_rank_cd on Postgres), a match in
-    the title weighing most and in the headings more than in the text.
+    ranked by the words in their text, a rare word counting more than a
+    common one (bm25 on SQLite; on Postgres, whose ranks have no such weight,
+    an idf over these passages), a word only in the title or headings a fifth
+    as much: the title already chose the document, and every passage of it
+    shares that. A document's best passage is a hit; its next ones only when
+    they score at least PASSAGE_SCORE_SHARE of that.
     """
     terms = search_terms(query, limit=QUERY_MAX_TERMS, stop_words=STOP_WORDS)
     if not terms or limit < 1 or per_document < 1:
@@ -218,23 +242,28 @@ def library_search(*, query: str, limit: int, user=None, per_document: int = PAS
     search = _postgres_search if connection.vendor == "postgresql" else _sqlite_search
     # The rule in SQL, to filter the raw queries below by.
     visible = library_documents(user=user).values("pk").query.sql_with_params()
-    return [
-        SearchHit(
-            title=title,
-            url=f"{LIBRARY_URL_PREFIX}{document_id}#{number}",
-            snippet=snippet_join(snippet, marks=_SNIPPET_MARKS),
-            heading=heading,
-            page=page,
+    hits, best = [], {}
+    # Best first, so a document's first row is its best.
+    for document_id, number, title, heading, page, snippet, score in search(
+        terms=terms, limit=limit, per_document=per_document, visible=visible
+    ):
+        if score < best.setdefault(document_id, score) * PASSAGE_SCORE_SHARE:
+            continue
+        hits.append(
+            SearchHit(
+                title=title,
+                url=f"{LIBRARY_URL_PREFIX}{document_id}#{number}",
+                snippet=snippet_join(snippet, marks=_SNIPPET_MARKS),
+                heading=heading,
+                page=page,
+            )
         )
-        for document_id, number, title, heading, page, snippet in search(
-            terms=terms, limit=limit, per_document=per_document, visible=visible
-        )
-    ]
+    return hits
 
 
 def _sqlite_search(
     *, terms: list[list[str]], limit: int, per_document: int, visible: tuple[str, tuple]
-) -> list[tuple[int, int, str, str, int | None, str]]:
+) -> list[tuple[int, int, str, str, int | None, str, float]]:
     phrases = [fts5_phrase(term) for term in terms]
     # A row per term a document contains and another per term its title
     # contains: a document's points are its rows.
@@ -261,7 +290,7 @@ def _sqlite_search(
             best AS (SELECT id, rank FROM placed WHERE place <= %s ORDER BY rank, id LIMIT %s)
             -- A snippet for the passages shown alone: making one is most of a match's cost.
             SELECT p.document_id, p.number, d.title, p.heading, p.page,
-                   snippet(library_librarypassage_fts, 2, %s, %s, '…', %s)
+                   snippet(library_librarypassage_fts, 2, %s, %s, '…', %s), -best.rank
             FROM library_librarypassage_fts
             JOIN best ON best.id = library_librarypassage_fts.rowid
             JOIN library_librarypassage AS p ON p.id = best.id
@@ -287,7 +316,7 @@ def _sqlite_search(
 
 def _postgres_search(
     *, terms: list[list[str]], limit: int, per_document: int, visible: tuple[str, tuple]
-) -> list[tuple[int, int, str, str, int | None, str]]:
+) -> list[tuple[int, int, str, str, int | None, str, float]]:
     # websearch syntax never raises, and reads a quoted string as a phrase;
     # joined with "or" so a question's words rank documents as on SQLite
     # instead of all being required.
@@ -344,7 +373,7 @@ def _postgres_search(
             ),
             best AS (SELECT id, rank FROM placed WHERE place <= %s ORDER BY rank DESC, id LIMIT %s)
             SELECT p.document_id, p.number, d.title, p.heading, p.page,
-                   ts_headline('english', cjk_split(p.text), q.query, %s)
+                   ts_headline('english', cjk_split(p.text), q.query, %s), best.rank
             FROM best JOIN library_librarypassage AS p USING (id)
             JOIN agents_librarydocument AS d ON d.id = p.document_id, q
             ORDER BY best.rank DESC, best.id

@@ -53,9 +53,12 @@ def library_document(request, document_id):
         # conversations too): one the reader may not see says so, as one that is gone does.
         return render(request, "404.html", {"library_document": True}, status=404)
     passage = request.GET.get("passage", "").replace("\x00", "")
+    at = request.GET.get("at", "")
     context = {
         "document": document,
-        "page": selectors.library_document_page(document=document, passage=passage),
+        "page": selectors.library_document_page(
+            document=document, passage=passage, at=int(at) if at.isdecimal() and len(at) < 10 else None
+        ),
         "removable": selectors.library_document_removable(user=request.user, document=document),
     }
     return render(request, "library/document.html", context)

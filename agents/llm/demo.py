@@ -963,8 +963,14 @@ def _subagent_text(exchange: _Exchange) -> str:
 
 
 def _source_lines(exchange: _Exchange) -> list[tuple[str, str]]:
-    """The (title, url) of each source the search agent listed."""
-    return _SOURCE_LINE.findall(_subagent_text(exchange)) if exchange.ok else []
+    """The (title, url) of each document the search agent listed, once: the
+    library lists a document's best passages (library://9#3), and the demo
+    reads and quotes documents whole (library://9), from their start and
+    their sections."""
+    lines = {}
+    for title, url in _SOURCE_LINE.findall(_subagent_text(exchange)) if exchange.ok else []:
+        lines.setdefault(url.partition("#")[0], title)
+    return [(title, url) for url, title in lines.items()]
 
 
 def _answer_head(say: _Say, *, head: str = LIBRARY_HEAD) -> str:

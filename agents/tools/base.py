@@ -43,11 +43,15 @@ def tool_error(*, tool: str, message: str) -> ToolResult:
     )
 
 
-def source_data(*, title: str, url: str, text: str) -> SourceData:
-    """A page a tool found or read, with the start of `text` as its excerpt.
-    Its title is the page's: one line, with nothing that hides or reorders text."""
+def source_data(*, title: str, url: str, text: str, section: str = "") -> SourceData:
+    """A page a tool found or read, with the start of `text` as its excerpt,
+    and where in it, for a library passage. Its title and section are the
+    page's: each one line, with nothing that hides or reorders text."""
     excerpt = " ".join(text[: SOURCE_EXCERPT_CHARS * 2].split())[:SOURCE_EXCERPT_CHARS]
-    return SourceData(title=name_line(title), url=url, excerpt=excerpt)
+    data = SourceData(title=name_line(title), url=url, excerpt=excerpt)
+    if section:
+        data["section"] = name_line(section)
+    return data
 
 
 @dataclass(frozen=True)

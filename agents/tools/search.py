@@ -56,7 +56,8 @@ def web_search(context: ToolContext, *, query: str) -> ToolResult:
         for hit in hits
     )
     output = SourcesOutput(
-        kind="sources", sources=[source_data(title=hit.title, url=hit.url, text=hit.snippet) for hit in hits]
+        kind="sources",
+        sources=[source_data(title=hit.title, url=hit.url, text=hit.snippet, section=hit.heading) for hit in hits],
     )
     if not hits:
         results = output["message"] = (

@@ -392,6 +392,9 @@ def _library_passages_fetch(*, document, number: int) -> ToolResult:
             f"<more>Read the passages before or after as {document.url}#N, the whole document as {document.url}.</more>"
             "</page>"
         ),
-        output=PageOutput(kind="page", source=source_data(title=document.title, url=url, text=text)),
+        output=PageOutput(
+            kind="page",
+            source=source_data(title=document.title, url=url, text=text, section=around[0].heading),
+        ),
         metadata={"url": url, "title": document.title},
     )

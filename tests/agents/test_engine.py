@@ -975,7 +975,11 @@ def test_a_research_turn_plans_searches_reads_and_reports(user, scripted_model):
         ("call_subagent", "report"),
     }
     [searched] = [e.data["output"] for e in _events(run, RunEvent.Type.TOOL_COMPLETE) if e.data["tool"] == "web_search"]
-    assert [(source["title"], source["url"]) for source in searched["sources"]] == [("SQLite WAL mode", document.url)]
+    # The document's one passage: it has no headings to name where it is.
+    assert [source.keys() for source in searched["sources"]] == [{"title", "url", "excerpt"}]
+    assert [(source["title"], source["url"]) for source in searched["sources"]] == [
+        ("SQLite WAL mode", f"{document.url}#1")
+    ]
     [read] = [e.data["output"] for e in _events(run, RunEvent.Type.TOOL_COMPLETE) if e.data["tool"] == "web_fetch"]
     assert read["source"] == {
         "title": "SQLite WAL mode",

@@ -258,6 +258,20 @@ def test_a_library_url_in_running_text_is_a_link_but_not_in_code_or_inside_a_lin
     assert "xlibrary://6 library://7x" in page.text_content()
 
 
+def test_a_library_passage_link_opens_its_document_at_the_passage():
+    html = markdown_render("见 [热泵手册，第 3 段](library://12#3)；来源：library://9#14。library://9#x")
+
+    page = lxml.html.fragment_fromstring(html, create_parent="div")
+    links = [(a.text_content(), a.get("href")) for a in page.iter("a")]
+    assert links == [
+        ("热泵手册，第 3 段", reverse("library-document", args=[12]) + "?at=3#passage"),
+        ("library://9#14", reverse("library-document", args=[9]) + "?at=14#passage"),
+        # No passage number: the document.
+        ("library://9", reverse("library-document", args=[9])),
+    ]
+    assert "library://9#x" in page.text_content()
+
+
 def test_plain_text_is_paragraphs_that_keep_their_line_breaks_not_a_code_block():
     html = text_render("第一段很长，" * 80 + "\n第二行 <b>\n\n\n  缩进的段落，来源：library://9\n")
 

@@ -1,6 +1,7 @@
 """The team library in the browser: a user who is not staff adds a document,
 finds it (in Chinese and English), reads it, sees an answer's Activity cite
-it and open it at the passage the search found, and removes it."""
+it and open it at the passage the search found, follows an answer's link to
+a numbered passage (library://<id>#<n>), and removes it."""
 
 import re
 import secrets
@@ -24,6 +25,8 @@ DOCUMENT = (
     + "## 效率\n\n热泵的效率用COP衡量，寒冷地区的**除霜**会降低效率。The defrost cycle lowers efficiency.\n\n"
     + "".join(f"## 附录 {n}\n\n附录讲的是风管和噪音。\n\n" for n in range(1, 8))
 )
+# Each section is a passage of its own (library.passages): 效率 is the 13th of 20.
+EFFICIENCY, PASSAGES = 13, 20
 
 
 def _library(page):
@@ -69,7 +72,10 @@ def test_a_user_adds_finds_reads_cites_and_removes_a_library_document(portal, mo
         Text(call("call_subagent", agent="search_agent", instruction="找热泵效率的资料")),
         Text(call("web_search", query="热泵的效率")),
         Text("资料库里有一份热泵手册。"),
-        Text(f"热泵的效率用COP衡量，见[{TITLE}](library://{document_path.split('/')[2]})。"),
+        Text(
+            f"热泵的效率用COP衡量，见[{TITLE}](library://{document_path.split('/')[2]})"
+            f"的[效率一节](library://{document_path.split('/')[2]}#{EFFICIENCY})。"
+        ),
     )
     page.goto(f"{portal.base_url}/")
     ask(page, question="热泵的效率如何？")
@@ -77,7 +83,11 @@ def test_a_user_adds_finds_reads_cites_and_removes_a_library_document(portal, mo
     expect(turn).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
     expect(turn.locator(".answer a", has_text=TITLE)).to_have_attribute("href", document_path)
     turn.locator(".activity-log summary").click()
-    source = turn.locator(".step-sources a", has_text=TITLE)
+    # The hit names the section its passage is in.
+    hit = turn.locator(".step-sources li").filter(has=page.locator(".source-section", has_text="热泵手册 › 效率"))
+    source = hit.locator("a", has_text=TITLE)
+    hit.scroll_into_view_if_needed()
+    page.screenshot(path=screenshot(page, name="1366-light-activity"))
     expect(source).to_have_attribute("rel", "noopener noreferrer nofollow")
     with page.expect_popup() as opened:
         source.click()
@@ -86,6 +96,20 @@ def test_a_user_adds_finds_reads_cites_and_removes_a_library_document(portal, mo
     expect(cited.locator("mark#passage")).to_be_in_viewport()
     assert "热泵的效率" in "".join(cited.locator("article mark").all_text_contents())
     cited.close()
+
+    # The answer's link to a numbered passage opens the document there.
+    turn.locator(".answer a", has_text="效率一节").click()
+    expect(page.locator(".library-passage")).to_have_text(f"Passage {EFFICIENCY} of {PASSAGES} · 热泵手册 › 效率")
+    expect(page.locator("mark#passage")).to_be_in_viewport()
+    assert "COP衡量" in "".join(page.locator("article mark").all_text_contents())
+    for width, height, scheme in ((1366, 900, "light"), (390, 844, "dark")):
+        page.set_viewport_size({"width": width, "height": height})
+        page.emulate_media(color_scheme=scheme)
+        page.locator("mark#passage").scroll_into_view_if_needed()
+        page.screenshot(path=screenshot(page, name=f"{width}-{scheme}-numbered-passage"))
+        page.locator(".library-passage").scroll_into_view_if_needed()
+        page.screenshot(path=screenshot(page, name=f"{width}-{scheme}-numbered-passage-note"))
+    page.set_viewport_size({"width": 1366, "height": 900})
 
     for width, height in ((1366, 900), (390, 844)):
         for scheme in ("light", "dark"):

@@ -63,6 +63,41 @@ def test_a_user_adds_reads_finds_and_removes_a_document(two_clients, user):
     assert not LibraryDocument.objects.exists()
 
 
+def test_a_passage_link_opens_the_document_at_its_passage_marked(signed_in, user, other_user):
+    sections = [("效率", "热泵的效率用COP衡量，寒冷地区会下降。"), ("噪声", "室外机一米处约五十分贝。")]
+    content = "# 热泵\n\n" + "\n\n".join(f"## {name}\n\n{'天气晴朗。' * 200}\n\n{fact}" for name, fact in sections)
+    document = LibraryDocumentFactory(title="热泵", content=content, uploaded_by=user)
+    number = next(p.number for p in document.passages.all() if "五十分贝" in p.text)
+
+    page = signed_in.get(reverse("library-document", args=[document.pk]), {"at": number})
+    chinese = signed_in.get(
+        reverse("library-document", args=[document.pk]), {"at": number}, HTTP_ACCEPT_LANGUAGE="zh-hans"
+    )
+
+    note = _page(page).xpath("//p[contains(@class, 'library-passage')]")[0].text_content()
+    assert note == f"Passage {number} of {document.passages.count()} · 热泵 › 噪声"
+    note = _page(chinese).xpath("//p[contains(@class, 'library-passage')]")[0].text_content()
+    assert note == f"第 {number} 段，共 {document.passages.count()} 段 · 热泵 › 噪声"
+    marks = _page(page).xpath("//article//mark")
+    assert marks[0].get("id") == "passage"
+    assert "五十分贝" in "".join(mark.text_content() for mark in marks)
+    assert "COP" not in "".join(mark.text_content() for mark in marks)
+    # A number the document has not, or no number, opens it unmarked and says nothing of passages.
+    for at in ("999", "x", "1" * 12):
+        other = signed_in.get(reverse("library-document", args=[document.pk]), {"at": at})
+        assert other.status_code == 200 and not _page(other).xpath("//article//mark")
+        assert not _page(other).xpath("//p[contains(@class, 'library-passage')]")
+
+
+def test_another_users_group_document_is_no_page_at_any_passage(client, user, other_user):
+    group = Group.objects.create(name="热泵组")
+    user.groups.add(group)
+    document = LibraryDocumentFactory(title="内部", content="热泵的效率。", uploaded_by=user, group=group)
+    client.force_login(other_user)
+
+    assert client.get(reverse("library-document", args=[document.pk]), {"at": 1}).status_code == 404
+
+
 def test_a_search_results_link_marks_the_passage_on_the_document_page(signed_in, user):
     content = "# 热泵\n\n" + "天气晴朗。" * 40 + "\n\n热泵的效率用COP衡量。\n\n" + "风很大。" * 40
     document = LibraryDocumentFactory(title="热泵", content=content, uploaded_by=user)

@@ -305,7 +305,8 @@ def test_a_chinese_question_gets_a_chinese_plan_report_and_answer(user, demo_mod
     assert _han_share(report.content) > 0.9
     assert "Source" not in report.content and "What the sources say" not in report.content
     # The subagents answered the lead in Chinese too.
-    assert _said_by(run, "search_agent").startswith(f"找到的资料：\n\n- [{HEAT_TITLE_ZH}]({asked[0]}): ")
+    # It lists passages of the document (library://1#2); the crawl agent reads the document.
+    assert _said_by(run, "search_agent").startswith(f"找到的资料：\n\n- [{HEAT_TITLE_ZH}]({asked[0]}#")
     assert _said_by(run, "crawl_agent").startswith(f"### {HEAT_TITLE_ZH}\n\n来源：{asked[0]}\n\n")
     answer = run.message.response
     assert answer.startswith("这是离线演示模型：")
@@ -400,7 +401,7 @@ def test_a_chinese_question_finds_a_chinese_sample_document(user, demo_model, qu
     run, asked = _answer_until_done(_turn(user, question), user, "approve")
 
     assert run.status == Run.Status.COMPLETED and asked
-    assert _said_by(run, "search_agent").startswith(f"找到的资料：\n\n- [{title}]({asked[0]}): ")
+    assert _said_by(run, "search_agent").startswith(f"找到的资料：\n\n- [{title}]({asked[0]}#")
     report = Artifact.objects.get(artifact_id=REPORT_ID).content
     assert _headings(report)[:3] == [question, "资料中的相关内容", title]
     assert _han_share(report) > 0.9
