@@ -39,10 +39,9 @@ PASSAGES_PER_DOCUMENT = 3
 # this share of it: a passage that only shares the document's common words is
 # no second answer.
 PASSAGE_SCORE_SHARE = 0.5
-# On Postgres, the passages of this many of the relevant documents (those with
-# the most of the question's words) are ranked, or of as many as are asked for:
-# its ranking weighs each word of each passage in SQL, so it is kept to those
-# that can answer. (SQLite ranks in the index: every passage.)
+# The passages of this many of the relevant documents (those with the most of
+# the question's words) are ranked, or of as many as are asked for: a question
+# whose words are common would otherwise rank every passage of the library.
 RANKED_DOCUMENTS = 50
 
 # Words that name no topic, dropped from every query: Postgres's English
@@ -274,18 +273,34 @@ def _sqlite_search(
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
-            WITH points AS ({points}),
-            relevant AS (SELECT id FROM points GROUP BY id HAVING 2 * COUNT(*) > %s),
-            ranked AS (
-                -- bm25 is lower for better matches.
-                SELECT rowid AS id, bm25(library_librarypassage_fts, 0.2, 0.2, 1.0) AS rank
+            WITH points AS ({points})
+            SELECT id FROM points WHERE id IN ({visible[0]})
+            GROUP BY id HAVING 2 * COUNT(*) > %s ORDER BY COUNT(*) DESC, id LIMIT %s
+            """,
+            [
+                *phrases,
+                *(f"title : {phrase}" for phrase in phrases),
+                *visible[1],
+                words_counted(terms),
+                max(limit, RANKED_DOCUMENTS),
+            ],
+        )
+        relevant = [document_id for (document_id,) in cursor.fetchall()]
+        if not relevant:
+            return []
+        # Within the index, the passages of those documents that hold any of the words.
+        match = f"({' OR '.join(phrases)}) AND document : ({' OR '.join(f'd{pk}' for pk in relevant)})"
+        cursor.execute(
+            """
+            WITH ranked AS (
+                -- bm25 is lower for better matches; the document column is no words.
+                SELECT rowid AS id, bm25(library_librarypassage_fts, 0.2, 0.2, 1.0, 0.0) AS rank
                 FROM library_librarypassage_fts WHERE library_librarypassage_fts MATCH %s
             ),
             placed AS (
                 SELECT ranked.id, ranked.rank,
                        row_number() OVER (PARTITION BY p.document_id ORDER BY ranked.rank, ranked.id) AS place
                 FROM ranked JOIN library_librarypassage AS p ON p.id = ranked.id
-                WHERE p.document_id IN relevant AND p.document_id IN ({visible[0]})
             ),
             best AS (SELECT id, rank FROM placed WHERE place <= %s ORDER BY rank, id LIMIT %s)
             -- A snippet for the passages shown alone: making one is most of a match's cost.
@@ -298,18 +313,7 @@ def _sqlite_search(
             WHERE library_librarypassage_fts MATCH %s
             ORDER BY best.rank, best.id
             """,
-            [
-                *phrases,
-                *(f"title : {phrase}" for phrase in phrases),
-                words_counted(terms),
-                " OR ".join(phrases),
-                *visible[1],
-                per_document,
-                limit,
-                *_SNIPPET_MARKS,
-                SNIPPET_WORDS,
-                " OR ".join(phrases),
-            ],
+            [match, per_document, limit, *_SNIPPET_MARKS, SNIPPET_WORDS, match],
         )
         return cursor.fetchall()
 

@@ -1,7 +1,9 @@
 """Library documents cut into passages (library.passages), each indexed for
 full-text search as the documents are (agents' migration 0009): each CJK
 character a word of its own through cjk_split. SQLite: an FTS5 table over a
-view of the passages, kept in sync by triggers. Postgres: a stored weighted
+view of the passages, kept in sync by triggers, with a column naming each
+passage's document (d12), so a search can keep to the passages of the
+documents it found relevant within the index. Postgres: a stored weighted
 tsvector (the document's title A, the headings B, the text C) with a GIN
 index. Documents saved before this migration are cut and indexed here."""
 
@@ -11,34 +13,35 @@ from django.db import migrations, models
 SQLITE_CREATE = [
     """
     CREATE VIEW library_librarypassage_search AS
-    SELECT id, cjk_split(title) AS title, cjk_split(heading) AS heading, cjk_split(text) AS text
+    SELECT id, cjk_split(title) AS title, cjk_split(heading) AS heading, cjk_split(text) AS text,
+           'd' || document_id AS document
     FROM library_librarypassage
     """,
     """
     CREATE VIRTUAL TABLE library_librarypassage_fts USING fts5(
-        title, heading, text,
+        title, heading, text, document,
         content='library_librarypassage_search', content_rowid='id',
         tokenize='porter unicode61 remove_diacritics 2'
     )
     """,
     """
     CREATE TRIGGER library_librarypassage_fts_insert AFTER INSERT ON library_librarypassage BEGIN
-        INSERT INTO library_librarypassage_fts(rowid, title, heading, text)
-        VALUES (new.id, cjk_split(new.title), cjk_split(new.heading), cjk_split(new.text));
+        INSERT INTO library_librarypassage_fts(rowid, title, heading, text, document)
+        VALUES (new.id, cjk_split(new.title), cjk_split(new.heading), cjk_split(new.text), 'd' || new.document_id);
     END
     """,
     """
     CREATE TRIGGER library_librarypassage_fts_delete AFTER DELETE ON library_librarypassage BEGIN
-        INSERT INTO library_librarypassage_fts(library_librarypassage_fts, rowid, title, heading, text)
-        VALUES ('delete', old.id, cjk_split(old.title), cjk_split(old.heading), cjk_split(old.text));
+        INSERT INTO library_librarypassage_fts(library_librarypassage_fts, rowid, title, heading, text, document)
+        VALUES ('delete', old.id, cjk_split(old.title), cjk_split(old.heading), cjk_split(old.text), 'd' || old.document_id);
     END
     """,
     """
     CREATE TRIGGER library_librarypassage_fts_update AFTER UPDATE ON library_librarypassage BEGIN
-        INSERT INTO library_librarypassage_fts(library_librarypassage_fts, rowid, title, heading, text)
-        VALUES ('delete', old.id, cjk_split(old.title), cjk_split(old.heading), cjk_split(old.text));
-        INSERT INTO library_librarypassage_fts(rowid, title, heading, text)
-        VALUES (new.id, cjk_split(new.title), cjk_split(new.heading), cjk_split(new.text));
+        INSERT INTO library_librarypassage_fts(library_librarypassage_fts, rowid, title, heading, text, document)
+        VALUES ('delete', old.id, cjk_split(old.title), cjk_split(old.heading), cjk_split(old.text), 'd' || old.document_id);
+        INSERT INTO library_librarypassage_fts(rowid, title, heading, text, document)
+        VALUES (new.id, cjk_split(new.title), cjk_split(new.heading), cjk_split(new.text), 'd' || new.document_id);
     END
     """,
 ]
