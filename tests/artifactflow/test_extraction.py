@@ -22,7 +22,12 @@ def _readers() -> set[int]:
     """The pids of this process's children reading a document."""
     pids = set()
     for children in Path("/proc/self/task").glob("*/children"):
-        for pid in children.read_text().split():
+        try:
+            # A thread may end between the listing and the read.
+            listed = children.read_text().split()
+        except FileNotFoundError:
+            continue
+        for pid in listed:
             try:
                 if b"artifactflow.extraction" in Path(f"/proc/{pid}/cmdline").read_bytes():
                     pids.add(int(pid))

@@ -34,7 +34,8 @@ def clipboard_comes_to_hold(page, expected: str) -> None:
         return held == expected
 
     try:
-        waits.until(holds, timeout=5, interval=0.05)
+        # Chromium writes the clipboard in another process: on a busy machine, seconds later.
+        waits.until(holds, timeout=15, interval=0.05)
     except AssertionError:
         raise AssertionError(f"the clipboard holds {held!r}, not {expected!r}") from None
 
