@@ -333,8 +333,11 @@ def _postgres_search(
         ["(search_vector @@ phraseto_tsquery('english', %s))::int + (search_vector @@ to_tsquery('english', %s))::int"]
         * len(terms)
     )
-    # Each term as a phrase, and as the phrase in the text alone (each token's weight C).
-    terms_sql = ", ".join(["(%s, phraseto_tsquery('english', %s), to_tsquery('english', %s))"] * len(terms))
+    # Each term as a phrase, and as the phrase in the text alone (each token's
+    # weight C) and in the title alone (A).
+    terms_sql = ", ".join(
+        ["(%s, phraseto_tsquery('english', %s), to_tsquery('english', %s), to_tsquery('english', %s))"] * len(terms)
+    )
     headline = (
         f"StartSel='**', StopSel='**', MaxWords={SNIPPET_WORDS}, MinWords={SNIPPET_WORDS // 2}, FragmentDelimiter=' … '"
     )
@@ -351,17 +354,20 @@ def _postgres_search(
                 SELECT id FROM (SELECT id, ({points}) AS points FROM candidates) AS counted
                 WHERE 2 * points > %s ORDER BY points DESC, id LIMIT %s
             ),
-            terms (term, query, in_text) AS (VALUES {terms_sql}),
+            terms (term, query, in_text, in_title) AS (VALUES {terms_sql}),
             passages AS MATERIALIZED (
                 SELECT p.id, p.document_id, p.search_vector FROM library_librarypassage AS p, q
                 WHERE p.document_id IN (SELECT id FROM relevant) AND p.search_vector @@ q.query
             ),
             -- Which terms each passage holds: in its text (weight C), or only
-            -- in its headings and title (A, B), which count a fifth as much;
-            -- and how many of the passages hold each term.
+            -- in its headings (B), which count a fifth as much; a term in its
+            -- document's title (A) counts again, for every passage of it alike,
+            -- so a document named for the question leads one that mentions it.
+            -- And how many of the passages hold each term.
             hits AS (
                 SELECT passages.id, passages.document_id, terms.term,
-                       CASE WHEN passages.search_vector @@ terms.in_text THEN 1.0 ELSE 0.2 END AS hit,
+                       CASE WHEN passages.search_vector @@ terms.in_text THEN 1.0 ELSE 0.2 END
+                       + CASE WHEN passages.search_vector @@ terms.in_title THEN 1.0 ELSE 0.0 END AS hit,
                        count(*) OVER (PARTITION BY terms.term) AS holding
                 FROM passages CROSS JOIN terms WHERE passages.search_vector @@ terms.query
             ),
@@ -395,7 +401,7 @@ def _postgres_search(
                 *(
                     value
                     for index, (phrase, term) in enumerate(zip(phrases, terms, strict=True))
-                    for value in (index, phrase, tsquery_phrase(term, weights="C"))
+                    for value in (index, phrase, tsquery_phrase(term, weights="C"), tsquery_phrase(term, weights="A"))
                 ),
                 per_document,
                 limit,
