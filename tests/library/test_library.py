@@ -14,7 +14,7 @@ from agents.tools.search import web_search
 from agents.tools.web import library_document_fetch, web_fetch
 from artifacts.uploads import UploadError
 from library.models import LibraryDocument, LibraryPassage
-from library.selectors import library_search
+from library.selectors import library_search, library_url_passage
 from library.services import library_document_create
 from tests.factories import LibraryDocumentFactory, UserFactory, docx_of_xml, pdf_bytes
 
@@ -466,7 +466,7 @@ def long_reports(user):
 def test_a_question_finds_the_passage_that_answers_it_in_a_long_document(long_reports, query, document, heading, words):
     best, *others = library_search(query=query, limit=5)
 
-    passage = long_reports[document].passages.get(number=int(best.url.partition("#")[2]))
+    passage = long_reports[document].passages.get(number=library_url_passage(best.url))
     assert best.url.startswith(f"{long_reports[document].url}#")
     assert (best.heading, passage.heading) == (heading, heading)
     assert words in passage.text and "**" in best.snippet
