@@ -180,7 +180,9 @@ class Turn:
         self.is_cancelled = is_cancelled
         self.checkpoint = checkpoint
         self.owner = owner = self.message.conversation.owner
-        self.tool_context = ToolContext(artifacts=artifacts, user=owner, run_id=run.pk)
+        self.tool_context = ToolContext(
+            artifacts=artifacts, user=owner, run_id=run.pk, conversation_id=self.message.conversation_id
+        )
         # Configured tool sources that could not be reached: the turn goes on without them.
         self.unavailable: list[Unavailable] = []
         self.configs = agent_configs(user=owner, unavailable=self.unavailable)

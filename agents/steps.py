@@ -21,7 +21,7 @@ from django.utils.translation import gettext, gettext_lazy, ngettext, pgettext_l
 from artifactflow.ids import ArtifactIdConverter
 from artifactflow.markdown import markdown_render
 from artifacts.selectors import VersionName
-from library.selectors import library_page_url, library_url_id, library_url_passage
+from library.selectors import library_page_url, library_url_id, library_url_passage, snapshot_page_url
 
 from .config import CALL_SUBAGENT
 from .models import RunEvent
@@ -123,16 +123,20 @@ class Source:
     passage: str = ""
     # Where in it: a library passage's headings.
     section: str = ""
+    # The snapshot of a web page as web_fetch read it.
+    snapshot: int | None = None
 
     @property
     def href(self) -> str:
-        """The URL a browser should open: a web page's own, a library
-        document's page (marking the passage), and none for anything else
-        (a javascript: or data: URL planted in a search result)."""
+        """The URL a browser should open: a web page's snapshot, else the page
+        itself, a library document's page (marking the passage), and none for
+        anything else (a javascript: or data: URL planted in a search result)."""
         document_id = library_url_id(self.url)
         if document_id is not None:
             return library_page_url(document_id=document_id, passage=self.passage, number=library_url_passage(self.url))
-        return self.url if self.url.lower().startswith(("http://", "https://")) else ""
+        if not self.url.lower().startswith(("http://", "https://")):
+            return ""
+        return snapshot_page_url(snapshot_id=self.snapshot) if self.snapshot is not None else self.url
 
 
 @dataclass(frozen=True)
@@ -489,6 +493,7 @@ def step_result_read(fold: StepFold, step: Step, data: dict) -> None:
                 url,
                 _excerpt(source.get("excerpt", ""), EXCERPT_CHARS),
                 section=_excerpt(source.get("section", ""), 200),
+                snapshot=snapshot if isinstance(snapshot := source.get("snapshot"), int) else None,
             )
             if title:
                 fold.titles[url] = title

@@ -643,6 +643,9 @@ FETCH_ALLOWED_HOSTS = env.list("ARTIFACTFLOW_FETCH_ALLOWED_HOSTS", default=[])
 FETCH_TIMEOUT = env.float("ARTIFACTFLOW_FETCH_TIMEOUT", default=20.0)
 FETCH_MAX_BYTES = env.int("ARTIFACTFLOW_FETCH_MAX_BYTES", default=5 * 1024 * 1024)
 FETCH_MAX_REDIRECTS = 5
+# What the web pages read in one conversation may keep as snapshots (UTF-8
+# bytes of text); pages read beyond it are cited by their live address.
+SNAPSHOTS_MAX_BYTES = env.int("ARTIFACTFLOW_SNAPSHOTS_MAX_BYTES", default=20 * 1024 * 1024)
 
 # --- Tools an admin plugs in (agents.toolsources, docs/tools.md) -----------------
 

@@ -19,6 +19,7 @@ from accounts.views import (
 )
 from agents.views import usage_page
 from artifactflow import views
+from library.urls import sources_urlpatterns
 
 urlpatterns = [
     # Probes (docs/deploy.md): the process answers; the portal can serve a turn.
@@ -54,5 +55,6 @@ urlpatterns = [
     path("usage/", usage_page, name="usage"),
     path("runs/", include("agents.urls")),
     path("library/", include("library.urls")),
+    path("sources/", include(sources_urlpatterns)),
     path("", include("conversations.urls")),
 ]

@@ -20,6 +20,7 @@ from artifacts.models import ArtifactSession
 from artifacts.services import branch_copy
 from audit.models import AuditEvent
 from audit.services import audit_record
+from library.services import snapshots_copy
 
 from .models import Conversation, Message
 from .tree import message_path
@@ -163,6 +164,8 @@ def conversation_fork(*, user, conversation: Conversation, message: Message) -> 
             original_session = conversation.artifact_session
         except ArtifactSession.DoesNotExist:
             original_session = None
+        # The copied answers' citations open the pages as they were read.
+        snapshots_copy(source=conversation, conversation=fork)
         if original_session is not None:
             branch_copy(
                 branch=branch_at(session=original_session, message_id=message.pk),

@@ -4,7 +4,7 @@ from django.utils.translation import gettext_lazy as _
 
 from artifacts.uploads import UploadError
 
-from .models import LibraryDocument
+from .models import LibraryDocument, WebSnapshot
 from .services import library_file_read
 
 
@@ -61,3 +61,21 @@ class LibraryDocumentAdmin(admin.ModelAdmin):
         if not change:
             obj.uploaded_by = request.user
         super().save_model(request, obj, form, change)
+
+
+@admin.register(WebSnapshot)
+class WebSnapshotAdmin(admin.ModelAdmin):
+    """What agents read is evidence: inspected and removed here, never edited."""
+
+    list_display = ("__str__", "url", "conversation", "size", "fetched_at")
+    list_select_related = ("conversation",)
+    search_fields = ("url", "title")
+    date_hierarchy = "fetched_at"
+    readonly_fields = ("conversation", "url", "title", "content_type", "text", "digest", "size", "fetched_at")
+    raw_id_fields = ("conversation",)
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False

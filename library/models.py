@@ -83,3 +83,32 @@ class LibraryPassage(models.Model):
     @property
     def url(self) -> str:
         return f"{LIBRARY_URL_PREFIX}{self.document_id}#{self.number}"
+
+
+class WebSnapshot(models.Model):
+    """A web page as the crawl agent read it in a conversation: the text it
+    extracted, where from and when, so a citation of the page opens what the
+    agent read rather than whatever the page says by now (library.views).
+    Kept by library.services.snapshot_keep, one per text of a URL in a
+    conversation, and removed with the conversation or by retention."""
+
+    conversation = models.ForeignKey("conversations.Conversation", on_delete=models.CASCADE, related_name="snapshots")
+    # The page's address after redirects: the one the model was told it read.
+    url = models.TextField()
+    title = models.CharField(max_length=300, blank=True)
+    content_type = models.CharField(max_length=100)
+    text = models.TextField()
+    # SHA-256 of the text: the same URL read twice alike is one snapshot.
+    digest = models.CharField(max_length=64)
+    # UTF-8 bytes of the text, so a conversation's snapshots are bounded without reading them.
+    size = models.PositiveIntegerField()
+    fetched_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["conversation", "-fetched_at"]
+        # No unique (conversation, url, digest): a URL may be longer than
+        # Postgres indexes; one conversation's turns run one at a time.
+        indexes = [models.Index(fields=["conversation", "digest"], name="library_snapshot_digest")]
+
+    def __str__(self):
+        return self.title or self.url

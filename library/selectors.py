@@ -25,8 +25,10 @@ from django.utils.safestring import SafeString
 
 from artifactflow.markdown import code_render, markdown_render, passage_mark, text_render
 from artifactflow.textsearch import fts5_phrase, search_terms, snippet_join, tsquery_phrase, words_counted
+from conversations.models import Conversation
+from conversations.selectors import conversation_viewable
 
-from .models import LIBRARY_URL_PREFIX, LibraryDocument, LibraryPassage
+from .models import LIBRARY_URL_PREFIX, LibraryDocument, LibraryPassage, WebSnapshot
 
 # A question a model or person types has a handful of words; a pasted page
 # would only make the query slow.
@@ -198,6 +200,54 @@ def library_document_page(*, document: LibraryDocument, passage: str = "", at: i
         opened=opened,
         passages=document.passages.count() if opened is not None else 0,
     )
+
+
+def snapshot_page_url(*, snapshot_id: int, quote: str = "") -> str:
+    """The snapshot's page, marking `quote` (the words a citation quotes) when given."""
+    url = reverse("snapshot", args=[snapshot_id])
+    quote = " ".join(quote.split())[:PASSAGE_MAX_CHARS]
+    return f"{url}?{urlencode({'q': quote})}#passage" if quote else url
+
+
+def snapshot_get(*, user, snapshot_id: int) -> WebSnapshot | None:
+    """The snapshot if `user` may read its conversation (theirs, or shared
+    with them), else None: another's snapshot is one that does not exist."""
+    snapshot = WebSnapshot.objects.select_related("conversation").filter(pk=snapshot_id).first()
+    if snapshot is None or conversation_viewable(user=user, conversation_id=snapshot.conversation_id) is None:
+        return None
+    return snapshot
+
+
+def snapshot_find(*, conversation: Conversation, url: str) -> WebSnapshot | None:
+    """The latest snapshot of `url` in the conversation (a page read again
+    after it changed has one for each text), or None. A link's URL and the
+    one the page was read at may differ by a trailing slash or a fragment."""
+    url = url.strip()
+    base = url.split("#", 1)[0]
+    candidates = {url, base, base.rstrip("/"), base.rstrip("/") + "/"}
+    return (
+        WebSnapshot.objects.filter(conversation=conversation, url__in=candidates)
+        .order_by("-fetched_at", "-pk")
+        .only("pk")
+        .first()
+    )
+
+
+def snapshot_page(*, snapshot: WebSnapshot, quote: str = "") -> DocumentPage:
+    """The snapshot's text as its page shows it, as a library document's
+    page does: a web page's markdown rendered, a PDF's text as paragraphs,
+    other text as is; at most PAGE_MAX_CHARS, with `quote` marked."""
+    text = snapshot.text[:PAGE_MAX_CHARS]
+    if snapshot.content_type in ("text/html", "application/xhtml+xml", "text/markdown"):
+        html = markdown_render(text)
+    else:
+        html = text_render(text, lines_joined=snapshot.content_type == "application/pdf")
+    marked = False
+    quote = quote[:PASSAGE_MAX_CHARS]
+    if quote.strip():
+        html, marked = passage_mark(html, quote)
+    # Sanitised by markdown_render and text_render, sanitised again by passage_mark.
+    return DocumentPage(html=SafeString(html), cut=len(snapshot.text) > PAGE_MAX_CHARS, marked=marked)
 
 
 def library_document_removable(*, user, document: LibraryDocument) -> bool:

@@ -3,18 +3,25 @@ staff (in the admin), read once into text, and removed by whoever added them
 or by staff. A document limited to a group is seen by its members and its
 uploader alone, by people and agents alike (selectors.library_visible): an
 agent sees what the owner of the conversation it works for may see.
+
+The web pages the crawl agent reads are kept too, as snapshots of the
+conversation it read them in (snapshot_keep).
 """
 
+import hashlib
 from collections.abc import Iterator
 
+from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
+from django.db.models import Sum
+from django.utils import timezone
 from django.utils.translation import gettext
 
 from artifacts.services import artifact_upload_check
 from artifacts.uploads import ConvertedUpload, UploadError, convert_upload
 
-from .models import LibraryDocument, LibraryPassage
+from .models import LibraryDocument, LibraryPassage, WebSnapshot
 from .passages import passages_split
 from .selectors import library_document_get, library_document_removable
 
@@ -103,3 +110,42 @@ def library_passages_index(*, document: LibraryDocument) -> int:
             LibraryPassage(document=document, **fields) for fields in passages_of(document)
         )
     return len(passages)
+
+
+def snapshot_keep(*, conversation_id, url: str, title: str, content_type: str, text: str) -> WebSnapshot | None:
+    """The snapshot of the page `url` as read now in the conversation: the one
+    it has of that same text, else a new one; None when the conversation's
+    snapshots already hold SNAPSHOTS_MAX_BYTES (the fetch is not refused for
+    it: a citation of the page then opens the live page)."""
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    kept = WebSnapshot.objects.filter(conversation_id=conversation_id, digest=digest, url=url).first()
+    if kept is not None:
+        return kept
+    size = len(text.encode())
+    held = WebSnapshot.objects.filter(conversation_id=conversation_id).aggregate(total=Sum("size"))["total"] or 0
+    if held + size > settings.SNAPSHOTS_MAX_BYTES:
+        return None
+    return WebSnapshot.objects.create(
+        conversation_id=conversation_id,
+        url=url,
+        title=title[:300],
+        content_type=content_type[:100],
+        text=text,
+        digest=digest,
+        size=size,
+        fetched_at=timezone.now(),
+    )
+
+
+def snapshots_copy(*, source, conversation) -> int:
+    """Gives `conversation` the snapshots of `source` (a conversation continued
+    from it), so the answers it copies cite what they cited; how many."""
+    copies = WebSnapshot.objects.bulk_create(
+        WebSnapshot(
+            conversation=conversation,
+            **{field: getattr(snapshot, field) for field in ("url", "title", "content_type", "text", "digest", "size")},
+            fetched_at=snapshot.fetched_at,
+        )
+        for snapshot in WebSnapshot.objects.filter(conversation=source)
+    )
+    return len(copies)

@@ -7,3 +7,9 @@ urlpatterns = [
     path("<id:document_id>/", views.library_document, name="library-document"),
     path("<id:document_id>/delete/", views.library_document_delete, name="library-document-delete"),
 ]
+
+# Web pages as agents read them: /sources/ (artifactflow.urls).
+sources_urlpatterns = [
+    path("<id:snapshot_id>/", views.snapshot_detail, name="snapshot"),
+    path("open/<uuid:conversation_id>/", views.source_open, name="source-open"),
+]

@@ -6,6 +6,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseClientRedirect
 
 from artifacts.uploads import UploadError, upload_too_large_message
+from conversations.selectors import conversation_viewable
 
 from . import selectors, services
 from .forms import LibraryDocumentForm
@@ -69,3 +70,45 @@ def library_document_delete(request, document_id):
     if not services.library_document_delete(user=request.user, document_id=document_id):
         raise Http404("No such document.")
     return HttpResponseClientRedirect(reverse("library")) if request.htmx else redirect("library")
+
+
+def _quote(request) -> str:
+    return request.GET.get("q", "").replace("\x00", "")
+
+
+@require_GET
+def snapshot_detail(request, snapshot_id):
+    """A web page as an agent read it, with the words a citation quotes marked."""
+    snapshot = selectors.snapshot_get(user=request.user, snapshot_id=snapshot_id)
+    if snapshot is None:
+        return render(request, "404.html", {"snapshot": True}, status=404)
+    quote = _quote(request)
+    context = {
+        "snapshot": snapshot,
+        "page": selectors.snapshot_page(snapshot=snapshot, quote=quote),
+        "quote": " ".join(quote.split())[: selectors.PASSAGE_MAX_CHARS],
+        # Only a web address is a link: the URL was the model's to choose.
+        "live": snapshot.url if snapshot.url.lower().startswith(("http://", "https://")) else "",
+    }
+    return render(request, "library/snapshot.html", context)
+
+
+@require_GET
+def source_open(request, conversation_id):
+    """Where a link of an answer or a report in the conversation leads: the
+    snapshot of the page as an agent read it there, else a page saying none
+    was kept, with the live page's link; never a redirect to the URL given,
+    which anyone could write into a link."""
+    conversation = conversation_viewable(user=request.user, conversation_id=conversation_id)
+    if conversation is None:
+        return render(request, "404.html", status=404)
+    url = request.GET.get("url", "").replace("\x00", "")
+    snapshot = selectors.snapshot_find(conversation=conversation, url=url)
+    if snapshot is not None:
+        return redirect(selectors.snapshot_page_url(snapshot_id=snapshot.pk, quote=_quote(request)))
+    context = {
+        "conversation": conversation,
+        "url": url,
+        "live": url if url.lower().startswith(("http://", "https://")) else "",
+    }
+    return render(request, "library/no_snapshot.html", context)

@@ -13,6 +13,7 @@ class RetentionPolicy(models.Model):
         EVENTS = "events", _("turns' event logs of conversations idle for")
         AUDIT = "audit", _("audit records older than")
         PEOPLE = "people", _("conversations of people deactivated for")
+        SNAPSHOTS = "snapshots", _("snapshots of web pages read longer ago than")
 
     # Each kind's days until an administrator sets others: a team might choose them.
     DEFAULT_DAYS = {
@@ -21,6 +22,7 @@ class RetentionPolicy(models.Model):
         Kind.EVENTS: 90,
         Kind.AUDIT: 730,
         Kind.PEOPLE: 30,
+        Kind.SNAPSHOTS: 180,
     }
 
     kind = models.CharField(_("what"), max_length=20, choices=Kind.choices, unique=True)

@@ -15,7 +15,9 @@ or events; one with a turn in progress waits for the next run.
 - audit: audit records older than the days;
 - people: the conversations of people deactivated for the days, as the audit
   trail dates the deactivation (someone deactivated before the trail began is
-  left to the administrator).
+  left to the administrator);
+- snapshots: the kept text of web pages agents read longer ago than the days
+  (a citation of one then opens the live page).
 """
 
 import logging
@@ -37,6 +39,7 @@ from audit.models import AuditEvent
 from audit.services import audit_prune
 from conversations import lifecycle
 from conversations.models import Conversation, Message
+from library.models import WebSnapshot
 
 from .models import RetentionPolicy
 
@@ -62,6 +65,9 @@ def retention_plan(*, kind: str, days: int) -> RetentionPlan:
     if kind == Kind.UPLOADS:
         uploads = list(_uploads(cutoff=cutoff).values_list("file", flat=True))
         return RetentionPlan(count=len(uploads), bytes=sum(_file_size(name) for name in uploads))
+    if kind == Kind.SNAPSHOTS:
+        snapshots = _snapshots(cutoff=cutoff)
+        return RetentionPlan(count=snapshots.count(), bytes=snapshots.aggregate(total=Sum("size"))["total"] or 0)
     if kind == Kind.EVENTS:
         events = events_expirable(idle_before=cutoff)
         size = events.aggregate(total=Sum(OctetLength(Cast("data", TextField()))))["total"] or 0
@@ -118,6 +124,8 @@ def _apply(*, kind: str, cutoff, seconds: float) -> int:
         return removed
     if kind == Kind.EVENTS:
         return events_expire(idle_before=cutoff, seconds=seconds)
+    if kind == Kind.SNAPSHOTS:
+        return _snapshots(cutoff=cutoff).delete()[0]
     return audit_prune(before=cutoff)
 
 
@@ -126,6 +134,10 @@ def _conversations(*, kind: str, cutoff):
     if kind == Kind.CONVERSATIONS:
         return conversations.filter(updated_at__lt=cutoff)
     return conversations.filter(owner__in=_people_gone(cutoff=cutoff))
+
+
+def _snapshots(*, cutoff):
+    return WebSnapshot.objects.filter(fetched_at__lt=cutoff, conversation__retention_hold=False)
 
 
 def _people_gone(*, cutoff) -> list[int]:
@@ -152,8 +164,14 @@ def _conversation_bytes(conversations) -> int:
     versions = ArtifactVersion.objects.filter(artifact__session__conversation__in=conversations).aggregate(
         total=Sum(OctetLength("content"))
     )["total"]
+    snapshots = WebSnapshot.objects.filter(conversation__in=conversations).aggregate(total=Sum("size"))["total"]
     files = Artifact.objects.filter(session__conversation__in=conversations).exclude(file="")
-    return (messages or 0) + (versions or 0) + sum(_file_size(name) for name in files.values_list("file", flat=True))
+    return (
+        (messages or 0)
+        + (versions or 0)
+        + (snapshots or 0)
+        + sum(_file_size(name) for name in files.values_list("file", flat=True))
+    )
 
 
 def _uploads(*, cutoff):

@@ -12,6 +12,7 @@ from agents.event_schema import EventSchemaError, event_validate
 from agents.models import RunEvent
 from artifactflow import extraction, realtime
 from tests import waits
+from tests import web_pages as web_pages_module
 from tests.factories import UserFactory
 from tests.model_server import ScriptedModelServer
 from tests.processes import REDIS_SERVER, DisposableRedis
@@ -256,6 +257,15 @@ def disposable_redis(settings, tmp_path):
     yield redis
     realtime.publisher_reset()
     redis.kill()
+
+
+@pytest.fixture
+def web_pages(settings):
+    """A site of web pages on this machine that web_fetch may read (tests.web_pages)."""
+    settings.FETCH_ALLOWED_HOSTS = [web_pages_module.ALLOWED_HOST]
+    site = web_pages_module.PageSite().start()
+    yield site
+    site.stop()
 
 
 @pytest.fixture(autouse=True)

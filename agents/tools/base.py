@@ -76,8 +76,10 @@ class Tool:
 
 @dataclass
 class ToolContext:
-    """What a handler may use: the run's artifact manager and who asked."""
+    """What a handler may use: the run's artifact manager, who asked, and in
+    which conversation (None outside a turn: nothing is kept for one)."""
 
     artifacts: Any  # artifacts.manager.ArtifactManager
     user: Any = None
     run_id: int | None = None
+    conversation_id: Any = None

@@ -29,6 +29,7 @@ from artifactflow.documents import DocumentError, DocumentUnreadableError, PdfLo
 from artifactflow.extraction import document_read
 from library.models import LIBRARY_URL_PREFIX
 from library.selectors import library_documents, library_url_id, library_url_passage
+from library.services import snapshot_keep
 
 from ..event_schema import PageOutput
 from .base import CONFIRM, Tool, ToolContext, ToolResult, source_data, tool_error
@@ -54,6 +55,19 @@ _HOST_NAME = re.compile(r"[a-z0-9_.-]+")
 
 class FetchError(Exception):
     """A fetch we refuse or that failed; the message is for the model."""
+
+
+@dataclass(frozen=True)
+class FetchedPage:
+    """A page as web_fetch read it: its text, and notes on what was left out."""
+
+    url: str
+    status: int
+    content_type: str
+    title: str
+    text: str
+    notes: list[str]
+    bytes: int
 
 
 def url_parse(url: str) -> httpx.URL:
@@ -216,12 +230,23 @@ def web_fetch(context: ToolContext, *, url: str) -> ToolResult:
     if url.strip().lower().startswith(LIBRARY_URL_PREFIX):
         return library_document_fetch(url=url, user=context.user)
     try:
-        return _fetch(url=url)
+        page = _fetch(url=url)
     except FetchError as error:
         return tool_error(tool=WEB_FETCH, message=str(error))
+    snapshot = None
+    if context.conversation_id is not None:
+        # Kept as read, for a citation of the page to open (library.views).
+        snapshot = snapshot_keep(
+            conversation_id=context.conversation_id,
+            url=page.url,
+            title=page.title,
+            content_type=page.content_type,
+            text=page.text,
+        )
+    return _page_result(page, snapshot=snapshot.pk if snapshot is not None else None)
 
 
-def _fetch(*, url: str) -> ToolResult:
+def _fetch(*, url: str) -> FetchedPage:
     deadline = time.monotonic() + settings.FETCH_TIMEOUT
     for _ in range(settings.FETCH_MAX_REDIRECTS + 1):
         addresses = url_check(url)
@@ -265,7 +290,7 @@ def body_read_capped(response: httpx.Response, *, deadline: float, limit: int) -
     return b"".join(chunks), False
 
 
-def _page(*, url: str, response: httpx.Response, body: bytes, cut: bool) -> ToolResult:
+def _page(*, url: str, response: httpx.Response, body: bytes, cut: bool) -> FetchedPage:
     content_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
     charset = response.charset_encoding or "utf-8"
     if content_type in ("text/html", "application/xhtml+xml"):
@@ -282,15 +307,30 @@ def _page(*, url: str, response: httpx.Response, body: bytes, cut: bool) -> Tool
     if len(text) > MAX_CHARS:
         text = text[:MAX_CHARS]
         notes.append(f"The text was cut at {MAX_CHARS} characters.")
-    truncated, note = (' truncated="true"', f"<note>{escape(' '.join(notes))}</note>") if notes else ("", "")
+    return FetchedPage(
+        url=url,
+        status=response.status_code,
+        content_type=content_type,
+        title=title,
+        text=text,
+        notes=notes,
+        bytes=len(body),
+    )
+
+
+def _page_result(page: FetchedPage, *, snapshot: int | None) -> ToolResult:
+    truncated, note = (' truncated="true"', f"<note>{escape(' '.join(page.notes))}</note>") if page.notes else ("", "")
+    source = source_data(title=page.title, url=page.url, text=page.text)
+    if snapshot is not None:
+        source["snapshot"] = snapshot
     return ToolResult(
         success=True,
         content=(
-            f'<page url={quoteattr(url)} status="{response.status_code}" content_type={quoteattr(content_type)} '
-            f"title={quoteattr(title)}{truncated}>{note}<content>{escape(text)}</content></page>"
+            f'<page url={quoteattr(page.url)} status="{page.status}" content_type={quoteattr(page.content_type)} '
+            f"title={quoteattr(page.title)}{truncated}>{note}<content>{escape(page.text)}</content></page>"
         ),
-        output=PageOutput(kind="page", source=source_data(title=title, url=url, text=text)),
-        metadata={"url": url, "status": response.status_code, "bytes": len(body)},
+        output=PageOutput(kind="page", source=source),
+        metadata={"url": page.url, "status": page.status, "bytes": page.bytes},
     )
 
 

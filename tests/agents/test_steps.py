@@ -18,3 +18,16 @@ from agents.steps import Source
 def test_a_source_opens_a_library_passage_at_its_place_and_a_web_page_as_itself(url, passage, href):
     assert reverse("library-document", args=[5]) == "/library/5/"
     assert Source(title="热泵", url=url, passage=passage).href == href
+
+
+@pytest.mark.parametrize(
+    ("url", "href"),
+    [
+        ("https://example.org/a", "/sources/7/"),
+        # A snapshot id planted beside another kind of URL opens nothing.
+        ("javascript:alert(1)", ""),
+        ("library://5#2", "/library/5/?at=2#passage"),
+    ],
+)
+def test_a_page_web_fetch_kept_opens_its_snapshot(url, href):
+    assert Source(title="热泵", url=url, snapshot=7).href == href

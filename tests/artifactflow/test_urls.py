@@ -55,8 +55,8 @@ from artifacts.models import Artifact, ArtifactSession, ArtifactVersion
 from conversations import lifecycle
 from conversations.models import Conversation, ConversationShare, Message
 from conversations.selectors import readable_filter
-from library.models import LibraryDocument
-from library.services import library_document_create
+from library.models import LibraryDocument, WebSnapshot
+from library.services import library_document_create, snapshot_keep
 from tests.agents.test_engine import call
 from tests.factories import ConversationShareFactory, MessageFactory, RunFactory, UserFactory
 from tests.model_server import Text
@@ -109,6 +109,7 @@ def _owner_rows(owner) -> list:
         ArtifactVersion.objects.filter(artifact__session__conversation__owner=owner),
         get_user_model().objects.filter(pk=owner.pk),
         LibraryDocument.objects.filter(uploaded_by=owner),
+        WebSnapshot.objects.filter(mine),
     ]
     return [list(qs.order_by("pk").values()) for qs in querysets]
 
@@ -171,6 +172,13 @@ def world(user, other_user, scripted_model, settings):
         user=owner, title=f"Heat pumps {MARKER}", content=f"How heat pumps work: {MARKER}", group=team
     )
     shared = library_document_create(user=owner, title="Heat pumps for everyone", content="Heat pumps move heat.")
+    snapshot = snapshot_keep(
+        conversation_id=conversation.pk,
+        url="https://heat.example/pumps",
+        title=f"Heat pumps {MARKER}",
+        content_type="text/html",
+        text=f"What the owner's agent read: {MARKER}",
+    )
     run_ids = [completed.pk, waiting.pk, failed.pk, running.pk]
     missing_run = Run.objects.order_by("-pk").values_list("pk", flat=True).first() + 1000
     assert Conversation.objects.filter(readable_filter(user=attacker), pk=conversation.pk).count() == 0
@@ -196,6 +204,7 @@ def world(user, other_user, scripted_model, settings):
                 Value(str(shared.pk + 1000)),
                 Value("9" * 25),
             ],
+            "snapshot_id": [Value(str(snapshot.pk)), Value(str(snapshot.pk + 1000)), Value("9" * 25)],
             # What follows an old admin URL the portal redirects (artifactflow.urls).
             "rest": [Value(""), Value(f"{limited.pk}/change/")],
             # A set-password link (accounts.onboarding) is its own key: the owner's id with a

@@ -18,6 +18,8 @@ from artifacts.branches import branch_shown
 from artifacts.models import Artifact, ArtifactSession, ArtifactVersion
 from conversations import lifecycle
 from conversations.models import Conversation, Message
+from library.models import WebSnapshot
+from library.services import snapshot_keep
 from tests.agents.test_engine import call
 from tests.artifacts import test_branches
 from tests.artifacts.test_branches import PLAN_HEAT, _turn, _writes
@@ -192,10 +194,15 @@ def test_delete_once_the_turn_has_ended_takes_messages_runs_and_artifacts_along(
     conversation = lifecycle.conversation_start(user=user, content="Hello", enqueue=False)
     Run.objects.update(status=status)
 
+    snapshot_keep(
+        conversation_id=conversation.pk, url="https://a.example/", title="", content_type="text/plain", text="读"
+    )
+
     lifecycle.conversation_delete(conversation=conversation)
 
     assert not Conversation.objects.exists()
     assert not Run.objects.exists() and not ArtifactSession.objects.exists()
+    assert not WebSnapshot.objects.exists()
 
 
 @pytest.mark.parametrize("status", [Run.Status.QUEUED, Run.Status.RUNNING, Run.Status.WAITING_PERMISSION])
@@ -273,6 +280,13 @@ def _texts(conversation):
 
 def test_a_fork_holds_the_branch_shown_with_its_artifacts_and_says_where_it_came_from(two_branches, other_user):
     conversation, heat, _solar = two_branches
+    read = snapshot_keep(
+        conversation_id=conversation.pk,
+        url="https://heat.example/",
+        title="热泵",
+        content_type="text/html",
+        text="热泵",
+    )
 
     fork = lifecycle.conversation_fork(user=other_user, conversation=conversation, message=heat)
 
@@ -291,6 +305,10 @@ def test_a_fork_holds_the_branch_shown_with_its_artifacts_and_says_where_it_came
     # The original keeps its own.
     assert Message.objects.filter(conversation=conversation).count() == 2
     assert Artifact.objects.filter(session__conversation=conversation).count() == 2
+    # The copied answers' links open the pages as they were read, in the fork, whatever becomes of the original.
+    (copy,) = WebSnapshot.objects.filter(conversation=fork)
+    assert (copy.url, copy.text, copy.digest, copy.fetched_at) == (read.url, read.text, read.digest, read.fetched_at)
+    assert WebSnapshot.objects.filter(conversation=conversation).get() == read
 
 
 def test_a_fork_stops_at_the_chosen_message_and_its_artifacts_at_that_point(user, other_user, scripted_model):

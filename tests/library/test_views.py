@@ -1,5 +1,6 @@
 """The team library's pages: adding, listing, searching, reading and removing
-documents, another person's ids on every URL."""
+documents, and the snapshots of web pages agents read; another person's ids
+on every URL."""
 
 import lxml.html
 import pytest
@@ -10,12 +11,13 @@ from django.urls import reverse
 
 from agents.services.execution import run_execute
 from conversations import lifecycle
-from library.models import LibraryDocument
+from library.models import LibraryDocument, WebSnapshot
 from library.selectors import PAGE_MAX_CHARS
-from library.services import library_document_create
+from library.services import library_document_create, snapshot_keep
 from tests.agents.test_engine import call
-from tests.factories import LibraryDocumentFactory, UserFactory
+from tests.factories import ConversationFactory, ConversationShareFactory, LibraryDocumentFactory, UserFactory
 from tests.model_server import Text
+from tests.web_pages import html_page
 
 pytestmark = pytest.mark.django_db
 
@@ -292,3 +294,128 @@ def test_a_long_library_lists_its_newest_documents_and_says_so(signed_in, monkey
 
     assert [a.text_content() for a in _page(response).xpath("//a[@class='library-title']")] == ["Newest", "Middle"]
     assert "The newest 2 documents are listed; search to find the others." in response.content.decode()
+
+
+# A page as the crawl agent read it, and as it says by the time someone reads the answer.
+PRICES = ["空气源热泵的安装价格为每千瓦一千二百元，比去年下降了百分之八。", "北方地区的补贴政策仍然有效。"]
+PRICES_LATER = ["空气源热泵的安装价格为每千瓦一千五百元。", "补贴已经取消。"]
+
+
+def _read_turn(*, user, scripted_model, settings, url: str, answer: str):
+    """A turn whose crawl agent reads `url` and whose lead answers `answer`."""
+    settings.TOOL_PERMISSIONS = {"web_fetch": "auto"}
+    scripted_model.add(
+        Text(call("call_subagent", agent="crawl_agent", instruction=f"Read {url}")),
+        Text(call("web_fetch", url=url)),
+        Text("价格是每千瓦一千二百元。"),
+        Text(answer),
+    )
+    conversation = lifecycle.conversation_start(user=user, content="热泵的安装价格是多少？", enqueue=False)
+    run = run_execute(run_id=conversation.active_branch.runs.get().pk)
+    return conversation, run
+
+
+def test_a_page_an_agent_read_opens_as_it_was_read_from_the_activity_and_the_answer(
+    signed_in, user, scripted_model, settings, web_pages
+):
+    web_pages.pages["/prices"] = html_page(title="今日热泵价格", paragraphs=PRICES)
+    url = web_pages.url("/prices")
+    conversation, run = _read_turn(
+        user=user, scripted_model=scripted_model, settings=settings, url=url, answer=f"见[今日价格]({url})。"
+    )
+    web_pages.pages["/prices"] = html_page(title="今日热泵价格", paragraphs=PRICES_LATER)
+
+    activity = _page(signed_in.get(reverse("run-activity", args=[run.pk])))
+    (link,) = activity.xpath("//div[@class='step-sources']/a")
+    snapshot = WebSnapshot.objects.get(conversation=conversation)
+    chat = _page(signed_in.get(conversation.get_absolute_url()))
+    opened = signed_in.get(reverse("source-open", args=[conversation.pk]), {"url": url})
+    page = signed_in.get(link.get("href"))
+
+    assert link.get("href") == reverse("snapshot", args=[snapshot.pk])
+    assert chat.xpath("//main")[0].get("data-sources") == reverse("source-open", args=[conversation.pk])
+    # The answer's link keeps the page's own address: static/js/sources.js opens it through source-open.
+    assert chat.xpath("//a[text()='今日价格']")[0].get("href") == url
+    assert opened.status_code == 302 and opened["Location"] == reverse("snapshot", args=[snapshot.pk])
+    text = _page(page).xpath("//article")[0].text_content()
+    assert "每千瓦一千二百元" in text and "一千五百元" not in text and "All rights reserved" not in text
+    assert _page(page).xpath("//h1")[0].text_content() == "今日热泵价格"
+    (live,) = _page(page).xpath("//p[@class='snapshot-live']/a")
+    assert (live.get("href"), live.get("target"), live.get("rel")) == (url, "_blank", "noopener noreferrer nofollow")
+    assert url in _page(page).xpath("//span[@class='snapshot-url']")[0].text_content()
+    assert snapshot.digest[:12] in page.content.decode()
+
+
+def test_a_citations_quote_is_marked_in_the_snapshot_and_one_it_lacks_is_said(signed_in, user):
+    conversation = ConversationFactory(owner=user)
+    snapshot = snapshot_keep(
+        conversation_id=conversation.pk,
+        url="https://heat.example/prices",
+        title="今日热泵价格",
+        content_type="text/html",
+        text="# 今日热泵价格\n\n" + "\n\n".join(PRICES) + "\n\nHeat pumps cost **less** than last year.",
+    )
+
+    # Spaced differently from the page, across its emphasis.
+    english = signed_in.get(reverse("snapshot", args=[snapshot.pk]), {"q": "Heat pumps  cost less"})
+    chinese = signed_in.get(reverse("snapshot", args=[snapshot.pk]), {"q": "比去年下降了百分之八"})
+    missing = signed_in.get(
+        reverse("snapshot", args=[snapshot.pk]), {"q": "价格上涨了百分之二十"}, HTTP_ACCEPT_LANGUAGE="zh-hans"
+    )
+    via_link = signed_in.get(
+        reverse("source-open", args=[conversation.pk]), {"url": "https://heat.example/prices/#top", "q": "补贴政策"}
+    )
+
+    marks = _page(english).xpath("//article//mark")
+    assert marks[0].get("id") == "passage" and "".join(m.text_content() for m in marks) == "Heat pumps cost less"
+    assert "".join(m.text_content() for m in _page(chinese).xpath("//article//mark")) == "比去年下降了百分之八"
+    assert not _page(missing).xpath("//article//mark")
+    note = _page(missing).xpath("//p[contains(@class, 'snapshot-unfound')]")[0].text_content()
+    assert note == "此快照中没有所引用的文字：“价格上涨了百分之二十”"
+    assert (
+        via_link["Location"]
+        == f"{reverse('snapshot', args=[snapshot.pk])}?q=%E8%A1%A5%E8%B4%B4%E6%94%BF%E7%AD%96#passage"
+    )
+
+
+def test_a_snapshot_is_its_conversations_readers_alone(client, user, other_user):
+    conversation = ConversationFactory(owner=user)
+    snapshot = snapshot_keep(
+        conversation_id=conversation.pk,
+        url="https://heat.example/internal",
+        title="Internal prices",
+        content_type="text/plain",
+        text="Only the owner's team reads this.",
+    )
+    urls = [reverse("snapshot", args=[snapshot.pk]), reverse("source-open", args=[conversation.pk])]
+    client.force_login(other_user)
+
+    before = [client.get(url, {"url": snapshot.url}).status_code for url in urls]
+    share = ConversationShareFactory(conversation=conversation, user=other_user)
+    shared = [client.get(url, {"url": snapshot.url}).status_code for url in urls]
+    share.delete()
+    revoked = [client.get(url, {"url": snapshot.url}) for url in urls]
+
+    assert before == [404, 404]
+    assert shared == [200, 302]
+    assert [response.status_code for response in revoked] == [404, 404]
+    assert "Only the owner" not in revoked[0].content.decode()
+    assert "snapshot of a web page does not exist" in revoked[0].content.decode()
+
+
+@pytest.mark.parametrize(
+    ("url", "live"),
+    [
+        ("https://heat.example/never-read", "https://heat.example/never-read"),
+        ("javascript:alert(1)", None),
+        ("", None),
+    ],
+)
+def test_a_link_to_a_page_no_agent_read_says_so_and_offers_the_live_page(signed_in, user, url, live):
+    conversation = ConversationFactory(owner=user)
+
+    response = signed_in.get(reverse("source-open", args=[conversation.pk]), {"url": url})
+
+    assert response.status_code == 200
+    assert _page(response).xpath("//h1")[0].text_content() == "No snapshot of this page"
+    assert _page(response).xpath("//p[@class='snapshot-live']/a/@href") == ([live] if live else [])

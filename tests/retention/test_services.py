@@ -15,6 +15,8 @@ from artifacts.services import artifact_upload
 from audit.models import AuditEvent
 from audit.services import audit_record
 from conversations.models import Conversation
+from library.models import WebSnapshot
+from library.services import snapshot_keep
 from retention.apps import SCHEDULE
 from retention.models import RetentionPolicy
 from retention.services import policies_apply, retention_plan
@@ -109,6 +111,29 @@ def test_event_logs_of_idle_conversations_go_but_a_held_ones(user):
     policies_apply()
 
     assert list(RunEvent.objects.values_list("run__message__conversation", flat=True)) == [held.pk]
+
+
+def test_snapshots_read_longer_ago_than_the_policy_go_but_a_held_conversations(user):
+    recent, held = _conversation(user, days=0), _conversation(user, days=0, retention_hold=True)
+    snapshots = [
+        snapshot_keep(conversation_id=conversation.pk, url=url, title="", content_type="text/plain", text=ANSWER)
+        for conversation, url in [
+            (recent, "https://a.example/old"),
+            (recent, "https://a.example/new"),
+            (held, "https://a.example/old"),
+        ]
+    ]
+    WebSnapshot.objects.filter(url="https://a.example/old").update(fetched_at=timezone.now() - timedelta(days=200))
+    policy = _policy(Kind.SNAPSHOTS, days=180)
+
+    plan = retention_plan(kind=policy.kind, days=policy.days)
+    removed = policies_apply()
+
+    assert (plan.count, plan.bytes) == (1, len(ANSWER.encode()))
+    assert removed == {Kind.SNAPSHOTS: 1}
+    assert set(WebSnapshot.objects.values_list("pk", flat=True)) == {snapshots[1].pk, snapshots[2].pk}
+    # The conversation stays; its link to the page opens the live page now.
+    assert Conversation.objects.filter(pk=recent.pk).exists()
 
 
 def test_audit_records_older_than_the_policy_go(db):

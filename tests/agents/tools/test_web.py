@@ -4,20 +4,24 @@ addresses do so through a patched socket.getaddrinfo; no test sends a packet
 off this machine (the guard fixture below makes sure of it)."""
 
 import contextlib
+import hashlib
 import ipaddress
 import socket
 import ssl
 import subprocess
 import threading
 import time
+from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
+from django.utils import timezone
 
 from agents.tools.base import CONFIRM, ToolContext
 from agents.tools.web import MAX_URL_CHARS, WEB_FETCH_TOOL, FetchTarget, body_read_capped, fetch_target
-from tests.factories import pdf_bytes, pdf_sharing_one_stream
+from library.models import WebSnapshot
+from tests.factories import ConversationFactory, pdf_bytes, pdf_sharing_one_stream
 
 ARTICLE = """<!doctype html><html><head><title>Tides of the North Sea</title></head><body>
 <nav><a href="/">Home</a> | <a href="/about">About</a></nav>
@@ -28,6 +32,13 @@ twenty-five minutes apart. Its range grows from under a metre off Norway to seve
 wave turns around them anticlockwise. See the <a href="https://example.org/tides">tide tables</a>.</p>
 <p>Storm surges ride on top of the tide and caused the flood of 1953, which drowned 1,836 people.</p>
 </article><footer>Copyright nobody</footer></body></html>"""
+
+
+# A page whose text a test changes between two reads.
+TODAY = {"html": ""}
+TODAY_ZH = """<!doctype html><html><head><title>今日热泵价格</title></head><body><article><h1>今日热泵价格</h1>
+<p>空气源热泵的安装价格为每千瓦一千二百元，比去年下降了百分之八。北方地区的补贴政策仍然有效，
+申请需要提供安装合同和发票。</p></article></body></html>"""
 
 
 # Pages drawing one 2.8 MB stream (14 KB): five pass the reader's limit, three
@@ -68,6 +79,7 @@ class _Site(BaseHTTPRequestHandler):
             "/shared.pdf": (200, "application/pdf", SHARED_STREAM_PDF),
             "/slow.pdf": (200, "application/pdf", SLOW_PDF),
             "/host": (200, "text/plain", self.headers["Host"].encode()),
+            "/today": (200, "text/html; charset=utf-8", TODAY["html"].encode()),
         }
         redirects = {
             "/hop/3": "/hop/2",
@@ -169,6 +181,73 @@ def local_allowed(settings):
 
 def fetch(url):
     return WEB_FETCH_TOOL.handler(ToolContext(artifacts=None), url=url)
+
+
+def fetch_in(conversation, url):
+    return WEB_FETCH_TOOL.handler(ToolContext(artifacts=None, conversation_id=conversation.pk), url=url)
+
+
+@pytest.mark.django_db
+def test_a_page_read_in_a_conversation_is_kept_as_it_was_read(site, local_allowed):
+    conversation = ConversationFactory()
+    TODAY["html"] = TODAY_ZH
+
+    read = fetch_in(conversation, f"{site}/today")
+    redirected = fetch_in(conversation, f"{site}/hop/3")
+
+    chinese, notes = WebSnapshot.objects.order_by("pk")
+    assert read.success and read.output["source"]["snapshot"] == chinese.pk
+    assert (chinese.conversation, chinese.url, chinese.title) == (conversation, f"{site}/today", "今日热泵价格")
+    assert chinese.content_type == "text/html"
+    assert "每千瓦一千二百元" in chinese.text and "<p>" not in chinese.text
+    assert chinese.digest == hashlib.sha256(chinese.text.encode()).hexdigest()
+    assert chinese.size == len(chinese.text.encode())
+    assert timezone.now() - chinese.fetched_at < timedelta(minutes=1)
+    # Kept under the address it was read at, after the redirects: the one the model was told.
+    assert redirected.output["source"]["snapshot"] == notes.pk
+    assert (notes.url, notes.content_type, notes.text) == (
+        f"{site}/notes.txt",
+        "text/plain",
+        "Café notes: <b>not markup</b> & more",
+    )
+
+
+@pytest.mark.django_db
+def test_a_page_read_again_alike_is_one_snapshot_and_changed_another(site, local_allowed):
+    conversation, other = ConversationFactory(), ConversationFactory()
+    TODAY["html"] = ARTICLE
+    first = fetch_in(conversation, f"{site}/today")
+    again = fetch_in(conversation, f"{site}/today")
+    elsewhere = fetch_in(other, f"{site}/today")
+    TODAY["html"] = ARTICLE.replace("1,836 people", "1,835 people")
+    changed = fetch_in(conversation, f"{site}/today")
+
+    snapshots = [result.output["source"]["snapshot"] for result in (first, again, elsewhere, changed)]
+    assert snapshots[0] == snapshots[1]
+    assert len(set(snapshots)) == 3
+    assert WebSnapshot.objects.filter(conversation=conversation).count() == 2
+    assert "1,835 people" in WebSnapshot.objects.get(pk=snapshots[3]).text
+
+
+@pytest.mark.django_db
+def test_past_the_conversations_bound_a_page_is_read_but_not_kept(site, local_allowed):
+    conversation = ConversationFactory()
+    local_allowed.SNAPSHOTS_MAX_BYTES = 150_000
+    kept = fetch_in(conversation, f"{site}/notes.txt")
+    huge = fetch_in(conversation, f"{site}/huge.txt")
+
+    assert "snapshot" in kept.output["source"]
+    assert huge.success and "0123456789" in huge.content
+    assert "snapshot" not in huge.output["source"]
+    assert WebSnapshot.objects.filter(conversation=conversation).count() == 1
+
+
+@pytest.mark.django_db
+def test_a_fetch_outside_a_turn_keeps_nothing(site, local_allowed):
+    result = fetch(f"{site}/article")
+
+    assert result.success and "snapshot" not in result.output["source"]
+    assert not WebSnapshot.objects.exists()
 
 
 def test_the_tool_asks_for_a_url_and_confirmation():
