@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from html import unescape
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 import nh3
 import pygments
@@ -23,6 +23,7 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexer import Lexer
 from pygments.lexers import LEXERS, find_lexer_class
 
+from artifactflow.citations import citations_read
 from artifactflow.textsearch import CJK_CHARACTER
 
 # Every render is bounded: past this many characters text is shown plain, and a
@@ -154,10 +155,11 @@ def _leaves_the_site(href: str) -> bool:
     return href.lower().startswith(("http://", "https://", "//"))
 
 
-def _library_page(href: str) -> str | None:
+def _library_page(href: str, *, quote: str = "") -> str | None:
     """The page of the library document a library://<id> link names, which
-    a browser can open, at the passage a library://<id>#<n> names (the page
-    marks it: library.views); None for any other link."""
+    a browser can open, at the passage a library://<id>#<n> names, with the
+    words a citation quotes marked, else the passage (the page marks them:
+    library.views); None for any other link."""
     match = _LIBRARY_URL.fullmatch(href)
     if match is None:
         return None
@@ -165,7 +167,10 @@ def _library_page(href: str) -> str | None:
         page = reverse("library-document", args=[int(match[1])])
     except NoReverseMatch:
         return None
-    return f"{page}?at={int(match[2])}#passage" if match[2] else page
+    query = {"at": int(match[2])} if match[2] else {}
+    if quote:
+        query["passage"] = quote
+    return f"{page}?{urlencode(query)}#passage" if query else page
 
 
 def _link_marked(inside: bool):
@@ -179,7 +184,7 @@ def _link_marked(inside: bool):
         token = tokens[idx]
         if inside:
             href = token.attrGet("href") or ""
-            page = _library_page(href)
+            page = _library_page(href, quote=token.attrGet("data-quote") or "")
             if page is not None:
                 token.attrSet("href", page)
             elif _leaves_the_site(href):
@@ -219,6 +224,45 @@ def _library_links(state) -> None:
         block.children = children
 
 
+def _citation_links(state) -> None:
+    """Makes each numbered marker ([1]) that names a reference of the text a
+    link to its source (artifactflow.citations), titled with the source's
+    name and carrying the quotation it follows, for the source's page to
+    mark: a library passage's page marks it itself (link_open), a web page's
+    snapshot through static/js/sources.js. The list of sources keeps a line
+    for each."""
+    found = citations_read(state.tokens)
+    # A list of sources written a line each reads as one: each on a line of its own.
+    for block in found.reference_blocks:
+        for child in state.tokens[block].children:
+            if child.type == "softbreak":
+                child.type, child.tag = "hardbreak", "br"
+    by_child: dict[tuple[int, int], list] = {}
+    for marker in found.markers:
+        by_child.setdefault((marker.block, marker.child), []).append(marker)
+    # Last first, so that replacing a child leaves the places of those before it.
+    for (block, child), markers in sorted(by_child.items(), reverse=True):
+        token = state.tokens[block].children[child]
+        pieces, at = [], 0
+        for marker in markers:
+            pieces.append(_text_token(token.content[at : marker.start], level=token.level))
+            for number in marker.numbers:
+                reference = found.references[number]
+                attrs = {"href": reference.href, "class": "citation", "title": reference.title}
+                if marker.quote:
+                    attrs["data-quote"] = marker.quote
+                pieces += [
+                    Token("link_open", "a", 1, attrs=attrs, level=token.level, markup="citation"),
+                    _text_token(f"[{number}]", level=token.level + 1),
+                    Token("link_close", "a", -1, level=token.level, markup="citation"),
+                ]
+            at = marker.end
+        pieces.append(_text_token(token.content[at:], level=token.level))
+        state.tokens[block].children[child : child + 1] = [
+            piece for piece in pieces if piece.type != "text" or piece.content
+        ]
+
+
 def _text_token(content: str, *, level: int) -> Token:
     return Token("text", "", 0, content=content, level=level)
 
@@ -251,6 +295,7 @@ _md = (
     .use(_deadline_rules)
 )
 _md.core.ruler.push("library_links", _library_links)
+_md.core.ruler.push("citation_links", _citation_links)
 _md.add_render_rule("image", _image_as_link)
 _md.add_render_rule("link_open", _link_marked(True))
 _md.add_render_rule("link_close", _link_marked(False))
@@ -259,7 +304,7 @@ _md.add_render_rule("link_close", _link_marked(False))
 _tags = (nh3.ALLOWED_TAGS | {"input"}) - {"img"}
 _attributes = {
     **nh3.ALLOWED_ATTRIBUTES,
-    "a": {"href", "hreflang", "class", "target"},
+    "a": {"href", "hreflang", "class", "target", "title", "data-quote"},
     "pre": {"class"},
     "span": {"class"},
     "ul": {"class"},

@@ -18,7 +18,7 @@ logger = logging.getLogger(__name__)
 
 # Part of every key: raise it when a renderer's HTML changes, so that nothing
 # rendered the old way is shown again.
-RENDERING = 1
+RENDERING = 2
 # What nobody viewed for a month is rendered again when someone does.
 KEEP_SECONDS = 30 * 24 * 3600
 

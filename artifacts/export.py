@@ -3,6 +3,8 @@
 The markdown is parsed with markdown-it-py and its token stream is walked
 once, appending to a python-docx document. Raw HTML is never interpreted:
 it comes out as the literal text the author wrote, which Word cannot run.
+A numbered citation ([1], artifactflow.citations) becomes a footnote naming
+its source (and the words it quotes); the list of sources stays as written.
 """
 
 import io
@@ -12,8 +14,11 @@ from dataclasses import dataclass
 import docx
 from django.utils import timezone
 from docx.enum.text import WD_ALIGN_PARAGRAPH
-from docx.oxml import OxmlElement
-from docx.oxml.ns import qn
+from docx.opc.constants import CONTENT_TYPE, RELATIONSHIP_TYPE
+from docx.opc.packuri import PackURI
+from docx.opc.part import XmlPart
+from docx.oxml import OxmlElement, parse_xml
+from docx.oxml.ns import nsdecls, qn
 from docx.oxml.numbering import CT_Num
 from docx.oxml.table import CT_Tbl
 from docx.shared import Inches
@@ -21,6 +26,7 @@ from docx.table import Table
 from docx.text.paragraph import Paragraph
 from markdown_it.token import Token
 
+from artifactflow.citations import Marker, citations_read
 from artifactflow.markdown import markdown_tokens
 
 MONOSPACE_FONT = "Courier New"  # on every Word and LibreOffice install
@@ -75,6 +81,56 @@ class _Cell:
     inline: Token | None
     header: bool
     alignment: WD_ALIGN_PARAGRAPH | None
+    markers: dict[int, list[Marker]] | None = None
+
+
+# A footnotes part as Word writes one: the two separators it draws above the notes, then the notes.
+_FOOTNOTES_XML = (
+    f"<w:footnotes {nsdecls('w')}>"
+    '<w:footnote w:type="separator" w:id="-1"><w:p><w:r><w:separator/></w:r></w:p></w:footnote>'
+    '<w:footnote w:type="continuationSeparator" w:id="0"><w:p><w:r><w:continuationSeparator/></w:r></w:p></w:footnote>'
+    "</w:footnotes>"
+)
+
+
+class _Footnotes:
+    """The document's footnotes, its part made at the first (python-docx has no footnote API)."""
+
+    def __init__(self, document):
+        self._document = document
+        self._element = None
+        self._next_id = 1
+
+    def add(self, text: str) -> int:
+        if self._element is None:
+            part = XmlPart(
+                PackURI("/word/footnotes.xml"),
+                CONTENT_TYPE.WML_FOOTNOTES,
+                parse_xml(_FOOTNOTES_XML),
+                self._document.part.package,
+            )
+            self._document.part.relate_to(part, RELATIONSHIP_TYPE.FOOTNOTES)
+            self._element = part.element
+        footnote_id, self._next_id = self._next_id, self._next_id + 1
+        note = parse_xml(
+            f'<w:footnote {nsdecls("w")} w:id="{footnote_id}"><w:p><w:r><w:rPr><w:vertAlign w:val="superscript"/>'
+            '</w:rPr><w:footnoteRef/></w:r><w:r><w:t xml:space="preserve"> </w:t></w:r></w:p></w:footnote>'
+        )
+        next(note.iter(qn("w:t"))).text = f" {text}"
+        self._element.append(note)
+        return footnote_id
+
+
+def _footnote_reference(footnote_id: int):
+    run = OxmlElement("w:r")
+    properties = OxmlElement("w:rPr")
+    raised = OxmlElement("w:vertAlign")
+    raised.set(qn("w:val"), "superscript")
+    properties.append(raised)
+    reference = OxmlElement("w:footnoteReference")
+    reference.set(qn("w:id"), str(footnote_id))
+    run.extend([properties, reference])
+    return run
 
 
 class _DocxWriter:
@@ -105,6 +161,11 @@ class _DocxWriter:
         self._quote_depth = 0
         self._table_rows: list[list[_Cell]] | None = None
         self._cell: _Cell | None = None
+        self._footnotes = _Footnotes(self._document)
+        # The citations of the inline block being written, by child (artifactflow.citations).
+        self._markers: dict[int, dict[int, list[Marker]]] = {}
+        self._references = {}
+        self._block = 0
 
     def to_bytes(self) -> bytes:
         buffer = io.BytesIO()
@@ -130,7 +191,16 @@ class _DocxWriter:
         self._paragraph_append(style="Subtitle").add_run(subtitle)
 
     def tokens_add(self, tokens: list[Token]) -> None:
-        for token in tokens:
+        citations = citations_read(tokens)
+        self._references = citations.references
+        for marker in citations.markers:
+            self._markers.setdefault(marker.block, {}).setdefault(marker.child, []).append(marker)
+        # The list of sources, written a line each, keeps a line each.
+        for block in citations.reference_blocks:
+            for child in tokens[block].children:
+                if child.type == "softbreak":
+                    child.type = "hardbreak"
+        for self._block, token in enumerate(tokens):
             handler = self._HANDLERS.get(token.type)
             if handler is not None:
                 handler(self, token)
@@ -155,13 +225,21 @@ class _DocxWriter:
     def _inline(self, token: Token) -> None:
         if self._cell is not None:
             self._cell.inline = token
+            self._cell.markers = self._markers.get(self._block)
             return
         children = token.children or []
         if self._task_item:
             self._task_item = False
             children = _task_marker_replace(children)
         paragraph = self._paragraph or self._paragraph_in_context()
-        _inline_add(paragraph, children)
+        _inline_add(paragraph, children, markers=self._markers.get(self._block), footnote=self._footnote)
+
+    def _footnote(self, marker: Marker, number: int) -> int:
+        """A footnote for one source of a citation: what it quotes, the source's name and address."""
+        reference = self._references[number]
+        quoted = f"“{marker.quote}” — " if marker.quote else ""
+        named = f"{reference.title}, {reference.href}" if reference.title != reference.href else reference.href
+        return self._footnotes.add(_XML_INVALID.sub("", quoted + named))
 
     def _text_block(self, token: Token) -> None:
         # Raw HTML and unknown blocks: the literal text, line breaks kept.
@@ -279,7 +357,13 @@ class _DocxWriter:
                 if cell.alignment is not None:
                     paragraph.alignment = cell.alignment
                 if cell.inline is not None:
-                    _inline_add(paragraph, cell.inline.children or [], bold=cell.header)
+                    _inline_add(
+                        paragraph,
+                        cell.inline.children or [],
+                        bold=cell.header,
+                        markers=cell.markers,
+                        footnote=self._footnote,
+                    )
 
     # Low level.
 
@@ -334,8 +418,17 @@ def _task_marker_replace(children: list[Token]) -> list[Token]:
     return [first, *children[1:]]
 
 
-def _inline_add(paragraph: Paragraph, children: list[Token], *, bold: bool = False) -> None:
-    """Runs for one block's inline tokens, formatting nested as markdown nests it."""
+def _inline_add(
+    paragraph: Paragraph,
+    children: list[Token],
+    *,
+    bold: bool = False,
+    markers: dict[int, list[Marker]] | None = None,
+    footnote=None,
+) -> None:
+    """Runs for one block's inline tokens, formatting nested as markdown nests
+    it; each citation among them (`markers`, by child) a footnote's reference,
+    made by `footnote(marker, number)`."""
     # How many open spans currently ask for each format.
     formats = {"bold": int(bold), "italic": 0, "strike": 0}
     links: list[tuple[str, list[str]]] = []  # href and the text shown for it so far
@@ -356,11 +449,22 @@ def _inline_add(paragraph: Paragraph, children: list[Token], *, bold: bool = Fal
         if links:
             links[-1][1].append(text)
 
-    for token in children:
+    def cited_add(text: str, cited: list[Marker]) -> None:
+        at = 0
+        for marker in cited:
+            run_add(text[at : marker.start])
+            for number in marker.numbers:
+                paragraph._p.append(_footnote_reference(footnote(marker, number)))
+            at = marker.end
+        run_add(text[at:])
+
+    for position, token in enumerate(children):
         kind = token.type
         if kind in _FORMAT_CHANGES:
             name, change = _FORMAT_CHANGES[kind]
             formats[name] += change
+        elif kind == "text" and markers and position in markers:
+            cited_add(token.content, markers[position])
         elif kind in ("text", "html_inline"):
             run_add(token.content)
         elif kind == "code_inline":

@@ -15,6 +15,8 @@
     event.preventDefault();
     const opened = new URL(sources.dataset.sources, location.href);
     opened.searchParams.set("url", link.href);
+    // A citation's quotation (artifactflow.markdown), for the snapshot to mark.
+    if (link.dataset.quote) opened.searchParams.set("q", link.dataset.quote);
     window.open(opened.toString(), "_blank", "noopener");
   });
 })();

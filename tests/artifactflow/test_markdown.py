@@ -328,3 +328,34 @@ def test_the_longest_piece_of_a_passage_the_text_shows_is_marked():
     marked, found = passage_mark(html, "Heat pumps move heat … words the text lacks … A different paragraph")
 
     assert found and '<mark id="passage">A different paragraph</mark>' in marked
+
+
+def test_a_citation_links_to_its_source_with_the_words_it_quotes():
+    html = markdown_render(
+        "Homes stayed “at 20 °C <down> to −15 °C” [1]. 价格为“每千瓦一千二百元”。[2] Both [1, 2]; none [3].\n\n"
+        "## Sources\n"
+        "[1] [Survey](https://survey.example/2026)\n"
+        "[2] [热泵手册](library://9#3)\n"
+        "[3] [Script](javascript:alert(1))\n"
+    )
+    page = lxml.html.fragment_fromstring(html, create_parent="div")
+
+    citations = page.xpath("//a[@class='citation']")
+    assert [(a.text_content(), a.get("title"), a.get("data-quote")) for a in citations] == [
+        ("[1]", "Survey", "at 20 °C <down> to −15 °C"),
+        ("[2]", "热泵手册", "每千瓦一千二百元"),
+        ("[1]", "Survey", None),
+        ("[2]", "热泵手册", None),
+    ]
+    page_url = reverse("library-document", args=[9])
+    assert [a.get("href") for a in citations] == [
+        "https://survey.example/2026",
+        f"{page_url}?at=3&passage=%E6%AF%8F%E5%8D%83%E7%93%A6%E4%B8%80%E5%8D%83%E4%BA%8C%E7%99%BE%E5%85%83#passage",
+        "https://survey.example/2026",
+        f"{page_url}?at=3#passage",
+    ]
+    assert citations[0].get("target") == "_blank" and "noopener" in citations[0].get("rel")
+    # A source whose link markdown refuses is none: its marker stays text.
+    assert "none [3]." in page.text_content() and not page.xpath("//a[contains(@href, 'javascript')]")
+    # The sources keep a line each.
+    assert len(page.xpath("//h2/following-sibling::p[1]/br")) == 2

@@ -3,7 +3,9 @@ from textwrap import dedent
 
 import docx
 import pytest
+from docx.opc.constants import RELATIONSHIP_TYPE
 from docx.oxml.ns import qn
+from lxml import etree
 
 from artifactflow import markdown
 from artifacts.export import MONOSPACE_FONT, docx_from_markdown
@@ -179,3 +181,51 @@ def test_big_document_exports(monkeypatch):
 
     assert document.paragraphs[-1].text == "Paragraph 4999 with code and a link (https://example.com/4999)."
     assert len(document.tables) == 50
+
+
+CITED = """# 热泵报告
+
+Homes stayed “at 20 °C down to -15 °C” [1]. 价格为“每千瓦一千二百元”。[2] Both [1, 2]; none [3].
+
+| 地区 | 价格 |
+|---|---|
+| 北方 | 一千二百元 [2] |
+
+## Sources
+[1] [Heat pump survey](https://survey.example/2026)
+[2] [热泵手册](library://9#3)
+"""
+
+
+def test_citations_become_footnotes_and_the_sources_stay_a_list():
+    exported = docx.Document(io.BytesIO(docx_from_markdown(markdown=CITED)))
+
+    notes = exported.part.part_related_by(RELATIONSHIP_TYPE.FOOTNOTES)
+    footnotes = {
+        int(note.get(qn("w:id"))): "".join(note.itertext()).strip()
+        for note in etree.fromstring(notes.blob).iter(qn("w:footnote"))
+        if note.get(qn("w:type")) is None
+    }
+    references = [int(ref.get(qn("w:id"))) for ref in exported.element.body.iter(qn("w:footnoteReference"))]
+    assert footnotes == {
+        1: "“at 20 °C down to -15 °C” — Heat pump survey, https://survey.example/2026",
+        2: "“每千瓦一千二百元” — 热泵手册, library://9#3",
+        3: "Heat pump survey, https://survey.example/2026",
+        4: "热泵手册, library://9#3",
+        5: "热泵手册, library://9#3",
+    }
+    # In the text's order, the table's too; the marker with no source stays as written.
+    assert references == [1, 2, 3, 4, 5]
+    assert (
+        exported.paragraphs[1].text
+        == "Homes stayed “at 20 °C down to -15 °C” . 价格为“每千瓦一千二百元”。 Both ; none [3]."
+    )
+    assert exported.paragraphs[-1].text == (
+        "[1] Heat pump survey (https://survey.example/2026)\n[2] 热泵手册 (library://9#3)"
+    )
+
+
+def test_a_report_without_citations_has_no_footnotes():
+    exported = docx.Document(io.BytesIO(docx_from_markdown(markdown="A claim [1].\n\n[1] nothing to cite")))
+
+    assert RELATIONSHIP_TYPE.FOOTNOTES not in {rel.reltype for rel in exported.part.rels.values()}
