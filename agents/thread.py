@@ -10,6 +10,7 @@ from functools import cached_property
 from django.conf import settings
 from django.db.models import Exists, OuterRef, Prefetch, Q, prefetch_related_objects
 
+from artifactflow.citations import ANSWER_WHERE, CITATIONS_KEY, citations_unfound_mark
 from artifactflow.markdown import live_answer
 from artifactflow.rendered import answer_html
 from conversations.models import Conversation, Message
@@ -34,7 +35,14 @@ class ThreadEntry:
         """The answer as HTML, or for a run still writing it, as finished blocks and the block being written."""
         if self.view.is_active:
             return live_answer(self.view.text)
-        return answer_html(self.view.text)
+        return citations_unfound_mark(
+            answer_html(self.view.text), check=self.message.metadata.get(CITATIONS_KEY), where=ANSWER_WHERE
+        )
+
+    @property
+    def citations(self) -> dict | None:
+        """Its turn's citation check (agents.services.citations)."""
+        return self.message.metadata.get(CITATIONS_KEY)
 
     @property
     def position(self) -> int:

@@ -6,6 +6,7 @@ from django.utils.translation import gettext, gettext_noop
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import retarget
 
+from artifactflow.citations import CITATIONS_KEY
 from artifactflow.csvfiles import csv_response
 from conversations.views import thread_response
 
@@ -103,6 +104,7 @@ def run_activity(request, run_id):
         "fold": selectors.run_activity(run=run),
         "model_use": selectors.model_use(metrics=run.metrics),
         "run": run,
+        "citations": run.message.metadata.get(CITATIONS_KEY),
         # Artifact links open in this conversation's pane.
         "conversation_id": run.message.conversation_id,
         # A reader it is shared with was not the one asked to approve.

@@ -17,8 +17,17 @@ check (each quotation looked up in its source) read them alike.
 
 import re
 from dataclasses import dataclass
+from html import unescape
 
+from django.utils.html import format_html
+from django.utils.safestring import SafeString, mark_safe
+from django.utils.translation import gettext
 from markdown_it.token import Token
+
+# Where a turn's citation check is kept: its message's metadata (agents.services.citations).
+CITATIONS_KEY = "citations"
+# What the check calls the answer; a report it calls by its artifact id.
+ANSWER_WHERE = ""
 
 # [1], [1, 3], [1，3]: a few numbers, never a year or a task box.
 MARKER = re.compile(r"\[(\d{1,3}(?:\s*[,，]\s*\d{1,3}){0,9})\]")
@@ -159,3 +168,36 @@ def _reference(number: int, children: list[Token], *, skip: int) -> Reference | 
         return None
     href = bare[0].rstrip(".,;:)）。，")
     return Reference(number=number, href=href, title=text[: bare.start()].strip(" -–—:：") or href)
+
+
+# A citation link as artifactflow.markdown renders it, after sanitising.
+_CITATION_LINK = re.compile(r'<a ([^>]*\bclass="citation"[^>]*)>\[(\d{1,3})\]</a>')
+_DATA_QUOTE = re.compile(r'\bdata-quote="([^"]*)"')
+
+
+def citations_unfound_mark(html: str, *, check: dict | None, where: str) -> SafeString:
+    """Rendered text with each citation whose quotation the check did not
+    find in its source marked, and a note saying so after it. `where` is the
+    text's name in the check (ANSWER_WHERE, or a report's artifact id)."""
+    missing = {
+        (str(item.get("quote", "")), item.get("number"))
+        for item in (check or {}).get("missing", [])
+        if item.get("where") == where
+    }
+    if not missing:
+        return mark_safe(html)
+
+    def mark(link: re.Match) -> str:
+        quote = _DATA_QUOTE.search(link[1])
+        if quote is None or (unescape(quote[1]), int(link[2])) not in missing:
+            return link[0]
+        attributes = link[1].replace('class="citation"', 'class="citation citation-unfound"', 1)
+        return format_html(
+            '<a {}>[{}]</a><span class="citation-missing" title="{}">✦ {}</span>',
+            mark_safe(attributes),
+            link[2],
+            gettext("These words are not in the source as the agents read it."),
+            gettext("not found in [%(number)s]") % {"number": link[2]},
+        )
+
+    return mark_safe(_CITATION_LINK.sub(mark, html))

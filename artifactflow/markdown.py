@@ -24,7 +24,7 @@ from pygments.lexer import Lexer
 from pygments.lexers import LEXERS, find_lexer_class
 
 from artifactflow.citations import citations_read
-from artifactflow.textsearch import CJK_CHARACTER
+from artifactflow.textsearch import CJK_CHARACTER, words_comparable_span
 
 # Every render is bounded: past this many characters text is shown plain, and a
 # render still going after this many seconds stops and shows its text plain.
@@ -176,8 +176,8 @@ def _library_page(href: str, *, quote: str = "") -> str | None:
 def _link_marked(inside: bool):
     """Renders a link's opening or closing tag, noting for the image rule
     whether what follows is inside a link. A library:// link leads to the
-    document's page; a link to another site opens in a new tab (the
-    sanitiser gives every link rel="noopener noreferrer nofollow")."""
+    document's page; a link to another site, and a citation, open in a new
+    tab (the sanitiser gives every link rel="noopener noreferrer nofollow")."""
 
     def rule(renderer, tokens, idx, options, env) -> str:
         env["in_link"] = inside
@@ -187,7 +187,8 @@ def _link_marked(inside: bool):
             page = _library_page(href, quote=token.attrGet("data-quote") or "")
             if page is not None:
                 token.attrSet("href", page)
-            elif _leaves_the_site(href):
+            # A citation opens beside the report it is read in, as a link to another site does.
+            if _leaves_the_site(href) or token.markup == "citation":
                 token.attrSet("target", "_blank")
         return renderer.renderToken(tokens, idx, options, env)
 
@@ -471,11 +472,18 @@ def _passage_pieces(passage: str) -> list[str]:
     ]
 
 
+def _passage_whole(passage: str) -> str:
+    """The passage as one piece, when it leaves nothing out."""
+    return " ".join(_MARKDOWN_SYNTAX.sub("", passage).split()) if not _PASSAGE_GAP.search(passage) else ""
+
+
 def passage_mark(html: str, passage: str) -> tuple[str, bool]:
     """Sanitised HTML with the first place its text shows the passage (or
     the longest piece of it that it shows) marked, the first mark with
     id="passage" for a link's #passage to scroll to; and whether it was
-    found. The passage may run across inline tags (emphasis, a link): each
+    found. A whole passage (no gap in it) is found too where only its
+    punctuation, spaces or full-width forms differ, as the citation check
+    compares a quotation. The passage may run across inline tags (emphasis, a link): each
     run of text in it is marked. The result is sanitised again, so the
     passage can add nothing but the marks."""
     segments = _TAG_OR_TEXT.split(html)
@@ -488,12 +496,17 @@ def passage_mark(html: str, passage: str) -> tuple[str, bool]:
     for piece in _passage_pieces(passage):
         pattern = re.compile(r"\s+".join(re.escape(word) for word in piece.split()), re.IGNORECASE)
         found = pattern.search(text)
-        if found is None:
+        span = found.span() if found else None
+        if span is None and piece == _passage_whole(passage):
+            # A quotation spelt otherwise (its punctuation, spaces, full-width
+            # forms), as the citation check finds it.
+            span = words_comparable_span(text, piece)
+        if span is None:
             continue
         first = True
         for index, segment in texts.items():
-            begin = max(found.start() - starts[index], 0)
-            end = min(found.end() - starts[index], len(segment))
+            begin = max(span[0] - starts[index], 0)
+            end = min(span[1] - starts[index], len(segment))
             if begin >= end or not segment[begin:end].strip():
                 continue
             mark = '<mark id="passage">{}</mark>' if first else "<mark>{}</mark>"

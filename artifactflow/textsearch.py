@@ -21,6 +21,7 @@ word in about its first 256 uses of each of the word's characters.
 """
 
 import re
+import unicodedata
 from itertools import pairwise
 
 # Han (unified, extension A, compatibility, the supplementary planes'
@@ -124,3 +125,34 @@ def tsquery_phrase(tokens: list[str], *, prefix: bool = False, weights: str = ""
     if prefix:
         phrase[-1] = f"'{tokens[-1]}':*{weights}"
     return " <-> ".join(phrase)
+
+
+# What a quotation's words are made of: everything else (spaces, punctuation,
+# quotation marks, dashes, symbols) may differ between a quote and its source.
+_NOT_WORDS = re.compile(r"[\W_]+")
+
+
+def words_comparable(text: str) -> str:
+    """The text's letters and digits only, in one form (NFKC: full-width
+    letters and digits as ASCII; case folded), so that a quotation is found in
+    its source however either spells its spaces and punctuation: "COP, 3.1"
+    in "cop 3.1", “每千瓦一千二百元” in 每千瓦一千二百元。 Linear in the text."""
+    return _NOT_WORDS.sub("", unicodedata.normalize("NFKC", text).casefold())
+
+
+def words_comparable_span(text: str, quote: str) -> tuple[int, int] | None:
+    """Where in `text` the quotation is, compared as words_comparable
+    compares them: the span from its first letter or digit to its last; None
+    when it is not there. Linear in the text."""
+    needle = words_comparable(quote)
+    if not needle:
+        return None
+    kept, positions = [], []
+    for position, char in enumerate(text):
+        for comparable in words_comparable(char):
+            kept.append(comparable)
+            positions.append(position)
+    found = "".join(kept).find(needle)
+    if found < 0:
+        return None
+    return positions[found], positions[found + len(needle) - 1] + 1

@@ -6,14 +6,15 @@ render what it returns."""
 
 import re
 from dataclasses import dataclass, replace
-from functools import partial
 from urllib.parse import urlencode
 
 from django.conf import settings
 from django.urls import reverse
 from django.utils.translation import gettext, gettext_noop
 
+from artifactflow.citations import CITATIONS_KEY, citations_unfound_mark
 from artifactflow.ids import ArtifactIdConverter, id_from_text
+from conversations.models import Message
 
 from .branches import Branch
 from .diff import DiffLine, artifact_diff
@@ -21,6 +22,7 @@ from .models import Artifact, ArtifactVersion
 from .paging import TextPage, page_of, text_first_page
 from .rendering import page_render
 from .selectors import (
+    MARKDOWN_TYPES,
     TEXT_START,
     ArtifactView,
     VersionName,
@@ -198,7 +200,19 @@ def page_context(*, selected: ArtifactView, page: TextPage, version: int | None)
     """A page of the text shown, and its HTML, rendered when the template
     shows it (an editor or a diff shows none): a saved `version`'s once."""
     prose = reads_as_prose(selected)
-    render = partial(page_render, page=page, content_type=selected.content_type, prose=prose, saved=bool(version))
+
+    def render():
+        html = page_render(page=page, content_type=selected.content_type, prose=prose, saved=bool(version))
+        if not version or selected.saved is None or selected.content_type not in MARKDOWN_TYPES:
+            return html
+        # The citation check of the turn that saved this version (agents.services.citations).
+        check = (
+            Message.objects.filter(artifact_versions__artifact=selected.saved, artifact_versions__version=version)
+            .values_list(f"metadata__{CITATIONS_KEY}", flat=True)
+            .first()
+        )
+        return citations_unfound_mark(html, check=check, where=selected.artifact_id)
+
     return {"selected": selected, "text_page": page, "page_version": version, "page_html": render}
 
 

@@ -226,10 +226,7 @@ def snapshot_find(*, conversation: Conversation, url: str) -> WebSnapshot | None
     base = url.split("#", 1)[0]
     candidates = {url, base, base.rstrip("/"), base.rstrip("/") + "/"}
     return (
-        WebSnapshot.objects.filter(conversation=conversation, url__in=candidates)
-        .order_by("-fetched_at", "-pk")
-        .only("pk")
-        .first()
+        WebSnapshot.objects.filter(conversation=conversation, url__in=candidates).order_by("-fetched_at", "-pk").first()
     )
 
 

@@ -32,6 +32,7 @@ from ..selectors import branch_allowed_tools
 from ..state import OutcomeStatus, TurnState, checkpoint_new, checkpoint_state
 from ..titling import title_propose
 from .admission import run_owner_lock, runs_admit
+from .citations import citations_check, citations_keep
 from .ending import CANCELLED, answer_keep, error_emit, flush_data, run_branch, run_end_save
 from .recovery import run_recover_dead
 
@@ -265,6 +266,11 @@ def _run_checkpoint(*, run: Run, lease: Lease, state: TurnState, artifacts: Arti
 
 
 def _run_finish(*, run: Run, lease: Lease, log: RunEventLog, outcome: engine.TurnOutcome, flush: FlushReport) -> None:
+    citations = None
+    if outcome.status == OutcomeStatus.COMPLETED and not flush.failed:
+        # Read before the end's transaction, which may hold SQLite's one writer's lock.
+        citations = citations_check(run=run, answer=outcome.response)
+
     def write():
         # The terminal event is written first: it is the last write the lease allows.
         with transaction.atomic():
@@ -291,6 +297,7 @@ def _run_finish(*, run: Run, lease: Lease, log: RunEventLog, outcome: engine.Tur
                 run.error = error_emit(log=log, flush=flush, message=ARTIFACTS_NOT_SAVED)
                 run.status = Run.Status.FAILED
             else:
+                citations_keep(message=run.message, check=citations)
                 log.emit(
                     RunEvent.Type.COMPLETE,
                     data={

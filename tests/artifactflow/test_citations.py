@@ -41,7 +41,9 @@ def test_the_sources_and_markers_of_a_report_are_read_with_their_quotations():
 
 
 def test_a_numbered_list_under_a_sources_heading_is_read_too():
-    found = _read('A "straight quote," [2] and [1].\n\n## 参考资料\n\n1. [甲](library://3#2)\n2. [B](https://b.example/)\n')
+    found = _read(
+        'A "straight quote," [2] and [1].\n\n## 参考资料\n\n1. [甲](library://3#2)\n2. [B](https://b.example/)\n'
+    )
 
     assert [reference.href for reference in found.references.values()] == ["library://3#2", "https://b.example/"]
     assert [(marker.numbers, marker.quote) for marker in found.markers] == [((2,), "straight quote,"), ((1,), "")]

@@ -359,3 +359,17 @@ def test_a_citation_links_to_its_source_with_the_words_it_quotes():
     assert "none [3]." in page.text_content() and not page.xpath("//a[contains(@href, 'javascript')]")
     # The sources keep a line each.
     assert len(page.xpath("//h2/following-sibling::p[1]/br")) == 2
+
+
+def test_a_quotation_spelt_otherwise_is_marked_where_its_words_are():
+    html = markdown_render("Homes kept at **20 °C** down to −15 °C outside. 价格为每千瓦一千二百元，比去年下降了百分之八。")
+
+    english, found = passage_mark(html, "at 20 °C, down to -15 °C outside")
+    chinese, found_too = passage_mark(html, "每千瓦一千二百元 比去年下降了百分之八")
+
+    page = lxml.html.fragment_fromstring(english, create_parent="div")
+    assert found and "".join(mark.text_content() for mark in page.xpath("//mark")) == "at 20 °C down to −15 °C outside"
+    page = lxml.html.fragment_fromstring(chinese, create_parent="div")
+    assert found_too and page.xpath("//mark")[0].text_content() == "每千瓦一千二百元，比去年下降了百分之八"
+    # A snippet with a gap is looked for piece by piece, as before, never as one string of words.
+    assert passage_mark(html, "every word … elsewhere")[1] is False

@@ -11,6 +11,8 @@ from artifactflow.textsearch import (
     search_words,
     snippet_join,
     tsquery_phrase,
+    words_comparable,
+    words_comparable_span,
     words_counted,
 )
 from conversations.models import Message
@@ -125,3 +127,19 @@ def test_a_connection_any_thread_opens_can_write_what_the_search_triggers_index(
     thread.join()
 
     assert errors == [] and Message.objects.filter(content="热泵的效率").exists()
+
+
+@pytest.mark.parametrize(
+    ("text", "quote", "span"),
+    [
+        ("kept homes at 20 °C down to −15 °C outside.", "at 20 °C, down to -15 °C outside", (11, 42)),
+        ("价格为每千瓦一千二百元，比去年下降了百分之八。", "每千瓦一千二百元 比去年下降了百分之八", (3, 22)),
+        ("The SCOP was 3.1 here", "ｔｈｅ ＳＣＯＰ ｗａｓ ３.１", (0, 16)),
+        ("价格为每千瓦一千二百元。", "每千瓦八百元", None),
+        ("anything", "“ … ”", None),
+    ],
+)
+def test_a_quotation_is_found_whatever_its_spaces_punctuation_and_widths(text, quote, span):
+    assert words_comparable_span(text, quote) == span
+    if span is not None:
+        assert words_comparable(quote) == words_comparable(text[span[0] : span[1]])

@@ -1,8 +1,11 @@
-"""Web pages as the crawl agent read them, in the browser: an answer's link,
-a report's link and the Activity's source open the page's snapshot (what it
-said when it was read, not what it says now) with the live page a click
-away; a quote is marked where the snapshot holds it; a page no agent read
-says so. English and Chinese, 1366 and 390 px, light and dark."""
+"""Web pages as the crawl agent read them, and a report's citations, in the
+browser: an answer's link, a report's link and the Activity's source open the
+page's snapshot (what it said when it was read, not what it says now) with
+the live page a click away; a quote is marked where the snapshot holds it; a
+page no agent read says so. A report's numbered citation opens its source at
+the words it quotes, a web snapshot or a library passage, even where its
+punctuation differs; the citation check marks an invented quotation. English
+and Chinese, 1366 and 390 px, light and dark."""
 
 import pytest
 from playwright.sync_api import expect
@@ -128,3 +131,97 @@ def test_a_cited_page_opens_as_the_agent_read_it(portal, model_server, site, new
         screenshot(reader, name=f"{width}-{scheme}-{locale}-quote-missing")
         if locale == "zh-CN":
             expect(reader.locator(".snapshot-live a")).to_have_text("打开当前网页 ↗")
+
+
+HANDBOOK = "# 热泵手册\n\n## 噪声\n\n" + "安装说明。" * 300 + "\n\n室外机一米处约五十分贝，夜间应低于四十五分贝。\n"
+REPORT = """# 热泵报告
+
+Homes were kept “at 20 °C, down to -15 °C outside” [1]. 价格“每千瓦一千二百元 比去年下降了百分之八”[2]。
+
+An invented claim: “prices doubled in 2026” [1]. 手册说“室外机一米处约五十分贝”[3]。
+
+## Sources
+[1] [Heat pump survey 2026]({survey})
+[2] [今日热泵价格]({prices})
+[3] [热泵手册]({handbook})
+"""
+
+
+@pytest.mark.parametrize(
+    ("width", "scheme", "locale"), [(1366, "light", "en"), (390, "dark", "zh-CN")], ids=["1366-light-en", "390-dark-zh"]
+)
+def test_a_reports_citations_open_their_words_and_an_invented_quote_is_marked(
+    portal, model_server, site, new_page, screenshot, width, scheme, locale
+):
+    user = portal.user_create(prefix="e2e-cite")
+    handbook = portal.shell(
+        "from django.contrib.auth import get_user_model; from library.services import library_document_create; "
+        f"user = get_user_model().objects.get(username={user.username!r}); "
+        f"document = library_document_create(user=user, title='热泵手册', content={HANDBOOK!r}); "
+        "print(document.passages.get(text__contains='五十分贝').url)"
+    ).strip()
+    site.pages["/prices"] = html_page(title="今日热泵价格", paragraphs=PRICES)
+    site.pages["/survey"] = html_page(title="Heat pump survey 2026", paragraphs=SURVEY)
+    survey, prices = site.url("/survey"), site.url("/prices")
+    model_server.add(
+        Text(call("call_subagent", agent="crawl_agent", instruction="Read the survey and the prices")),
+        Text(call("web_fetch", url=survey)),
+        Text(call("web_fetch", url=prices)),
+        Text("SCOP 3.1; 每千瓦一千二百元."),
+        Text(
+            call(
+                "create_artifact",
+                id="report",
+                title="热泵报告",
+                content=REPORT.format(survey=survey, prices=prices, handbook=handbook),
+            )
+        ),
+        Text("The report is ready."),
+    )
+    phone = width < 600
+    page = new_page(
+        viewport={"width": width, "height": 844 if phone else 900}, color_scheme=scheme, locale=locale, has_touch=phone
+    )
+    sign_in(page, portal=portal, user=user)
+    page.locator("#composer-input").fill("What do heat pumps cost?")
+    page.locator("#composer button[type=submit]").click()
+    turn = page.locator("article.turn")
+    expect(turn).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
+    check = turn.locator(".citation-check")
+    expect(check).to_contain_text("✦")
+    screenshot(page, name="answer")
+    if phone:
+        page.locator("#pane-frame").evaluate("frame => frame.showPopover()")
+    content = page.locator("#artifact-pane .artifact-content")
+    expect(content.locator("h1")).to_have_text("热泵报告")
+
+    invented = content.locator("a.citation-unfound")
+    expect(invented).to_have_count(1)
+    expect(invented).to_have_attribute("data-quote", "prices doubled in 2026")
+    expect(content.locator(".citation-missing")).to_have_count(1)
+    expect(content.locator("a.citation")).to_have_count(4)
+    invented.scroll_into_view_if_needed()
+    page.screenshot(path=screenshot(page, name="report-marked"))
+
+    # The quotation with other punctuation opens the snapshot at its words.
+    with page.expect_popup() as opened:
+        content.locator("a.citation", has_text="[1]").first.click()
+    cited = opened.value
+    expect(cited.locator("mark#passage")).to_be_in_viewport()
+    assert "".join(cited.locator("article mark").all_text_contents()) == "at 20 °C down to −15 °C outside"
+    cited.screenshot(path=screenshot(cited, name="snapshot-quote"))
+    cited.close()
+    with page.expect_popup() as opened:
+        content.locator("a.citation", has_text="[2]").click()
+    cited = opened.value
+    expect(cited.locator("mark#passage")).to_have_text("每千瓦一千二百元，比去年下降了百分之八")
+    cited.close()
+
+    # The library citation opens the document at its passage, the quoted words marked.
+    with page.expect_popup() as opened:
+        content.locator("a.citation", has_text="[3]").click()
+    passage = opened.value
+    expect(passage.locator("mark#passage")).to_have_text("室外机一米处约五十分贝")
+    expect(passage.locator("mark#passage")).to_be_in_viewport()
+    expect(passage.locator(".library-passage")).to_contain_text("热泵手册 › 噪声")
+    passage.screenshot(path=screenshot(passage, name="library-quote"))
