@@ -362,7 +362,9 @@ def test_a_citation_links_to_its_source_with_the_words_it_quotes():
 
 
 def test_a_quotation_spelt_otherwise_is_marked_where_its_words_are():
-    html = markdown_render("Homes kept at **20 °C** down to −15 °C outside. 价格为每千瓦一千二百元，比去年下降了百分之八。")
+    html = markdown_render(
+        "Homes kept at **20 °C** down to −15 °C outside. 价格为每千瓦一千二百元，比去年下降了百分之八。"
+    )
 
     english, found = passage_mark(html, "at 20 °C, down to -15 °C outside")
     chinese, found_too = passage_mark(html, "每千瓦一千二百元 比去年下降了百分之八")
