@@ -5,6 +5,7 @@ from setup_django import setup
 setup()
 
 import budgets  # noqa: E402
+import citations  # noqa: E402
 import event_log  # noqa: E402
 import extraction  # noqa: E402
 import faults  # noqa: E402
@@ -44,6 +45,7 @@ for benchmark in (
     turn_cost,
     turn_bytes,
     retrieval,
+    citations,
     stop,
     websocket_flood,
     artifacts,
