@@ -643,6 +643,10 @@ FETCH_ALLOWED_HOSTS = env.list("ARTIFACTFLOW_FETCH_ALLOWED_HOSTS", default=[])
 FETCH_TIMEOUT = env.float("ARTIFACTFLOW_FETCH_TIMEOUT", default=20.0)
 FETCH_MAX_BYTES = env.int("ARTIFACTFLOW_FETCH_MAX_BYTES", default=5 * 1024 * 1024)
 FETCH_MAX_REDIRECTS = 5
+# What one upload of several files, or of a .zip, may add to the library: how
+# many documents, and how many bytes of files once unpacked.
+LIBRARY_BULK_MAX_FILES = env.int("ARTIFACTFLOW_LIBRARY_BULK_MAX_FILES", default=500)
+LIBRARY_BULK_MAX_BYTES = env.int("ARTIFACTFLOW_LIBRARY_BULK_MAX_BYTES", default=200 * 1024 * 1024)
 # What the web pages read in one conversation may keep as snapshots (UTF-8
 # bytes of text); pages read beyond it are cited by their live address.
 SNAPSHOTS_MAX_BYTES = env.int("ARTIFACTFLOW_SNAPSHOTS_MAX_BYTES", default=20 * 1024 * 1024)

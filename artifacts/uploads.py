@@ -170,11 +170,23 @@ async def convert_upload_async(*, filename: str, data: bytes, content_type: str 
     return _document_converted(upload, content=content, data=data)
 
 
+def upload_name(filename: str) -> str:
+    """The name an upload is kept and titled under: the file's own, with no
+    directories or hidden characters, no longer than a title."""
+    stem, extension = _extension_split(_base_name(filename))
+    return _name_shortened(stem, extension, limit=TITLE_MAX_LENGTH) or "upload"
+
+
+def upload_has_text(filename: str) -> bool:
+    """Whether convert_upload reads a file of this name as text (by its extension)."""
+    extension = _extension_split(upload_name(filename))[1].lower()
+    return extension in TEXT_TYPES or extension in _DOCUMENT_READERS
+
+
 def _upload_sorted(*, filename: str, data: bytes, content_type: str) -> ConvertedUpload | _Document:
     """The upload converted, or the document its text is to be read from."""
-    stem, extension = _extension_split(_base_name(filename))
-    title = _name_shortened(stem, extension, limit=TITLE_MAX_LENGTH) or "upload"
-    extension = extension.lower()
+    title = upload_name(filename)
+    extension = _extension_split(title)[1].lower()
 
     if extension in TEXT_TYPES:
         content = _text_decoded(data, title=title)

@@ -5,7 +5,7 @@ from django.utils.translation import gettext_lazy as _
 from artifacts.uploads import UploadError
 
 from .models import LibraryDocument, WebSnapshot
-from .services import library_file_read
+from .services import library_document_retry, library_file_read
 
 
 class LibraryUploadForm(forms.ModelForm):
@@ -37,14 +37,26 @@ class LibraryUploadForm(forms.ModelForm):
 
 @admin.register(LibraryDocument)
 class LibraryDocumentAdmin(admin.ModelAdmin):
-    list_display = ("title", "content_type", "group", "uploaded_by", "updated_at")
-    list_filter = ("content_type", "group")
+    list_display = ("title", "content_type", "status", "group", "uploaded_by", "updated_at")
+    list_filter = ("status", "content_type", "group")
+    actions = ["read_again"]
     search_fields = ("title", "content")
     date_hierarchy = "created_at"
     # Changing a document is correcting its title or extracted text; a new
     # file is a new document.
-    fields = ("title", "content", "group", "content_type", "original_file", "uploaded_by", "created_at", "updated_at")
-    readonly_fields = ("content_type", "original_file", "uploaded_by", "created_at", "updated_at")
+    fields = (
+        "title",
+        "content",
+        "group",
+        "content_type",
+        "original_file",
+        "uploaded_by",
+        "created_at",
+        "updated_at",
+        "status",
+        "error",
+    )
+    readonly_fields = ("content_type", "original_file", "uploaded_by", "created_at", "updated_at", "status", "error")
 
     def get_form(self, request, obj=None, **kwargs):
         if obj is None:
@@ -56,6 +68,14 @@ class LibraryDocumentAdmin(admin.ModelAdmin):
 
     def get_readonly_fields(self, request, obj=None):
         return () if obj is None else self.readonly_fields
+
+    @admin.action(description=_("Read the selected failed documents again"))
+    def read_again(self, request, queryset):
+        queued = [
+            library_document_retry(user=request.user, document_id=document.pk)
+            for document in queryset.filter(status=LibraryDocument.Status.FAILED)
+        ]
+        self.message_user(request, _("%(count)s documents are being read again.") % {"count": len(queued)})
 
     def save_model(self, request, obj, form, change):
         if not change:

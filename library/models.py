@@ -38,6 +38,16 @@ class LibraryDocument(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
+    class Status(models.TextChoices):
+        # Added with others (a .zip, several files): its text is read by a worker (library.tasks).
+        QUEUED = "queued", _("queued")
+        INDEXED = "indexed", _("indexed")
+        FAILED = "failed", _("failed")
+
+    status = models.CharField(_("status"), max_length=10, choices=Status.choices, default=Status.INDEXED)
+    # Why its text could not be read, for a failed document.
+    error = models.TextField(_("why it failed"), blank=True)
+
     class Meta:
         db_table = "agents_librarydocument"
         ordering = ["title", "id"]

@@ -89,6 +89,8 @@ class LibraryItem:
 
     document: LibraryDocument
     snippet: str = ""
+    # Whether the person listing it may remove it (and read a failed one again).
+    removable: bool = False
 
     @property
     def href(self) -> str:
@@ -149,11 +151,23 @@ def library_list(*, user, query: str = "") -> list[LibraryItem]:
     finds, best first, each with its snippet."""
     if not query.strip():
         documents = library_documents(user=user).select_related("uploaded_by", "group").order_by("-created_at", "-pk")
-        return [LibraryItem(document) for document in documents[:LIST_LIMIT]]
+        return [
+            LibraryItem(document, removable=library_document_removable(user=user, document=document))
+            for document in documents[:LIST_LIMIT]
+        ]
     hits = library_search(query=query, limit=LIST_LIMIT, user=user, per_document=1)
     ids = [library_url_id(hit.url) for hit in hits]
     documents = library_documents(user=user).select_related("uploaded_by", "group").in_bulk(ids)
-    return [LibraryItem(documents[pk], hit.snippet) for pk, hit in zip(ids, hits, strict=True) if pk in documents]
+    return [
+        LibraryItem(documents[pk], hit.snippet, removable=library_document_removable(user=user, document=documents[pk]))
+        for pk, hit in zip(ids, hits, strict=True)
+        if pk in documents
+    ]
+
+
+def library_reading(items: list[LibraryItem]) -> bool:
+    """Whether a worker is still reading any of the listed documents."""
+    return any(item.document.status == LibraryDocument.Status.QUEUED for item in items)
 
 
 def library_document_get(*, user, document_id: int) -> LibraryDocument | None:

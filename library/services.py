@@ -9,21 +9,37 @@ conversation it read them in (snapshot_keep).
 """
 
 import hashlib
+import uuid
+import zipfile
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 from django.conf import settings
+from django.core.files.base import ContentFile
 from django.core.files.uploadedfile import UploadedFile
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.db.models import Sum
+from django.template.defaultfilters import filesizeformat
 from django.utils import timezone
 from django.utils.translation import gettext
+from django_q.tasks import async_task
 
 from artifacts.services import artifact_upload_check
-from artifacts.uploads import ConvertedUpload, UploadError, convert_upload
+from artifacts.uploads import (
+    ConvertedUpload,
+    UploadError,
+    convert_upload,
+    upload_has_text,
+    upload_name,
+    upload_too_large_message,
+)
 
 from .models import LibraryDocument, LibraryPassage, WebSnapshot
 from .passages import passages_split
 from .selectors import library_document_get, library_document_removable
+
+# The django-q2 task that reads a queued document's text.
+READ_TASK = "library.services.library_document_read_task"
 
 
 def library_file_read(*, uploaded_file: UploadedFile) -> ConvertedUpload:
@@ -34,11 +50,13 @@ def library_file_read(*, uploaded_file: UploadedFile) -> ConvertedUpload:
     """
     artifact_upload_check(size=uploaded_file.size)
     uploaded_file.seek(0)
-    converted = convert_upload(
-        filename=uploaded_file.name,
-        data=uploaded_file.read(),
-        content_type=uploaded_file.content_type or "",
+    return _text_read(
+        filename=uploaded_file.name, data=uploaded_file.read(), content_type=uploaded_file.content_type or ""
     )
+
+
+def _text_read(*, filename: str, data: bytes, content_type: str = "") -> ConvertedUpload:
+    converted = convert_upload(filename=filename, data=data, content_type=content_type)
     if converted.kind != "text":
         raise UploadError(
             gettext("%(name)s has no text we can read; upload markdown, text, Word (.docx) or PDF.")
@@ -149,3 +167,132 @@ def snapshots_copy(*, source, conversation) -> int:
         for snapshot in WebSnapshot.objects.filter(conversation=source)
     )
     return len(copies)
+
+
+@dataclass
+class BulkAdded:
+    """What an upload of several files (or a .zip of them) added, and what it left out and why."""
+
+    documents: list[LibraryDocument] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+
+def library_documents_queue(*, user, uploaded_files: list[UploadedFile], group=None) -> BulkAdded:
+    """Adds each file, and each file inside a .zip, as a queued document whose
+    text a worker reads (library.tasks.library_document_read), within the
+    upload limit for each file and LIBRARY_BULK_MAX_FILES and
+    LIBRARY_BULK_MAX_BYTES for them all; files the library cannot read, and
+    those past the limits, are skipped and named with the reason."""
+    added = BulkAdded()
+    files: list[tuple[str, bytes]] = []
+    for uploaded_file in uploaded_files:
+        if uploaded_file.name.lower().endswith(".zip"):
+            files += _zip_files(uploaded_file, skipped=added.skipped)
+        else:
+            uploaded_file.seek(0)
+            files.append((uploaded_file.name, uploaded_file.read()))
+    total = 0
+    with transaction.atomic():
+        for name, data in files:
+            title = upload_name(name)
+            why = ""
+            if not upload_has_text(name):
+                why = gettext("not a kind of file the library reads (markdown, text, Word or PDF)")
+            elif len(added.documents) >= settings.LIBRARY_BULK_MAX_FILES:
+                why = gettext("more than %(count)s files at once") % {"count": settings.LIBRARY_BULK_MAX_FILES}
+            elif total + len(data) > settings.LIBRARY_BULK_MAX_BYTES:
+                why = gettext("more than %(size)s in all") % {"size": filesizeformat(settings.LIBRARY_BULK_MAX_BYTES)}
+            if why:
+                added.skipped.append(f"{title}: {why}")
+                continue
+            total += len(data)
+            document = LibraryDocument(
+                title=title, content="", uploaded_by=user, group=group, status=LibraryDocument.Status.QUEUED
+            )
+            document.original_file.save(title, ContentFile(data), save=False)
+            document.save()
+            added.documents.append(document)
+            _read_enqueue(document)
+    return added
+
+
+def _zip_files(uploaded_file: UploadedFile, *, skipped: list[str]) -> list[tuple[str, bytes]]:
+    """The files of a .zip, each at most the upload limit once unpacked (what
+    its directory claims is not trusted); folders, and the hidden files
+    operating systems add, left out."""
+    limit = settings.ARTIFACT_UPLOAD_MAX_BYTES
+    files = []
+    try:
+        archive = zipfile.ZipFile(uploaded_file)
+        members = archive.infolist()
+    except (zipfile.BadZipFile, OSError):
+        why = gettext("not a .zip that can be read")
+        skipped.append(f"{upload_name(uploaded_file.name)}: {why}")
+        return []
+    for member in members[: settings.LIBRARY_BULK_MAX_FILES * 2]:
+        name = member.filename
+        parts = name.replace("\\", "/").split("/")
+        if member.is_dir() or "__MACOSX" in parts or parts[-1].startswith("."):
+            continue
+        try:
+            with archive.open(member) as opened:
+                data = opened.read(limit + 1)
+        except (RuntimeError, zipfile.BadZipFile, NotImplementedError, OSError, EOFError):
+            why = gettext("could not be unpacked (damaged or protected by a password)")
+            skipped.append(f"{upload_name(name)}: {why}")
+            continue
+        if len(data) > limit:
+            skipped.append(f"{upload_name(name)}: {upload_too_large_message()}")
+            continue
+        files.append((name, data))
+    return files
+
+
+def _read_enqueue(document: LibraryDocument) -> None:
+    transaction.on_commit(
+        lambda: async_task(READ_TASK, document.pk, task_name=f"library-read-{document.pk}-{uuid.uuid4().hex[:8]}")
+    )
+
+
+def library_document_read(*, document_id: int) -> LibraryDocument | None:
+    """Reads the text of a queued document from its file: indexed with its
+    passages, or failed with the reason. A document no longer queued (read
+    already, removed) is left alone: a task may run twice."""
+    document = LibraryDocument.objects.filter(pk=document_id, status=LibraryDocument.Status.QUEUED).first()
+    if document is None:
+        return None
+    try:
+        with document.original_file.open("rb") as stored:
+            data = stored.read()
+        converted = _text_read(filename=document.original_file.name, data=data)
+    except UploadError as error:
+        document.status, document.error = LibraryDocument.Status.FAILED, str(error)
+    except OSError:
+        document.status, document.error = LibraryDocument.Status.FAILED, gettext("Its file is missing.")
+    else:
+        document.content, document.content_type = converted.content, converted.content_type
+        document.status, document.error = LibraryDocument.Status.INDEXED, ""
+    try:
+        # Only these fields, and only if the row is still there: a document removed meanwhile stays removed.
+        document.save(update_fields=["content", "content_type", "status", "error", "updated_at"])
+    except DatabaseError:
+        return None
+    return document
+
+
+def library_document_retry(*, user, document_id: int) -> LibraryDocument | None:
+    """Queues a failed document to be read again, for whoever may remove it; None for anyone else."""
+    document = library_document_get(user=user, document_id=document_id)
+    if document is None or not library_document_removable(user=user, document=document):
+        return None
+    if document.status == LibraryDocument.Status.FAILED:
+        with transaction.atomic():
+            document.status, document.error = LibraryDocument.Status.QUEUED, ""
+            document.save(update_fields=["status", "error", "updated_at"])
+            _read_enqueue(document)
+    return document
+
+
+def library_document_read_task(document_id: int) -> None:
+    """The worker's entry point (READ_TASK)."""
+    library_document_read(document_id=document_id)

@@ -1,7 +1,9 @@
 from django.conf import settings
+from django.contrib import messages
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.translation import gettext, ngettext
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
@@ -14,8 +16,17 @@ from .forms import LibraryDocumentForm
 
 def _library_page(request, *, form: LibraryDocumentForm, status: int = 200):
     query = request.GET.get("q", "").replace("\x00", "")
+    items = selectors.library_list(user=request.user, query=query)
+    if request.htmx and request.htmx.target == "library-items":
+        # The list again, while documents are being read.
+        return render(
+            request,
+            "library/list.html#items",
+            {"items": items, "query": query, "reading": selectors.library_reading(items)},
+        )
     context = {
-        "items": selectors.library_list(user=request.user, query=query),
+        "items": items,
+        "reading": selectors.library_reading(items),
         "query": query,
         "list_limit": selectors.LIST_LIMIT,
         "form": form,
@@ -31,12 +42,29 @@ def library_index(request):
     if request.method == "GET":
         return _library_page(request, form=LibraryDocumentForm(user=request.user))
     form = LibraryDocumentForm(request.POST, request.FILES, user=request.user)
+    if form.is_valid() and form.queued:
+        added = services.library_documents_queue(
+            user=request.user, uploaded_files=form.cleaned_data["file"], group=form.cleaned_data.get("group")
+        )
+        if added.documents:
+            messages.info(
+                request,
+                ngettext(
+                    "%(count)s document is being read; it is listed below.",
+                    "%(count)s documents are being read; they are listed below.",
+                    len(added.documents),
+                )
+                % {"count": len(added.documents)},
+            )
+        for skipped in added.skipped:
+            messages.warning(request, gettext("Not added: %(file)s") % {"file": skipped})
+        return redirect("library")
     if form.is_valid():
         try:
             document = services.library_document_create(
                 user=request.user,
                 title=form.cleaned_data["title"],
-                uploaded_file=form.cleaned_data["file"],
+                uploaded_file=form.cleaned_data["file"][0],
                 group=form.cleaned_data.get("group"),
             )
         except UploadError as error:
@@ -63,6 +91,13 @@ def library_document(request, document_id):
         "removable": selectors.library_document_removable(user=request.user, document=document),
     }
     return render(request, "library/document.html", context)
+
+
+@require_POST
+def library_document_retry(request, document_id):
+    if services.library_document_retry(user=request.user, document_id=document_id) is None:
+        raise Http404("No such document.")
+    return HttpResponseClientRedirect(reverse("library")) if request.htmx else redirect("library")
 
 
 @require_POST

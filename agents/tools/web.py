@@ -27,7 +27,7 @@ from django.conf import settings
 
 from artifactflow.documents import DocumentError, DocumentUnreadableError, PdfLockedError, pdf_first_pages
 from artifactflow.extraction import document_read
-from library.models import LIBRARY_URL_PREFIX
+from library.models import LIBRARY_URL_PREFIX, LibraryDocument
 from library.selectors import library_documents, library_url_id, library_url_passage
 from library.services import snapshot_keep
 
@@ -389,6 +389,9 @@ def library_document_fetch(*, url: str, user=None) -> ToolResult:
         return tool_error(
             tool="web_fetch", message=f"There is no library document {url}; search the library for its current URL."
         )
+    if document.status != LibraryDocument.Status.INDEXED:
+        why = "is still being read" if document.status == LibraryDocument.Status.QUEUED else "could not be read"
+        return tool_error(tool="web_fetch", message=f"The library document {document.url} {why}; it has no text yet.")
     number = library_url_passage(url)
     if number is not None:
         return _library_passages_fetch(document=document, number=number)

@@ -122,7 +122,7 @@ def test_text_wraps_library_sources_link_a_named_upload_is_read_and_the_zip_give
 
     # A text file added to the library reads as wrapping paragraphs, with no Copy code button.
     page.goto(f"{portal.base_url}/library/")
-    page.get_by_label("File").set_input_files(
+    page.get_by_label("Files").set_input_files(
         files=[{"name": NOTE_TITLE, "mimeType": "text/plain", "buffer": NOTE.encode()}]
     )
     page.get_by_role("button", name="Add to the library").click()

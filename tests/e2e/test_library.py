@@ -1,10 +1,14 @@
 """The team library in the browser: a user who is not staff adds a document,
 finds it (in Chinese and English), reads it, sees an answer's Activity cite
 it and open it at the passage the search found, follows an answer's link to
-a numbered passage (library://<id>#<n>), and removes it."""
+a numbered passage (library://<id>#<n>), and removes it; a .zip of
+documents is read by the worker while the list follows, one failing with
+why, read again on request."""
 
+import io
 import re
 import secrets
+import zipfile
 
 import pytest
 from playwright.sync_api import expect
@@ -45,7 +49,7 @@ def test_a_user_adds_finds_reads_cites_and_removes_a_library_document(portal, mo
     sign_in(page, portal=portal, user=portal.users[0])
     _library(page)
 
-    page.get_by_label("File").set_input_files(
+    page.get_by_label("Files").set_input_files(
         files=[{"name": "heat-pumps.md", "mimeType": "text/markdown", "buffer": DOCUMENT.encode()}]
     )
     page.get_by_label("Title").fill(TITLE)
@@ -132,3 +136,47 @@ def test_a_user_adds_finds_reads_cites_and_removes_a_library_document(portal, mo
     expect(page).to_have_url(f"{portal.base_url}/library/")
     expect(page.locator(".library-items")).not_to_contain_text(TITLE)
     assert page.request.get(f"{portal.base_url}{document_path}").status == 404
+
+
+def test_a_zip_of_documents_is_read_by_the_worker_while_the_list_follows(portal, new_page, screenshot):
+    user = portal.user_create(prefix="e2e-bulk")
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("团队资料/热泵笔记.md", "# 热泵笔记\n\n寒冷地区的热泵效率会下降，需要定期除霜。")
+        archive.writestr("tides.md", "# Tides\n\nThe North Sea has a semi-diurnal tide.")
+        archive.writestr("scan.pdf", b"%PDF-1.7 no pages here")
+        archive.writestr("photo.png", b"\x89PNG\r\n\x1a\n")
+    page = new_page(viewport={"width": 1366, "height": 900})
+    sign_in(page, portal=portal, user=user)
+    _library(page)
+
+    page.get_by_label("Files").set_input_files(
+        files=[{"name": "资料.zip", "mimeType": "application/zip", "buffer": buffer.getvalue()}]
+    )
+    page.get_by_role("button", name="Add to the library").click()
+    expect(page.locator(".notice").first).to_have_text("3 documents are being read; they are listed below.")
+    expect(page.locator(".library-skipped")).to_contain_text("photo.png")
+    items = page.locator("#library-items")
+    # The worker reads them while the page is open; the list follows without a reload.
+    expect(items.locator("li[data-status='indexed']")).to_have_count(2, timeout=TURN_TIMEOUT)
+    failed = items.locator("li[data-status='failed']")
+    expect(failed).to_have_count(1)
+    expect(failed.locator(".library-title")).to_have_text("scan.pdf")
+    expect(failed.locator(".library-failed")).to_contain_text("Could not read")
+    screenshot(page, name="1366-light-read")
+
+    _search(page, "热泵效率")
+    expect(page.locator(".library-item .library-title")).to_have_text(["热泵笔记.md"])
+    page.goto(f"{portal.base_url}/library/")
+    page.locator("li[data-status='failed']").get_by_role("button", name="Read it again").click()
+    expect(
+        page.locator("li[data-status='failed'], li[data-status='queued']").filter(has_text="scan.pdf")
+    ).to_have_count(1)
+    expect(page.locator("li[data-status='failed']").filter(has_text="scan.pdf")).to_have_count(1, timeout=TURN_TIMEOUT)
+
+    for width, height, scheme in ((390, 844, "dark"), (1024, 800, "light")):
+        shot = new_page(viewport={"width": width, "height": height}, color_scheme=scheme, locale="zh-CN")
+        sign_in(shot, portal=portal, user=user)
+        shot.goto(f"{portal.base_url}/library/")
+        expect(shot.locator("li[data-status='failed'] .library-badge")).to_have_text("失败")
+        screenshot(shot, name=f"{width}-{scheme}-zh-statuses")

@@ -1,5 +1,6 @@
 import io
 import time
+import zipfile
 
 import docx
 import pytest
@@ -7,6 +8,7 @@ from django.contrib.auth.models import Group
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 from django.urls import reverse
+from django_q.models import OrmQ
 
 from agents.selectors import library_titles
 from agents.tools.base import ToolContext
@@ -15,7 +17,12 @@ from agents.tools.web import library_document_fetch, web_fetch
 from artifacts.uploads import UploadError
 from library.models import LibraryDocument, LibraryPassage
 from library.selectors import library_search, library_url_passage
-from library.services import library_document_create
+from library.services import (
+    library_document_create,
+    library_document_read,
+    library_document_retry,
+    library_documents_queue,
+)
 from tests.factories import LibraryDocumentFactory, UserFactory, docx_of_xml, pdf_bytes
 
 pytestmark = pytest.mark.django_db
@@ -601,3 +608,130 @@ def test_the_agents_search_and_fetch_see_what_the_conversations_owner_may(team_l
 def test_a_new_conversations_examples_name_only_documents_the_user_may_read(team_library):
     assert library_titles(language="zh-hans", user=team_library["outsider"]).titles == ["SQLite WAL mode"]
     assert library_titles(language="zh-hans", user=team_library["member"]).titles == ["热泵内部手册", "SQLite WAL mode"]
+
+
+# --- Many files at once ----------------------------------------------------------------------
+
+
+def _zip(files: dict[str, bytes]) -> SimpleUploadedFile:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in files.items():
+            archive.writestr(name, data)
+    return SimpleUploadedFile("team-docs.zip", buffer.getvalue(), content_type="application/zip")
+
+
+def _word(heading: str, text: str) -> bytes:
+    word = docx.Document()
+    word.add_heading(heading, level=1)
+    word.add_paragraph(text)
+    buffer = io.BytesIO()
+    word.save(buffer)
+    return buffer.getvalue()
+
+
+def _read_all(added) -> dict[str, LibraryDocument]:
+    for document in added.documents:
+        library_document_read(document_id=document.pk)
+    return {
+        document.title: document for document in LibraryDocument.objects.filter(pk__in=[d.pk for d in added.documents])
+    }
+
+
+def test_a_zip_and_files_are_queued_then_read_each_indexed_or_failed_with_why(
+    user, settings, django_capture_on_commit_callbacks
+):
+    settings.ARTIFACT_UPLOAD_MAX_BYTES = 200_000
+    upload = _zip(
+        {
+            "notes/热泵笔记.md": "# 热泵笔记\n\n寒冷地区的热泵效率会下降，需要除霜。".encode(),
+            "cells.docx": _word("Perovskite cells", "Perovskite solar cells degrade in humid air."),
+            "tides.pdf": pdf_bytes(["Mean tidal range at Den Helder is 1.4 m."], title="Tide report"),
+            "broken.pdf": b"%PDF-1.7 this is no PDF at all",
+            "photo.png": b"\x89PNG\r\n\x1a\n",
+            "../../escape.md": b"# Escape\n\nA name that climbs out of the folder.",
+            "__MACOSX/._热泵笔记.md": b"resource fork",
+            ".DS_Store": b"\x00\x00",
+            "empty/": b"",
+            # What a zip bomb does: small packed, far past the limit unpacked.
+            "bomb.txt": b"0" * 5_000_000,
+        }
+    )
+    loose = SimpleUploadedFile("zeolites.txt", b"Plain words about zeolites.")
+
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        added = library_documents_queue(user=user, uploaded_files=[upload, loose])
+
+    assert [document.title for document in added.documents] == [
+        "热泵笔记.md",
+        "cells.docx",
+        "tides.pdf",
+        "broken.pdf",
+        "escape.md",
+        "zeolites.txt",
+    ]
+    assert added.skipped == [
+        "bomb.txt: This file is larger than the upload limit of 195.3\xa0KB.",
+        "photo.png: not a kind of file the library reads (markdown, text, Word or PDF)",
+    ]
+    assert all(d.status == LibraryDocument.Status.QUEUED and d.content == "" for d in added.documents)
+    assert len(callbacks) == len(added.documents)
+    assert OrmQ.objects.count() == len(added.documents)
+    assert all(
+        d.original_file.name.startswith("library/") and ".." not in d.original_file.name for d in added.documents
+    )
+    # Nothing to find or read until a worker has read it.
+    assert library_search(query="热泵效率", limit=5) == []
+    assert "still being read" in library_document_fetch(url=added.documents[0].url, user=user).content
+
+    documents = _read_all(added)
+
+    failed = documents.pop("broken.pdf")
+    assert failed.status == LibraryDocument.Status.FAILED and failed.error.startswith("Could not read")
+    assert {d.status for d in documents.values()} == {LibraryDocument.Status.INDEXED}
+    assert documents["cells.docx"].content == "# Perovskite cells\n\nPerovskite solar cells degrade in humid air."
+    assert "1.4 m" in documents["tides.pdf"].content
+    assert library_search(query="热泵效率", limit=5)[0].url == f"{documents['热泵笔记.md'].url}#1"
+    assert "humid air" in library_document_fetch(url=documents["cells.docx"].url, user=user).content
+    assert "could not be read" in library_document_fetch(url=failed.url, user=user).content
+
+
+def test_past_the_limits_files_are_skipped_and_named(user, settings):
+    settings.LIBRARY_BULK_MAX_FILES = 2
+    settings.LIBRARY_BULK_MAX_BYTES = 60
+    files = [SimpleUploadedFile(f"{n}.md", f"# Note {n}\n\n{'x' * 20}".encode()) for n in range(4)]
+    not_a_zip = SimpleUploadedFile("archive.zip", b"PK no zip here")
+
+    added = library_documents_queue(user=user, uploaded_files=[*files, not_a_zip])
+
+    assert [document.title for document in added.documents] == ["0.md", "1.md"]
+    assert added.skipped == [
+        "archive.zip: not a .zip that can be read",
+        "2.md: more than 2 files at once",
+        "3.md: more than 2 files at once",
+    ]
+    settings.LIBRARY_BULK_MAX_FILES = 10
+    added = library_documents_queue(user=user, uploaded_files=files)
+    assert added.skipped == ["2.md: more than 60\xa0bytes in all", "3.md: more than 60\xa0bytes in all"]
+
+
+def test_a_failed_document_is_read_again_by_whoever_may_remove_it(user, other_user, django_capture_on_commit_callbacks):
+    added = library_documents_queue(
+        user=user, uploaded_files=[SimpleUploadedFile("a.pdf", b"not a pdf"), SimpleUploadedFile("b.md", b"# B")]
+    )
+    failed = _read_all(added)["a.pdf"]
+    assert failed.status == LibraryDocument.Status.FAILED
+
+    assert library_document_retry(user=other_user, document_id=failed.pk) is None
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        retried = library_document_retry(user=user, document_id=failed.pk)
+    assert (retried.status, retried.error, len(callbacks)) == (LibraryDocument.Status.QUEUED, "", 1)
+    # Its file fixed behind the portal's back (an administrator), the next read indexes it.
+    retried.original_file.save("a.md", SimpleUploadedFile("a.md", b"# A\n\nFixed."), save=True)
+    assert library_document_read(document_id=failed.pk).status == LibraryDocument.Status.INDEXED
+    # A document read already, or removed meanwhile, is left as it is.
+    assert library_document_read(document_id=failed.pk) is None
+    removed = added.documents[1]
+    LibraryDocument.objects.filter(pk=removed.pk).delete()
+    assert library_document_read(document_id=removed.pk) is None
+    assert not LibraryDocument.objects.filter(pk=removed.pk).exists()

@@ -13,7 +13,7 @@ from agents.services.execution import run_execute
 from conversations import lifecycle
 from library.models import LibraryDocument, WebSnapshot
 from library.selectors import PAGE_MAX_CHARS
-from library.services import library_document_create, snapshot_keep
+from library.services import library_document_create, library_document_read, snapshot_keep
 from tests.agents.test_engine import call
 from tests.factories import ConversationFactory, ConversationShareFactory, LibraryDocumentFactory, UserFactory
 from tests.model_server import Text
@@ -419,3 +419,47 @@ def test_a_link_to_a_page_no_agent_read_says_so_and_offers_the_live_page(signed_
     assert response.status_code == 200
     assert _page(response).xpath("//h1")[0].text_content() == "No snapshot of this page"
     assert _page(response).xpath("//p[@class='snapshot-live']/a/@href") == ([live] if live else [])
+
+
+def test_several_files_are_added_at_once_and_the_list_follows_them_until_read(two_clients, user, other_user):
+    client, theirs = two_clients
+    files = [
+        _upload("热泵.md", HEAT_PUMPS_ZH.encode()),
+        _upload("scan.pdf", b"not a pdf at all", "application/pdf"),
+        _upload("photo.png", b"\x89PNG\r\n\x1a\n", "image/png"),
+    ]
+
+    added = client.post(reverse("library"), {"file": files, "title": "ignored for several"}, follow=True)
+
+    page = _page(added)
+    notices = [notice.text_content() for notice in page.xpath("//p[contains(@class, 'notice')]")]
+    assert notices == [
+        "2 documents are being read; they are listed below.",
+        "Not added: photo.png: not a kind of file the library reads (markdown, text, Word or PDF)",
+    ]
+    items = page.xpath("//ul[@id='library-items']")[0]
+    assert items.get("hx-trigger") == "every 2s"
+    assert [li.get("data-status") for li in items.xpath("li")] == ["queued", "queued"]
+    assert "Its text is being read." in items.text_content()
+
+    for document in LibraryDocument.objects.all():
+        library_document_read(document_id=document.pk)
+    polled = _page(client.get(reverse("library"), HTTP_HX_REQUEST="true", HTTP_HX_TARGET="library-items"))
+    assert polled.tag == "ul" and polled.get("hx-trigger") is None
+    statuses = {li.xpath("a")[0].text_content(): li.get("data-status") for li in polled.xpath("li")}
+    assert statuses == {"热泵.md": "indexed", "scan.pdf": "failed"}
+    failed = LibraryDocument.objects.get(title="scan.pdf")
+    (item,) = polled.xpath("li[@data-status='failed']")
+    assert failed.error in item.text_content()
+    assert item.xpath(".//form/@action") == [reverse("library-document-retry", args=[failed.pk])]
+    # Someone else sees that it failed, but it is not theirs to read again.
+    (their_item,) = _page(theirs.get(reverse("library"))).xpath("//li[@data-status='failed']")
+    assert not their_item.xpath(".//form")
+    assert theirs.post(reverse("library-document-retry", args=[failed.pk])).status_code == 404
+
+    retried = client.post(reverse("library-document-retry", args=[failed.pk]))
+
+    assert retried.status_code == 302
+    failed.refresh_from_db()
+    assert (failed.status, failed.error) == (LibraryDocument.Status.QUEUED, "")
+    assert "Its text is being read." in _page(client.get(reverse("library-document", args=[failed.pk]))).text_content()
