@@ -564,6 +564,25 @@ EXTRACT_TIMEOUT = env.float("ARTIFACTFLOW_EXTRACT_TIMEOUT", default=60.0)
 EXTRACT_MAX_MEMORY_MB = env.int("ARTIFACTFLOW_EXTRACT_MAX_MEMORY_MB", default=1024)
 EXTRACT_CONCURRENCY = env.int("ARTIFACTFLOW_EXTRACT_CONCURRENCY", default=2)
 
+# An embeddings model (POST /v1/embeddings of an OpenAI-compatible service),
+# for the library's passages to be found by meaning as well as by their words
+# (library.vectors). None named: full-text search alone. The service is the
+# chat model's unless another is given.
+EMBEDDINGS = {
+    "model": env.str("ARTIFACTFLOW_EMBEDDINGS_MODEL", default=""),
+    "base_url": env.str("ARTIFACTFLOW_EMBEDDINGS_BASE_URL", default="")
+    or env.str("OPENAI_BASE_URL", default="")
+    or None,
+    "api_key": env.str("ARTIFACTFLOW_EMBEDDINGS_API_KEY", default="") or env.str("OPENAI_API_KEY", default=""),
+    "timeout": env.float("ARTIFACTFLOW_EMBEDDINGS_TIMEOUT", default=30.0),
+}
+# Where the passages' vectors are kept on the embedded default: a SQLite file
+# of their own beside the database, with sqlite-vec (derived data: `manage.py
+# library_reindex` makes it again).
+LIBRARY_VECTORS_PATH = Path(
+    env.str("ARTIFACTFLOW_LIBRARY_VECTORS_PATH", default=str(DATA_DIR / "library-vectors.sqlite3"))
+)
+
 # The OpenAI SDK reads OPENAI_API_KEY and OPENAI_BASE_URL itself; with no key
 # the offline demo model answers, so a machine without internet still works.
 ARTIFACTFLOW_LLM = {

@@ -19,6 +19,12 @@ site and naming the site, with the passage holding its fact as the answer.
 - passages: the answering passage is among the first five (its rank for MRR);
   the characters read are the hit's passage and those around it, as web_fetch
   gives them (agents.tools.web.PASSAGES_AROUND).
+- passages + vectors (SQLite): the same, each passage also given a vector by
+  the scripted embeddings server over HTTP (tests.embeddings_server) and the
+  hits fused (library.vectors). Its vectors know that "loud" and "decibels"
+  name one idea because it was written so: the figure shows the fusion at
+  work on the questions whose words are not the passage's, not what a real
+  model would score.
 
     python benchmarks/retrieval.py                       (also part of `make bench`)
     python benchmarks/retrieval.py --documents 10000     (search time at scale)
@@ -28,7 +34,9 @@ site and naming the site, with the passage holding its fact as the answer.
 import argparse
 import random
 import statistics
+import tempfile
 import time
+from pathlib import Path
 
 if __name__ == "__main__":
     from setup_django import setup
@@ -36,11 +44,14 @@ if __name__ == "__main__":
     setup()
 
 from django.db import connection
+from django.test import override_settings
 
 from agents.tools.web import PASSAGES_AROUND
 from library.models import LibraryDocument, LibraryPassage
 from library.selectors import library_search, library_url_id, library_url_passage
 from library.services import library_passages_index
+from library.vectors import vectors_index
+from tests.embeddings_server import MODEL, EmbeddingsServer
 
 DOCUMENTS = 500
 QUESTIONS = 100
@@ -201,6 +212,56 @@ def _passages_search(question: str) -> list[tuple[int, int]]:
     return [(library_url_id(hit.url), library_url_passage(hit.url)) for hit in library_search(query=question, limit=K)]
 
 
+def _read_around(question: dict) -> int:
+    return sum(
+        len(p.text)
+        for p in LibraryPassage.objects.filter(
+            document=question["document"],
+            number__gte=question["passage"].number - PASSAGES_AROUND,
+            number__lte=question["passage"].number + PASSAGES_AROUND,
+        )
+    )
+
+
+def _with_vectors(questions: list[dict]) -> dict:
+    """The passages' evaluation again, with every passage given its vector first."""
+    server = EmbeddingsServer().start()
+    try:
+        with (
+            tempfile.TemporaryDirectory() as directory,
+            override_settings(
+                EMBEDDINGS={"model": MODEL, "base_url": server.url, "api_key": "sk-bench", "timeout": 30.0},
+                LIBRARY_VECTORS_PATH=Path(directory) / "vectors.sqlite3",
+            ),
+        ):
+            started = time.perf_counter()
+            while vectors_index().left:
+                pass
+            print(
+                f"  vectors: {server.inputs:,} passages embedded in {len(server.requests)} requests "
+                f"in {time.perf_counter() - started:.1f} s (scripted server, HTTP)"
+            )
+            return _evaluated(
+                questions,
+                search=_passages_search,
+                wanted=lambda q: (q["document"].pk, q["passage"].number),
+                read=_read_around,
+            )
+    finally:
+        server.stop()
+
+
+def _evaluated(questions: list[dict], *, search, wanted, read) -> dict:
+    ranks, times, chars = {"en": [], "zh": []}, [], []
+    for index, question in enumerate(questions):
+        started = time.perf_counter()
+        found = search(question["question"])
+        times.append(time.perf_counter() - started)
+        ranks["zh" if index % 2 else "en"].append(_rank(found, wanted(question)))
+        chars.append(read(question))
+    return {"ranks": ranks, "times": times, "chars": chars}
+
+
 def evaluate(questions: list[dict]) -> dict[str, dict]:
     results = {}
     for name, search, wanted, read in (
@@ -210,28 +271,11 @@ def evaluate(questions: list[dict]) -> dict[str, dict]:
             lambda q: q["document"].pk,
             lambda q: len(q["document"].content),
         ),
-        (
-            "passages",
-            _passages_search,
-            lambda q: (q["document"].pk, q["passage"].number),
-            lambda q: sum(
-                len(p.text)
-                for p in LibraryPassage.objects.filter(
-                    document=q["document"],
-                    number__gte=q["passage"].number - PASSAGES_AROUND,
-                    number__lte=q["passage"].number + PASSAGES_AROUND,
-                )
-            ),
-        ),
+        ("passages", _passages_search, lambda q: (q["document"].pk, q["passage"].number), _read_around),
     ):
-        ranks, times, chars = {"en": [], "zh": []}, [], []
-        for index, question in enumerate(questions):
-            started = time.perf_counter()
-            found = search(question["question"])
-            times.append(time.perf_counter() - started)
-            ranks["zh" if index % 2 else "en"].append(_rank(found, wanted(question)))
-            chars.append(read(question))
-        results[name] = {"ranks": ranks, "times": times, "chars": chars}
+        results[name] = _evaluated(questions, search=search, wanted=wanted, read=read)
+    if connection.vendor == "sqlite":
+        results["passages + vectors"] = _with_vectors(questions)
     return results
 
 
@@ -260,7 +304,7 @@ def main(documents: int = DOCUMENTS, questions: int = QUESTIONS) -> None:
         times = sorted(result["times"])
         p95 = times[int(0.95 * (len(times) - 1))]
         print(
-            f"  {name:9} recall@{K} {_recall(every):.2f} (en {_recall(result['ranks']['en']):.2f}, "
+            f"  {name:18} recall@{K} {_recall(every):.2f} (en {_recall(result['ranks']['en']):.2f}, "
             f"zh {_recall(result['ranks']['zh']):.2f})  MRR {_mrr(every):.2f}  "
             f"search p50 {statistics.median(times) * 1000:.1f} ms, p95 {p95 * 1000:.1f} ms  "
             f"characters read to reach the answer {statistics.mean(result['chars']):,.0f} "

@@ -7,4 +7,4 @@ class LibraryConfig(AppConfig):
     verbose_name = _("Library")
 
     def ready(self):
-        from . import signals  # noqa: F401
+        from . import checks, signals  # noqa: F401

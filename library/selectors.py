@@ -29,6 +29,7 @@ from conversations.models import Conversation
 from conversations.selectors import conversation_viewable
 
 from .models import LIBRARY_URL_PREFIX, LibraryDocument, LibraryPassage, WebSnapshot
+from .vectors import VECTOR_CANDIDATES, vectors_nearest, vectors_query
 
 # A question a model or person types has a handful of words; a pasted page
 # would only make the query slow.
@@ -41,6 +42,11 @@ PASSAGES_PER_DOCUMENT = 3
 # this share of it: a passage that only shares the document's common words is
 # no second answer.
 PASSAGE_SCORE_SHARE = 0.5
+# Reciprocal rank fusion's constant (Cormack et al.): a place's weight is 1 / (RRF_K + place).
+RRF_K = 60
+# A passage near the question by meaning, in a document none of its words made
+# relevant, counts only when its cosine similarity is at least this.
+VECTOR_ALONE_SIMILARITY = 0.8
 # The passages of this many of the relevant documents (those with the most of
 # the question's words) are ranked, or of as many as are asked for: a question
 # whose words are common would otherwise rank every passage of the library.
@@ -303,11 +309,16 @@ def library_search(*, query: str, limit: int, user=None, per_document: int = PAS
     # The rule in SQL, to filter the raw queries below by.
     visible = library_documents(user=user).values("pk").query.sql_with_params()
     hits, best = [], {}
+    vector = vectors_query(query=query)
+    if vector is not None:
+        # Fused, the words' ranking of all the passages counts, not only of a document's best few.
+        rows = search(terms=terms, limit=max(limit, VECTOR_CANDIDATES), per_document=VECTOR_CANDIDATES, visible=visible)
+        rows = _fused(rows=rows, vector=vector, limit=limit, per_document=per_document, user=user)
+    else:
+        rows = search(terms=terms, limit=limit, per_document=per_document, visible=visible)
     # Best first, so a document's first row is its best.
-    for document_id, number, title, heading, page, snippet, score in search(
-        terms=terms, limit=limit, per_document=per_document, visible=visible
-    ):
-        if score < best.setdefault(document_id, score) * PASSAGE_SCORE_SHARE:
+    for document_id, number, title, heading, page, snippet, score in rows:
+        if vector is None and score < best.setdefault(document_id, score) * PASSAGE_SCORE_SHARE:
             continue
         hits.append(
             SearchHit(
@@ -319,6 +330,50 @@ def library_search(*, query: str, limit: int, user=None, per_document: int = PAS
             )
         )
     return hits
+
+
+def _fused(*, rows: list, vector: list[float], limit: int, per_document: int, user) -> list:
+    """The full-text rows and the passages by their nearness to the question
+    in one ranking (reciprocal rank fusion: each ranking gives a passage
+    1 / (60 + its place)), at most `per_document` of a document and `limit`
+    in all. The words rank passages across the library; nearness ranks them
+    within their document: a team's reports share an outline, and the same
+    section of another site's report is as near as the answer, so the words
+    (the site's name) choose the document and its meaning the passage in it
+    (measured: benchmarks/retrieval.py). Nearness counts in the documents the
+    question's words made relevant, and elsewhere only as near as
+    VECTOR_ALONE_SIMILARITY: the nearest passages of a library that does not
+    cover the question are still far."""
+    fused: dict[tuple[int, int], list] = {}
+    for place, row in enumerate(rows, start=1):
+        fused[row[0], row[1]] = [*row[:6], 1 / (RRF_K + place)]
+    relevant = {row[0] for row in rows}
+    within = list(LibraryPassage.objects.filter(document_id__in=relevant).values_list("pk", flat=True))
+    distances = vectors_nearest(vector=vector, within=within)
+    passages = sorted(
+        LibraryPassage.objects.filter(
+            pk__in=distances,
+            document__in=library_documents(user=user).filter(status=LibraryDocument.Status.INDEXED),
+        ).values_list("pk", "document_id", "number", "title", "heading", "page", "text"),
+        key=lambda passage: distances[passage[0]],
+    )
+    places: dict[int, int] = {}
+    for pk, document_id, number, title, heading, page, text in passages:
+        if document_id not in relevant and 1 - distances[pk] < VECTOR_ALONE_SIMILARITY:
+            continue
+        place = places[document_id] = places.get(document_id, 0) + 1
+        opening = " ".join(text.split()[:SNIPPET_WORDS]) if " " in text.strip() else text[: SNIPPET_WORDS * 2]
+        entry = fused.setdefault((document_id, number), [document_id, number, title, heading, page, opening, 0.0])
+        entry[6] += 1 / (RRF_K + place)
+    chosen, taken = [], {}
+    for entry in sorted(fused.values(), key=lambda entry: -entry[6]):
+        if taken.get(entry[0], 0) >= per_document:
+            continue
+        taken[entry[0]] = taken.get(entry[0], 0) + 1
+        chosen.append(tuple(entry))
+        if len(chosen) == limit:
+            break
+    return chosen
 
 
 def _sqlite_search(

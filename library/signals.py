@@ -7,6 +7,7 @@ from django.dispatch import receiver
 
 from .models import LibraryDocument
 from .services import library_passages_index
+from .vectors import vectors_index_queue
 
 
 @receiver(post_save, sender=LibraryDocument)
@@ -15,3 +16,5 @@ def passages_follow_document(sender, instance, created, update_fields=None, raw=
     if raw or (update_fields is not None and not {"title", "content", "content_type"} & set(update_fields)):
         return
     library_passages_index(document=instance)
+    # New passages get vectors, where an embeddings model is configured.
+    vectors_index_queue()

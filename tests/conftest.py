@@ -4,6 +4,7 @@ import subprocess
 
 import pytest
 from channels.layers import channel_layers
+from django.core.cache import cache
 from django.core.management import call_command
 from django.db import connection
 from django.utils import translation
@@ -13,6 +14,8 @@ from agents.models import RunEvent
 from artifactflow import extraction, realtime
 from tests import waits
 from tests import web_pages as web_pages_module
+from tests.embeddings_server import MODEL as EMBEDDINGS_MODEL
+from tests.embeddings_server import EmbeddingsServer
 from tests.factories import UserFactory
 from tests.model_server import ScriptedModelServer
 from tests.processes import REDIS_SERVER, DisposableRedis
@@ -257,6 +260,22 @@ def disposable_redis(settings, tmp_path):
     yield redis
     realtime.publisher_reset()
     redis.kill()
+
+
+@pytest.fixture
+def embeddings(settings, tmp_path):
+    """A scripted embeddings server the library's vectors are made by (tests.embeddings_server), in a file of the test's own."""
+    server = EmbeddingsServer().start()
+    settings.EMBEDDINGS = {
+        **settings.EMBEDDINGS,
+        "model": EMBEDDINGS_MODEL,
+        "base_url": server.url,
+        "api_key": "sk-test",
+    }
+    settings.LIBRARY_VECTORS_PATH = tmp_path / "library-vectors.sqlite3"
+    cache.delete("library-vectors-queued")
+    yield server
+    server.stop()
 
 
 @pytest.fixture
