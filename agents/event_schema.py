@@ -169,6 +169,8 @@ class SourceData(TypedDict):
     excerpt: str
     # Where in it: a library passage's headings ("Heat pumps › Efficiency").
     section: NotRequired[str]
+    # The page of a PDF a library passage starts on.
+    page: NotRequired[int]
     # The id of the snapshot of a web page web_fetch read (library.models.WebSnapshot).
     snapshot: NotRequired[int]
 

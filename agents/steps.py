@@ -121,8 +121,9 @@ class Source:
     # What the tool read of it, for the page to mark: a search hit's snippet
     # (a fetch read the whole page).
     passage: str = ""
-    # Where in it: a library passage's headings.
+    # Where in it: a library passage's headings, and a PDF's page.
     section: str = ""
+    page: int | None = None
     # The snapshot of a web page as web_fetch read it.
     snapshot: int | None = None
 
@@ -479,6 +480,7 @@ def step_result_read(fold: StepFold, step: Step, data: dict) -> None:
                     excerpt := _excerpt(source.get("excerpt", ""), EXCERPT_CHARS),
                     passage=excerpt,
                     section=_excerpt(source.get("section", ""), 200),
+                    page=page if isinstance(page := source.get("page"), int) else None,
                 )
                 for source in output["sources"]
             ]

@@ -50,6 +50,8 @@ PDF_STREAM_MAX_BYTES = 16_000_000
 PDF_CONTENT_MAX_BYTES = 10_000_000
 
 # Extracted text keeps tabs and line breaks; the rest cannot be stored or shown.
+# Between a PDF's pages in its text, where they are marked (pdf_text).
+PAGE_BREAK = "\f"
 _EXTRACTED_JUNK = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _HEADING_STYLE = re.compile(r"Heading (\d)")
 _LIST_STYLE = re.compile(r"List (Bullet|Number|Paragraph)(?: (\d))?")
@@ -78,8 +80,10 @@ class PdfFirstPages:
     text: str
 
 
-def pdf_text(data: bytes) -> str:
-    """All the text of a PDF, page after page."""
+def pdf_text(data: bytes, *, pages_marked: bool = False) -> str:
+    """All the text of a PDF, page after page; with `pages_marked`, each page
+    after the first starting at a PAGE_BREAK, empty pages too, so that the
+    text tells which page each part is on (the library's passages)."""
     with _pdf_limits():
         reader = _pdf_reader(data)
         if len(reader.pages) > PDF_MAX_PAGES:
@@ -94,6 +98,8 @@ def pdf_text(data: bytes) -> str:
             if extracted > EXTRACTED_MAX_CHARS:
                 raise DocumentError("This PDF holds too much text to read.")
             pages.append(text)
+    if pages_marked:
+        return f"\n{PAGE_BREAK}\n".join(_text_cleaned(page) for page in pages)
     return _text_cleaned("\n\n".join(page for page in pages if page))
 
 

@@ -140,18 +140,23 @@ class _Document:
     title: str
 
 
-def convert_upload(*, filename: str, data: bytes, content_type: str = "") -> ConvertedUpload:
+def convert_upload(
+    *, filename: str, data: bytes, content_type: str = "", pages_marked: bool = False
+) -> ConvertedUpload:
     """What to store for an uploaded file: its text, or the file as it is.
 
     Text formats are read as UTF-8 (or UTF-16/32 when a byte order mark says
-    so), Word documents become markdown and PDFs plain text. Anything else is
-    kept as a file, typed by its extension or else by what the browser said.
+    so), Word documents become markdown and PDFs plain text (with
+    `pages_marked`, each page after the first starting at a form feed:
+    artifactflow.documents.pdf_text). Anything else is kept as a file, typed
+    by its extension or else by what the browser said.
     """
     upload = _upload_sorted(filename=filename, data=data, content_type=content_type)
     if isinstance(upload, ConvertedUpload):
         return upload
+    options = {"pages_marked": True} if pages_marked and upload.read is pdf_text else {}
     try:
-        content = document_read(read=upload.read, data=data)
+        content = document_read(read=upload.read, data=data, **options)
     except DocumentError as error:
         raise UploadError(str(error)) from None
     return _document_converted(upload, content=content, data=data)

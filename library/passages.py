@@ -14,13 +14,14 @@ import bisect
 import re
 from dataclasses import dataclass
 
+from artifactflow.documents import PAGE_BREAK
+
 # In UTF-8 bytes, which count a Chinese character three times, about what it
 # carries beside a letter: some 300 tokens in either language (1,500 letters or
 # 500 characters), a few paragraphs.
 PASSAGE_SIZE = 1500
 PASSAGE_MAX_SIZE = 2500
 HEADING_JOIN = " › "
-PAGE_BREAK = "\f"
 
 _BLOCK = re.compile(r"[^\n]+(?:\n(?![ \t]*\n)[^\n]*)*")
 _HEADING = re.compile(r"(#{1,6})[ \t]+(.+?)[ \t#]*$")

@@ -56,7 +56,8 @@ def library_file_read(*, uploaded_file: UploadedFile) -> ConvertedUpload:
 
 
 def _text_read(*, filename: str, data: bytes, content_type: str = "") -> ConvertedUpload:
-    converted = convert_upload(filename=filename, data=data, content_type=content_type)
+    # A PDF's pages marked, for its passages to say which page they are on.
+    converted = convert_upload(filename=filename, data=data, content_type=content_type, pages_marked=True)
     if converted.kind != "text":
         raise UploadError(
             gettext("%(name)s has no text we can read; upload markdown, text, Word (.docx) or PDF.")

@@ -43,14 +43,17 @@ def tool_error(*, tool: str, message: str) -> ToolResult:
     )
 
 
-def source_data(*, title: str, url: str, text: str, section: str = "") -> SourceData:
+def source_data(*, title: str, url: str, text: str, section: str = "", page: int | None = None) -> SourceData:
     """A page a tool found or read, with the start of `text` as its excerpt,
-    and where in it, for a library passage. Its title and section are the
-    page's: each one line, with nothing that hides or reorders text."""
+    and where in it, for a library passage (its headings, a PDF's page). Its
+    title and section are the page's: each one line, with nothing that hides
+    or reorders text."""
     excerpt = " ".join(text[: SOURCE_EXCERPT_CHARS * 2].split())[:SOURCE_EXCERPT_CHARS]
     data = SourceData(title=name_line(title), url=url, excerpt=excerpt)
     if section:
         data["section"] = name_line(section)
+    if page:
+        data["page"] = page
     return data
 
 

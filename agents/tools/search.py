@@ -57,7 +57,10 @@ def web_search(context: ToolContext, *, query: str) -> ToolResult:
     )
     output = SourcesOutput(
         kind="sources",
-        sources=[source_data(title=hit.title, url=hit.url, text=hit.snippet, section=hit.heading) for hit in hits],
+        sources=[
+            source_data(title=hit.title, url=hit.url, text=hit.snippet, section=hit.heading, page=hit.page)
+            for hit in hits
+        ],
     )
     if not hits:
         results = output["message"] = (

@@ -25,7 +25,7 @@ import httpx
 import trafilatura
 from django.conf import settings
 
-from artifactflow.documents import DocumentError, DocumentUnreadableError, PdfLockedError, pdf_first_pages
+from artifactflow.documents import PAGE_BREAK, DocumentError, DocumentUnreadableError, PdfLockedError, pdf_first_pages
 from artifactflow.extraction import document_read
 from library.models import LIBRARY_URL_PREFIX, LibraryDocument
 from library.selectors import library_documents, library_url_id, library_url_passage
@@ -399,7 +399,7 @@ def library_document_fetch(*, url: str, user=None) -> ToolResult:
         success=True,
         content=(
             f"<page url={quoteattr(document.url)} title={quoteattr(document.title)} "
-            f"content_type={quoteattr(document.content_type)}><content>{escape(document.content)}</content></page>"
+            f"content_type={quoteattr(document.content_type)}><content>{escape(document.content.replace(PAGE_BREAK, ''))}</content></page>"
         ),
         output=PageOutput(
             kind="page", source=source_data(title=document.title, url=document.url, text=document.content)
@@ -437,7 +437,9 @@ def _library_passages_fetch(*, document, number: int) -> ToolResult:
         ),
         output=PageOutput(
             kind="page",
-            source=source_data(title=document.title, url=url, text=text, section=around[0].heading),
+            source=source_data(
+                title=document.title, url=url, text=text, section=around[0].heading, page=around[0].page
+            ),
         ),
         metadata={"url": url, "title": document.title},
     )

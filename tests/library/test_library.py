@@ -3,6 +3,7 @@ import time
 import zipfile
 
 import docx
+import lxml.html
 import pytest
 from django.contrib.auth.models import Group
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -735,3 +736,27 @@ def test_a_failed_document_is_read_again_by_whoever_may_remove_it(user, other_us
     LibraryDocument.objects.filter(pk=removed.pk).delete()
     assert library_document_read(document_id=removed.pk) is None
     assert not LibraryDocument.objects.filter(pk=removed.pk).exists()
+
+
+def test_a_pdfs_passages_know_their_pages_and_a_hit_says_it(user, signed_in):
+    pages = [
+        "Tidal ranges of the North Sea coast. " * 10,
+        "",
+        "At Den Helder the mean tidal range is 1.4 metres, measured over nineteen years.",
+    ]
+    document = library_document_create(
+        user=user, title="Tide report", uploaded_file=SimpleUploadedFile("tides.pdf", pdf_bytes(pages))
+    )
+
+    assert [(passage.page, passage.text.strip()[:12]) for passage in document.passages.all()] == [
+        (1, "Tidal ranges"),
+        (3, "At Den Helde"),
+    ]
+    (hit,) = library_search(query="Den Helder tidal range", limit=5, per_document=1)
+    assert hit.page == 3
+    sources = web_search(ToolContext(artifacts=None, user=user), query="Den Helder tidal range").output["sources"]
+    assert sources[0]["page"] == 3
+    fetched = library_document_fetch(url=document.url, user=user)
+    assert "\f" not in fetched.content and "1.4 metres" in fetched.content
+    page = lxml.html.fromstring(signed_in.get(reverse("library-document", args=[document.pk]), {"at": 2}).content)
+    assert page.xpath("//p[contains(@class, 'library-passage')]")[0].text_content() == "Passage 2 of 2 · page 3"
