@@ -1,6 +1,7 @@
 """Text to vectors through the embeddings endpoint of an OpenAI-compatible
 service (settings.EMBEDDINGS), with the `openai` SDK as the chat model uses it."""
 
+import functools
 import math
 
 from django.conf import settings
@@ -18,15 +19,16 @@ def embeddings_configured() -> bool:
     return bool(settings.EMBEDDINGS["model"])
 
 
+@functools.cache
+def _client(*, api_key: str, base_url: str | None, timeout: float) -> OpenAI:
+    # One a process for each service: making one costs a search some 20 ms.
+    return OpenAI(api_key=api_key or "not-needed", base_url=base_url, timeout=timeout, max_retries=1)
+
+
 def embeddings_create(texts: list[str]) -> list[list[float]]:
     """A vector for each text, in their order, all of one length."""
     config = settings.EMBEDDINGS
-    client = OpenAI(
-        api_key=config["api_key"] or "not-needed",
-        base_url=config["base_url"],
-        timeout=config["timeout"],
-        max_retries=1,
-    )
+    client = _client(api_key=config["api_key"], base_url=config["base_url"], timeout=config["timeout"])
     try:
         response = client.embeddings.create(model=config["model"], input=texts, encoding_format="float")
     except OpenAIError as error:

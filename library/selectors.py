@@ -342,29 +342,38 @@ def _fused(*, rows: list, vector: list[float], limit: int, per_document: int, us
     (the site's name) choose the document and its meaning the passage in it
     (measured: benchmarks/retrieval.py). Nearness counts in the documents the
     question's words made relevant, and elsewhere only as near as
-    VECTOR_ALONE_SIMILARITY: the nearest passages of a library that does not
-    cover the question are still far."""
+    VECTOR_ALONE_SIMILARITY, when the words made none relevant: the nearest
+    passages of a library that does not cover the question are still far."""
     fused: dict[tuple[int, int], list] = {}
     for place, row in enumerate(rows, start=1):
         fused[row[0], row[1]] = [*row[:6], 1 / (RRF_K + place)]
     relevant = {row[0] for row in rows}
     within = list(LibraryPassage.objects.filter(document_id__in=relevant).values_list("pk", flat=True))
     distances = vectors_nearest(vector=vector, within=within)
-    passages = sorted(
-        LibraryPassage.objects.filter(
-            pk__in=distances,
-            document__in=library_documents(user=user).filter(status=LibraryDocument.Status.INDEXED),
-        ).values_list("pk", "document_id", "number", "title", "heading", "page", "text"),
+    readable = library_documents(user=user).filter(status=LibraryDocument.Status.INDEXED)
+    placed = sorted(
+        LibraryPassage.objects.filter(pk__in=distances, document__in=readable).values_list(
+            "pk", "document_id", "number"
+        ),
         key=lambda passage: distances[passage[0]],
     )
     places: dict[int, int] = {}
-    for pk, document_id, number, title, heading, page, text in passages:
+    unread: dict[int, list] = {}
+    for pk, document_id, number in placed:
         if document_id not in relevant and 1 - distances[pk] < VECTOR_ALONE_SIMILARITY:
             continue
         place = places[document_id] = places.get(document_id, 0) + 1
+        entry = fused.get((document_id, number))
+        if entry is None and place <= per_document:
+            # Nearness alone brings it: its fields are read below, for those few only.
+            entry = fused[document_id, number] = unread[pk] = [document_id, number, "", "", None, "", 0.0]
+        if entry is not None:
+            entry[6] += 1 / (RRF_K + place)
+    for pk, title, heading, page, text in LibraryPassage.objects.filter(pk__in=unread).values_list(
+        "pk", "title", "heading", "page", "text"
+    ):
         opening = " ".join(text.split()[:SNIPPET_WORDS]) if " " in text.strip() else text[: SNIPPET_WORDS * 2]
-        entry = fused.setdefault((document_id, number), [document_id, number, title, heading, page, opening, 0.0])
-        entry[6] += 1 / (RRF_K + place)
+        unread[pk][2:6] = [title, heading, page, opening]
     chosen, taken = [], {}
     for entry in sorted(fused.values(), key=lambda entry: -entry[6]):
         if taken.get(entry[0], 0) >= per_document:

@@ -42,7 +42,17 @@ def vectors_enabled() -> bool:
 
 
 class _Store:
-    """The vectors file: passages(rowid = passage id, embedding) and the model that made them."""
+    """The vectors file: passages(id, embedding) and the model that made them.
+
+    A plain table, its vectors compared by sqlite-vec's vec_distance_cosine:
+    a search compares the question with the passages of the documents its
+    words chose (a few hundred rows by their key), and with every passage
+    only when the words chose none. vec0's k-nearest search reads every
+    vector too (it has no index that skips any), so it would cost as much at
+    every search for passages the fusion then sets aside."""
+
+    # Raise when the file's tables change: a file of another layout is made again.
+    LAYOUT = "1"
 
     def __init__(self):
         path = settings.LIBRARY_VECTORS_PATH
@@ -60,50 +70,55 @@ class _Store:
 
     def made_by(self) -> tuple[str, int] | None:
         rows = dict(self.db.execute("SELECT key, value FROM meta").fetchall())
-        return (rows["model"], int(rows["dimensions"])) if "model" in rows else None
+        if rows.get("layout") != self.LAYOUT or "model" not in rows:
+            return None
+        return rows["model"], int(rows["dimensions"])
 
     def remake(self, *, model: str, dimensions: int) -> None:
         with self.db:
             self.db.execute("DROP TABLE IF EXISTS passages")
-            self.db.execute(
-                f"CREATE VIRTUAL TABLE passages USING vec0(embedding float[{int(dimensions)}] distance_metric=cosine)"
-            )
+            self.db.execute("CREATE TABLE passages (id INTEGER PRIMARY KEY, embedding BLOB NOT NULL)")
             self.db.execute("DELETE FROM meta")
-            self.db.execute("INSERT INTO meta VALUES ('model', ?), ('dimensions', ?)", (model, str(dimensions)))
+            self.db.execute(
+                "INSERT INTO meta VALUES ('layout', ?), ('model', ?), ('dimensions', ?)",
+                (self.LAYOUT, model, str(dimensions)),
+            )
 
     def ids(self) -> set[int]:
         if self.made_by() is None:
             return set()
-        return {rowid for (rowid,) in self.db.execute("SELECT rowid FROM passages")}
+        return {pk for (pk,) in self.db.execute("SELECT id FROM passages")}
 
     def add(self, rows: list[tuple[int, list[float]]]) -> None:
         with self.db:
             self.db.executemany(
-                "INSERT OR REPLACE INTO passages(rowid, embedding) VALUES (?, ?)",
+                "INSERT OR REPLACE INTO passages (id, embedding) VALUES (?, ?)",
                 [(pk, _packed(vector)) for pk, vector in rows],
             )
 
     def remove(self, ids: set[int]) -> None:
         with self.db:
-            self.db.executemany("DELETE FROM passages WHERE rowid = ?", [(pk,) for pk in ids])
+            self.db.executemany("DELETE FROM passages WHERE id = ?", [(pk,) for pk in ids])
 
     def nearest(self, vector: list[float], *, k: int, within: list[int]) -> dict[int, float]:
-        """The cosine distances of the passages `within`, and of the k nearest of all."""
+        """The cosine distances of the passages `within`; with none, of the k nearest of all."""
         made = self.made_by()
         if made is None or made[1] != len(vector):
             return {}
         packed = _packed(vector)
-        found = dict(
-            self.db.execute(
-                "SELECT rowid, distance FROM passages WHERE embedding MATCH ? AND k = ?", (packed, k)
-            ).fetchall()
-        )
+        if not within:
+            return dict(
+                self.db.execute(
+                    "SELECT id, vec_distance_cosine(embedding, ?) AS distance FROM passages ORDER BY distance LIMIT ?",
+                    (packed, k),
+                ).fetchall()
+            )
+        found = {}
         for start in range(0, len(within), 500):
             chunk = within[start : start + 500]
             found.update(
                 self.db.execute(
-                    f"SELECT rowid, vec_distance_cosine(embedding, ?) FROM passages "
-                    f"WHERE rowid IN ({', '.join('?' * len(chunk))})",
+                    f"SELECT id, vec_distance_cosine(embedding, ?) FROM passages WHERE id IN ({', '.join('?' * len(chunk))})",
                     (packed, *chunk),
                 ).fetchall()
             )
@@ -203,8 +218,8 @@ def vectors_query(*, query: str) -> list[float] | None:
 
 def vectors_nearest(*, vector: list[float], within: list[int] = (), k: int = VECTOR_CANDIDATES) -> dict[int, float]:
     """Passage ids and their cosine distances from the vector: those
-    `within` (the passages of the documents a search's words found) and the
-    k nearest of the whole library."""
+    `within` (the passages of the documents a search's words found), or
+    when there are none the k nearest of the whole library."""
     store = _Store()
     try:
         return store.nearest(vector, k=k, within=list(within))
