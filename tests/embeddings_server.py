@@ -10,9 +10,10 @@ import hashlib
 import json
 import math
 import re
-import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from tests.local_server import LocalServer
 
 DIMENSIONS = 256
 MODEL = "scripted-embeddings"
@@ -51,26 +52,18 @@ def scripted_embedding(text: str, *, dimensions: int = DIMENSIONS) -> list[float
 
 
 @dataclass
-class EmbeddingsServer:
+class EmbeddingsServer(LocalServer):
     # The inputs of each request answered.
     requests: list[list[str]] = field(default_factory=list)
     # Requests answered before every further one fails with a 503; None: never.
     fail_after: int | None = None
 
-    def start(self) -> "EmbeddingsServer":
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, args=(0.02,), daemon=True).start()
-        return self
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        return _handler_for(self)
 
     @property
     def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        return f"{self.origin}/v1"
 
     @property
     def inputs(self) -> int:

@@ -2,31 +2,24 @@
 serving the pages a test gives it by path, and what web_fetch must be set to
 read it (ARTIFACTFLOW_FETCH_ALLOWED_HOSTS: it refuses loopback otherwise)."""
 
-import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from tests.local_server import LocalServer
 
 ALLOWED_HOST = "127.0.0.1"
 
 
 @dataclass
-class PageSite:
+class PageSite(LocalServer):
     # Path to (content type, body); a test may change a page between reads.
     pages: dict[str, tuple[str, bytes]] = field(default_factory=dict)
 
-    def start(self) -> "PageSite":
-        self._server = ThreadingHTTPServer((ALLOWED_HOST, 0), _handler_for(self))
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, args=(0.02,), daemon=True).start()
-        return self
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        return _handler_for(self)
 
     def url(self, path: str) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}{path}"
+        return f"{self.origin}{path}"
 
 
 def html_page(*, title: str, paragraphs: list[str]) -> tuple[str, bytes]:
