@@ -180,7 +180,7 @@ class BulkAdded:
 
 def library_documents_queue(*, user, uploaded_files: list[UploadedFile], group=None) -> BulkAdded:
     """Adds each file, and each file inside a .zip, as a queued document whose
-    text a worker reads (library.tasks.library_document_read), within the
+    text a worker reads (READ_TASK: library_document_read), within the
     upload limit for each file and LIBRARY_BULK_MAX_FILES and
     LIBRARY_BULK_MAX_BYTES for them all; files the library cannot read, and
     those past the limits, are skipped and named with the reason."""
@@ -218,11 +218,13 @@ def library_documents_queue(*, user, uploaded_files: list[UploadedFile], group=N
 
 
 def _zip_files(uploaded_file: UploadedFile, *, skipped: list[str]) -> list[tuple[str, bytes]]:
-    """The files of a .zip, each at most the upload limit once unpacked (what
-    its directory claims is not trusted); folders, and the hidden files
-    operating systems add, left out."""
-    limit = settings.ARTIFACT_UPLOAD_MAX_BYTES
-    files = []
+    """The files of a .zip, each at most the upload limit once unpacked and
+    LIBRARY_BULK_MAX_BYTES in all (what its directory claims is not trusted:
+    reading stops there); folders, and the hidden files operating systems
+    add, left out. Files the library cannot read, and those past
+    LIBRARY_BULK_MAX_FILES, are listed unread, for the caller to name."""
+    limit, budget = settings.ARTIFACT_UPLOAD_MAX_BYTES, settings.LIBRARY_BULK_MAX_BYTES
+    files, read = [], 0
     try:
         archive = zipfile.ZipFile(uploaded_file)
         members = archive.infolist()
@@ -230,14 +232,21 @@ def _zip_files(uploaded_file: UploadedFile, *, skipped: list[str]) -> list[tuple
         why = gettext("not a .zip that can be read")
         skipped.append(f"{upload_name(uploaded_file.name)}: {why}")
         return []
-    for member in members[: settings.LIBRARY_BULK_MAX_FILES * 2]:
+    for member in members:
         name = member.filename
         parts = name.replace("\\", "/").split("/")
         if member.is_dir() or "__MACOSX" in parts or parts[-1].startswith("."):
             continue
+        if not upload_has_text(name) or read >= settings.LIBRARY_BULK_MAX_FILES:
+            files.append((name, b""))
+            continue
+        if budget <= 0:
+            why = gettext("more than %(size)s in all") % {"size": filesizeformat(settings.LIBRARY_BULK_MAX_BYTES)}
+            skipped.append(f"{upload_name(name)}: {why}")
+            continue
         try:
             with archive.open(member) as opened:
-                data = opened.read(limit + 1)
+                data = opened.read(min(limit, budget) + 1)
         except (RuntimeError, zipfile.BadZipFile, NotImplementedError, OSError, EOFError):
             why = gettext("could not be unpacked (damaged or protected by a password)")
             skipped.append(f"{upload_name(name)}: {why}")
@@ -245,6 +254,14 @@ def _zip_files(uploaded_file: UploadedFile, *, skipped: list[str]) -> list[tuple
         if len(data) > limit:
             skipped.append(f"{upload_name(name)}: {upload_too_large_message()}")
             continue
+        if len(data) > budget:
+            # Past the whole's bytes: this one and the rest are not read.
+            budget = 0
+            why = gettext("more than %(size)s in all") % {"size": filesizeformat(settings.LIBRARY_BULK_MAX_BYTES)}
+            skipped.append(f"{upload_name(name)}: {why}")
+            continue
+        budget -= len(data)
+        read += 1
         files.append((name, data))
     return files
 

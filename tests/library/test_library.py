@@ -760,3 +760,20 @@ def test_a_pdfs_passages_know_their_pages_and_a_hit_says_it(user, signed_in):
     assert "\f" not in fetched.content and "1.4 metres" in fetched.content
     page = lxml.html.fromstring(signed_in.get(reverse("library-document", args=[document.pk]), {"at": 2}).content)
     assert page.xpath("//p[contains(@class, 'library-passage')]")[0].text_content() == "Passage 2 of 2 · page 3"
+
+
+def test_a_zip_that_unpacks_to_more_than_the_whole_may_hold_is_read_no_further(user, settings):
+    settings.LIBRARY_BULK_MAX_BYTES = 250
+    settings.LIBRARY_BULK_MAX_FILES = 3
+    upload = _zip({f"{n}.md": f"# Note {n}\n\n".encode() + b"x" * 90 for n in range(6)} | {"photo.png": b"\x89PNG"})
+
+    added = library_documents_queue(user=user, uploaded_files=[upload])
+
+    assert [document.title for document in added.documents] == ["0.md", "1.md"]
+    assert added.skipped == [
+        "2.md: more than 250\xa0bytes in all",
+        "3.md: more than 250\xa0bytes in all",
+        "4.md: more than 250\xa0bytes in all",
+        "5.md: more than 250\xa0bytes in all",
+        "photo.png: not a kind of file the library reads (markdown, text, Word or PDF)",
+    ]
