@@ -13,6 +13,7 @@ import uuid
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from django.conf import settings
 from django.core.files.base import ContentFile
@@ -37,9 +38,16 @@ from artifacts.uploads import (
 from .models import LibraryDocument, LibraryPassage, WebSnapshot
 from .passages import passages_split
 from .selectors import library_document_get, library_document_removable
+from .vectors import vectors_index_queue
 
 # The django-q2 task that reads a queued document's text.
 READ_TASK = "library.services.library_document_read_task"
+# A document still queued this long after it was queued lost its reading (a
+# worker killed, a task dropped): the sweep queues it again. Well past the
+# longest a reading may take (ARTIFACTFLOW_EXTRACT_TIMEOUT, 60 s).
+READ_STALE = timedelta(minutes=10)
+# How many documents one sweep queues again; the next sweep takes the rest.
+SWEEP_MAX = 100
 
 
 def library_file_read(*, uploaded_file: UploadedFile) -> ConvertedUpload:
@@ -309,6 +317,28 @@ def library_document_retry(*, user, document_id: int) -> LibraryDocument | None:
             document.save(update_fields=["status", "error", "updated_at"])
             _read_enqueue(document)
     return document
+
+
+def library_sweep() -> int:
+    """What the workers' schedule (library.apps, every five minutes) does:
+    queues again the documents whose reading was lost, and the passages'
+    vectors still to be made (those a failed embeddings service left);
+    how many documents it queued again."""
+    queued = 0
+    stale = LibraryDocument.objects.filter(
+        status=LibraryDocument.Status.QUEUED, updated_at__lt=timezone.now() - READ_STALE
+    ).only("pk", "updated_at")
+    for document in stale[:SWEEP_MAX]:
+        with transaction.atomic():
+            # Once, however many workers sweep at the same time.
+            claimed = LibraryDocument.objects.filter(
+                pk=document.pk, status=LibraryDocument.Status.QUEUED, updated_at=document.updated_at
+            ).update(updated_at=timezone.now())
+            if claimed:
+                _read_enqueue(document)
+                queued += 1
+    vectors_index_queue()
+    return queued
 
 
 def library_document_read_task(document_id: int) -> None:

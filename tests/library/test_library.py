@@ -1,6 +1,7 @@
 import io
 import time
 import zipfile
+from datetime import timedelta
 
 import docx
 import lxml.html
@@ -9,13 +10,15 @@ from django.contrib.auth.models import Group
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 from django.urls import reverse
-from django_q.models import OrmQ
+from django.utils import timezone
+from django_q.models import OrmQ, Schedule
 
 from agents.selectors import library_titles
 from agents.tools.base import ToolContext
 from agents.tools.search import web_search
 from agents.tools.web import library_document_fetch, web_fetch
 from artifacts.uploads import UploadError
+from library.apps import SWEEP_SCHEDULE
 from library.models import LibraryDocument, LibraryPassage
 from library.selectors import library_search, library_url_passage
 from library.services import (
@@ -23,6 +26,7 @@ from library.services import (
     library_document_read,
     library_document_retry,
     library_documents_queue,
+    library_sweep,
 )
 from tests.factories import LibraryDocumentFactory, UserFactory, docx_of_xml, pdf_bytes
 
@@ -777,3 +781,20 @@ def test_a_zip_that_unpacks_to_more_than_the_whole_may_hold_is_read_no_further(u
         "5.md: more than 250\xa0bytes in all",
         "photo.png: not a kind of file the library reads (markdown, text, Word or PDF)",
     ]
+
+
+def test_the_sweep_queues_again_a_document_whose_reading_was_lost_once(user, django_capture_on_commit_callbacks):
+    added = library_documents_queue(
+        user=user, uploaded_files=[SimpleUploadedFile("lost.md", b"# Lost"), SimpleUploadedFile("fresh.md", b"# Fresh")]
+    )
+    lost, _fresh = added.documents
+    LibraryDocument.objects.filter(pk=lost.pk).update(updated_at=timezone.now() - timedelta(minutes=11))
+    OrmQ.objects.all().delete()
+
+    with django_capture_on_commit_callbacks(execute=True):
+        first, again = library_sweep(), library_sweep()
+
+    assert (first, again) == (1, 0)
+    assert [task.task["args"] for task in OrmQ.objects.all()] == [(lost.pk,)]
+    assert Schedule.objects.filter(name=SWEEP_SCHEDULE, func="library.services.library_sweep").exists()
+    assert library_document_read(document_id=lost.pk).status == LibraryDocument.Status.INDEXED
