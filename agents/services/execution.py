@@ -298,6 +298,9 @@ def _run_finish(*, run: Run, lease: Lease, log: RunEventLog, outcome: engine.Tur
                 run.status = Run.Status.FAILED
             else:
                 citations_keep(message=run.message, check=citations)
+                if citations and any(item["where"] for item in citations["missing"]):
+                    # Open panes were shown the reports before the check: shown again, they mark what it did not find.
+                    log.artifacts_changed()
                 log.emit(
                     RunEvent.Type.COMPLETE,
                     data={
