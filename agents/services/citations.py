@@ -51,7 +51,7 @@ def citations_check(*, run, answer: str) -> dict | None:
             unchecked += 1
             continue
         if reference.href not in sources:
-            source = _source_text(reference=reference, conversation=conversation, owner=conversation.owner)
+            source = _source_text(reference=reference, conversation=conversation)
             sources[reference.href] = words_comparable(source) if source is not None else None
         source = sources[reference.href]
         if source is None:
@@ -63,11 +63,12 @@ def citations_check(*, run, answer: str) -> dict | None:
     return {"checked": checked, "unchecked": unchecked, "missing": missing}
 
 
-def _source_text(*, reference: Reference, conversation, owner) -> str | None:
-    """The text the agents read of the source, if any was kept."""
+def _source_text(*, reference: Reference, conversation) -> str | None:
+    """The text the agents read of the source, if any was kept: a library
+    document as its owner's agents read it, a web page as read there."""
     document_id = library_url_id(reference.href)
     if document_id is not None:
-        document = library_documents(user=owner).filter(pk=document_id).only("content").first()
+        document = library_documents(user=conversation.owner).filter(pk=document_id).only("content").first()
         return document.content if document is not None else None
     if not reference.href.lower().startswith(("http://", "https://")):
         return None

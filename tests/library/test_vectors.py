@@ -20,7 +20,9 @@ from library.services import library_document_create
 from library.vectors import vectors_index, vectors_nearest, vectors_query
 
 pytestmark = pytest.mark.django_db
+# Vectors are kept with sqlite-vec on the embedded default; on Postgres a model named changes nothing (tested below).
 sqlite_only = pytest.mark.skipif("connection.vendor != 'sqlite'", reason="vectors are kept with sqlite-vec")
+postgres_only = pytest.mark.skipif("connection.vendor != 'postgresql'", reason="the Postgres side of vectors being off")
 
 FILLER_EN = "Residents were asked about comfort and noise at the end of each month. " * 12
 FILLER_ZH = "每月月底询问住户对舒适度和噪声的感受。" * 14
@@ -155,9 +157,8 @@ def test_with_no_embeddings_model_search_is_full_text_alone(user, settings):
     assert library_url_id(library_search(query="Alder 1003 decibels", limit=5)[0].url) == alder.pk
 
 
+@postgres_only
 def test_on_postgres_a_configured_model_leaves_search_to_its_words(user, embeddings):
-    if connection.vendor != "postgresql":
-        pytest.skip("Postgres keeps to full-text search")
     _report(user, site="Alder 1003")
 
     assert vectors_index().embedded == 0 and embeddings.requests == []
@@ -165,9 +166,8 @@ def test_on_postgres_a_configured_model_leaves_search_to_its_words(user, embeddi
     assert embeddings.requests == []
 
 
+@sqlite_only
 def test_a_saved_document_queues_one_indexing_task_for_many_saves(user, embeddings, django_capture_on_commit_callbacks):
-    if connection.vendor != "sqlite":
-        pytest.skip("vectors are kept with sqlite-vec")
     with django_capture_on_commit_callbacks(execute=True):
         for site in ("Alder 1003", "Birch 1004", "Cedar 1005"):
             _report(user, site=site)
@@ -193,9 +193,8 @@ def test_a_postgres_portal_with_a_model_named_is_warned(settings):
     assert [warning.id for warning in warnings] == ([] if connection.vendor == "sqlite" else ["library.W001"])
 
 
+@sqlite_only
 def test_library_reindex_gives_every_passage_its_vector_and_goes_on_after_a_failure(user, embeddings, monkeypatch):
-    if connection.vendor != "sqlite":
-        pytest.skip("vectors are kept with sqlite-vec")
     monkeypatch.setattr(vectors, "BATCH_MAX", 2)
     _report(user, site="Alder 1003")
     embeddings.fail_after = 1

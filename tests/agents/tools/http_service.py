@@ -5,11 +5,12 @@ body) and answers by path."""
 import base64
 import html
 import json
-import threading
 import time
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, quote, quote_plus, urlsplit
+
+from tests.local_server import LocalServer
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64
 
@@ -64,26 +65,17 @@ class Received:
 
 
 @dataclass
-class Service:
+class Service(LocalServer):
     received: list = field(default_factory=list)
     # Seconds /slow waits before answering.
     slow_seconds: float = 5.0
 
-    def start(self) -> "Service":
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
-        self._server.daemon_threads = True
-        # Polled often, so that stop() does not wait half a second (tests.model_server).
-        threading.Thread(target=self._server.serve_forever, args=(0.02,), daemon=True).start()
-        return self
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        return _handler_for(self)
 
     @property
     def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return self.origin
 
 
 def _handler_for(service: Service):
