@@ -18,6 +18,7 @@ from django.views.i18n import set_language
 from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthenticationRequestView
 
 from agents.usage import usage_summary
+from projects.selectors import schedules_of
 
 from . import oidc, services
 from .models import UserPreference
@@ -66,7 +67,12 @@ def settings_page(request):
     return render(
         request,
         "accounts/settings.html",
-        {"password_form": password_form, "themes": UserPreference.Theme.choices, **usage_summary(user=request.user)},
+        {
+            "password_form": password_form,
+            "themes": UserPreference.Theme.choices,
+            "schedules": schedules_of(user=request.user),
+            **usage_summary(user=request.user),
+        },
         status=422 if password_form.is_bound else 200,
     )
 

@@ -23,7 +23,7 @@ from audit.admin import StaffViewAudited
 
 from .budgets import budget_of, budgets_of, metrics_tokens, spent_today, tokens_today
 from .config import AGENTS
-from .models import HttpTool, McpServer, Run, RunEvent, TokenBudget, TokenSpend, TokenUse
+from .models import HttpTool, McpServer, Run, RunEvent, RunNotice, TokenBudget, TokenSpend, TokenUse
 from .services.admission import waiting_place
 from .services.retention import runs_fold_requested
 from .services.runs import runs_cancel_by_staff
@@ -254,6 +254,17 @@ class RunEventAdmin(ReadOnlyAdmin):
     @admin.display(description=_("data"))
     def data_json(self, event):
         return json_block(event.data)
+
+
+@admin.register(RunNotice)
+class RunNoticeAdmin(ReadOnlyAdmin):
+    """Who was told a scheduled turn in a shared project ended, and when they looked."""
+
+    list_display = ("run", "user", "created_at", "seen_at")
+    list_select_related = ("user",)
+    search_fields = ("=run__id", "user__username")
+    fields = ("run", "user", "created_at", "seen_at")
+    readonly_fields = fields
 
 
 class PeopleFileForm(forms.Form):

@@ -34,15 +34,18 @@ NATIVE_TOOLS_TEXT = (
 )
 
 
-def system_prompt(*, config, artifacts: ArtifactManager, tool_mode: str) -> str:
-    """The agent's role, its tools, and for the lead the subagents, the current
-    time, the whole task plan and an inventory of the artifacts (seed 004)."""
+def system_prompt(*, config, artifacts: ArtifactManager, tool_mode: str, project=None) -> str:
+    """The agent's role, its tools, and for the lead the subagents, the
+    standing instructions of the conversation's `project`, the current time,
+    the whole task plan and an inventory of the artifacts (seed 004)."""
     # Native function calling sends the tools' schemas beside the messages.
     tools = NATIVE_TOOLS_TEXT if tool_mode == NATIVE else toolcalls_describe(config.tools)
     parts = [prompt_text(config.name), tools]
     if config.name != LEAD_AGENT:
         return "\n\n".join(parts)
     parts.append(subagents_describe())
+    if project is not None and project.instructions:
+        parts.append(_project_text(project))
     # After the parts that never change, so a provider's prompt cache keeps them (seed 003 <system_time>).
     parts.append(_time_text())
     inventory = artifacts.inventory()
@@ -55,6 +58,15 @@ def system_prompt(*, config, artifacts: ArtifactManager, tool_mode: str) -> str:
     if edits:
         parts.append(_people_edits_text(edits, person=_person(artifacts)))
     return "\n\n".join(parts)
+
+
+def _project_text(project) -> str:
+    # Before the time, among the parts that stay the same from call to call.
+    return (
+        f"# Project instructions\n\nThis conversation is part of the project “{project.name}”. "
+        "Its team set these standing instructions for every conversation in it; follow them unless "
+        f"the user asks otherwise:\n\n{project.instructions}"
+    )
 
 
 def _person(artifacts: ArtifactManager) -> str:

@@ -30,6 +30,7 @@ from artifactflow.db import connection_release
 from artifacts.manager import ArtifactManager
 from artifacts.models import Artifact
 from artifacts.validators import TITLE_MAX_CHARS
+from projects.access import project_viewable
 
 from . import budgets, compaction, context, tokens
 from .config import (
@@ -98,6 +99,8 @@ class TurnOutcome:
     metrics: dict
     # The open permission request of a turn that waits for it.
     pending: PendingRequest | None = None
+    # The tools a scheduled turn did not call, as they wait for an approval no one is there to give.
+    skipped: tuple[str, ...] = ()
 
 
 def permission_request_data(pending: PendingRequest) -> dict:
@@ -179,9 +182,18 @@ class Turn:
         self.artifacts = artifacts
         self.is_cancelled = is_cancelled
         self.checkpoint = checkpoint
-        self.owner = owner = self.message.conversation.owner
+        conversation = self.message.conversation
+        self.owner = owner = conversation.owner
+        # The project's instructions and library are the turn's while its owner may read the project.
+        self.project = (
+            project_viewable(user=owner, project_id=conversation.project_id) if conversation.project_id else None
+        )
         self.tool_context = ToolContext(
-            artifacts=artifacts, user=owner, run_id=run.pk, conversation_id=self.message.conversation_id
+            artifacts=artifacts,
+            user=owner,
+            run_id=run.pk,
+            conversation_id=conversation.pk,
+            project_id=self.project.pk if self.project else None,
         )
         # Configured tool sources that could not be reached: the turn goes on without them.
         self.unavailable: list[Unavailable] = []
@@ -261,6 +273,9 @@ class Turn:
             return None
         tool = tools[call.name]
         if _needs_permission(tool, state):
+            if self.run.schedule_id is not None:
+                self._unattended_skip(state, frame, call)
+                return None
             return self._permission_request(state, frame, call, tool)
         self._tool_execute(state, frame, tool, call)
         return None
@@ -294,7 +309,9 @@ class Turn:
         }
 
     def _messages(self, frame: Frame, config: AgentConfig, model: ChatModel) -> list[dict]:
-        system = context.system_prompt(config=config, artifacts=self.artifacts, tool_mode=model.tool_mode)
+        system = context.system_prompt(
+            config=config, artifacts=self.artifacts, tool_mode=model.tool_mode, project=self.project
+        )
         return context.agent_messages(
             system=system,
             message=self.message if config.sees_history else None,
@@ -744,6 +761,17 @@ class Turn:
         # The service logs the question with the run's pause (permission_request_data).
         return self._outcome(OutcomeStatus.WAITING_PERMISSION, state)
 
+    def _unattended_skip(self, state: TurnState, frame: Frame, call: ToolCall) -> None:
+        """A scheduled turn never waits for an approval (projects.schedules):
+        the call is refused, and the answer names the tool (TurnOutcome.skipped)."""
+        if call.name not in state.skipped:
+            state.skipped.append(call.name)
+        message = (
+            f"The tool {call.name} needs the user's approval, and this turn runs on a schedule with no one there "
+            "to give it, so it was not called. Do not retry it; continue without it and say what you could not do."
+        )
+        self._tool_report(state, frame, call, tool_error(tool=call.name, message=message))
+
     def _pending_resolve(self, state: TurnState) -> None:
         pending, state.pending = state.pending, None
         frame = state.frames[-1]
@@ -795,6 +823,7 @@ class Turn:
             response=response,
             metrics=turn_metrics(state),
             pending=state.pending if waiting else None,
+            skipped=tuple(state.skipped),
         )
 
 

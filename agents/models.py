@@ -56,6 +56,12 @@ class Run(models.Model):
     # The failed or cancelled run this one tries again: at the same message,
     # or at a new branch beside it when that message had later turns (run_retry).
     retry_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="retries")
+    # The schedule that started this turn with no one watching (projects.schedules):
+    # a tool set to confirm is skipped, not asked about, and the answer opens
+    # with what changed since the schedule's last run.
+    schedule = models.ForeignKey(
+        "projects.Schedule", null=True, blank=True, on_delete=models.SET_NULL, related_name="runs", editable=False
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -200,6 +206,24 @@ class RunEvent(models.Model):
 
     def __str__(self):
         return f"{self.run_id}#{self.seq} {self.type}"
+
+
+class RunNotice(models.Model):
+    """A turn's end told to someone besides its conversation's owner: a reader
+    of the project a scheduled turn ran in (projects.signals). Their list marks
+    the conversation as the owner's is marked, until they look at it."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="notices")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="run_notices")
+    created_at = models.DateTimeField(auto_now_add=True)
+    seen_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "user"], name="run_notice_unique_per_user")]
+        indexes = [models.Index(fields=["user", "seen_at"])]
+
+    def __str__(self):
+        return f"run {self.run_id} → {self.user}"
 
 
 # A configured tool's name as the model calls it: never with "__", which names

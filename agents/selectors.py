@@ -10,6 +10,7 @@ a finished answer is the same fold of its steps.
 
 from dataclasses import dataclass, replace
 
+from django.conf import settings
 from django.db.models import F, OuterRef, Q, Subquery
 from django.utils.translation import gettext
 
@@ -22,11 +23,12 @@ from conversations.selectors import readable_filter
 from conversations.tree import message_path
 from library.selectors import library_documents
 
-from .config import LEAD_AGENT
+from .config import AGENTS, LEAD_AGENT
 from .llm.config import lead_choices_from_settings
-from .models import Run, RunEvent
+from .models import Run, RunEvent, RunNotice
 from .projection import RunView, run_view_apply, stored_text
 from .steps import ArtifactRef, Step, StepFold
+from .tools.base import CONFIRM
 
 # Message metadata key: tools the user always allows on the branch through it.
 ALLOWED_TOOLS = "allowed_tools"
@@ -292,6 +294,19 @@ def tools_allowed(*, messages) -> list[str]:
     return sorted({tool for step in messages for tool in step.metadata.get(ALLOWED_TOOLS, [])})
 
 
+def tools_needing_approval() -> list[str]:
+    """The built-in tools that ask before they run (ARTIFACTFLOW_TOOL_PERMISSIONS
+    may change which): what a schedule's owner can allow it to run unattended."""
+    return sorted(
+        {
+            tool.name
+            for config in AGENTS.values()
+            for tool in config.tools
+            if settings.TOOL_PERMISSIONS.get(tool.name, tool.permission) == CONFIRM
+        }
+    )
+
+
 def branch_allowed_tools(*, message) -> list[str]:
     """Tools the user chose to always allow on this branch (root to `message`)."""
     return tools_allowed(messages=message_path(message_id=message.pk))
@@ -324,17 +339,24 @@ class ConversationMarks:
 
 
 def conversation_marks(*, user) -> ConversationMarks:
-    """The marks of all the user's own conversations, in one query: a turn
-    waiting for their approval, a turn running (queued or waiting for a slot
-    too), or a turn that ended after they last looked (Conversation.seen_at).
-    Only conversations with a mark are read, never the whole list."""
+    """The marks of all the user's conversations, in one query: of their own,
+    a turn waiting for their approval, a turn running (queued or waiting for a
+    slot too), or a turn that ended after they last looked (Conversation.seen_at);
+    of others', a turn whose end they were told of (RunNotice) and have not
+    looked at since. Only conversations with a mark are read, never the whole list."""
     runs = Run.objects.filter(message__conversation__owner=user).filter(
         Q(status__in=Run.ACTIVE_STATUSES) | Q(finished_at__gt=F("message__conversation__seen_at"))
     )
+    columns = ("message__conversation_id", "message__conversation__title", "status")
+    # A union, so each side keeps its own index: the runs by owner, the notices by user.
+    notices = (
+        RunNotice.objects.filter(user=user, seen_at__isnull=True)
+        .exclude(run__message__conversation__owner=user)
+        .values_list("run__message__conversation_id", "run__message__conversation__title", "run__status")
+        .order_by()
+    )
     marks, titles = {}, {}
-    for conversation_id, title, status in runs.values_list(
-        "message__conversation_id", "message__conversation__title", "status"
-    ):
+    for conversation_id, title, status in runs.values_list(*columns).order_by().union(notices, all=True):
         if status == Run.Status.WAITING_PERMISSION:
             mark = MARK_WAITING
         elif status in Run.ACTIVE_STATUSES:

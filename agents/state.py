@@ -123,6 +123,8 @@ class TurnState(BaseModel):
     pending: PendingRequest | None = None
     # Tools the user allowed without asking again.
     allowed: list[str] = Field(default_factory=list)
+    # Tools a scheduled turn did not call: they wait for an approval no one is there to give.
+    skipped: list[str] = Field(default_factory=list)
     # Seed 004's metrics, append-only: a record of every model call
     # (AgentExecutionRecord) and of every tool call (ToolCallRecord).
     agent_executions: list[dict] = Field(default_factory=list)

@@ -226,6 +226,7 @@ INSTALLED_APPS = [
     "accounts",
     "audit",
     "retention",
+    "projects",
 ]
 
 MIDDLEWARE = [

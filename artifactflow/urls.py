@@ -56,5 +56,6 @@ urlpatterns = [
     path("runs/", include("agents.urls")),
     path("library/", include("library.urls")),
     path("sources/", include(sources_urlpatterns)),
+    path("", include("projects.urls")),
     path("", include("conversations.urls")),
 ]

@@ -14,6 +14,7 @@ import matching  # noqa: E402
 import message_path  # noqa: E402
 import pages  # noqa: E402
 import people_edits  # noqa: E402
+import project_pages  # noqa: E402
 import question_path  # noqa: E402
 import renderers  # noqa: E402
 import retrieval  # noqa: E402
@@ -52,6 +53,7 @@ for benchmark in (
     large_artifact,
     people_edits,
     pages,
+    project_pages,
     search_chinese,
     thread_page,
     team,

@@ -34,10 +34,17 @@ FORKED_FROM = "forked_from"
 ACTIVE_BRANCH = object()
 
 
-def conversation_start(*, user, content: str, lead_model: str | None = None, enqueue: bool = True) -> Conversation:
-    """A new conversation (with its artifact session) that opens with `content`."""
+def conversation_start(
+    *, user, content: str, lead_model: str | None = None, project=None, enqueue: bool = True
+) -> Conversation:
+    """A new conversation (with its artifact session) that opens with `content`,
+    in `project` if given (one the user contributes to: the caller's check),
+    whose default model it takes unless the person chose one."""
+    if project is not None and lead_model is None and project.lead_model:
+        # A default the models file no longer offers leaves the portal's.
+        lead_model = project.lead_model if _lead_model_offered(project.lead_model) else None
     with transaction.atomic():
-        conversation = Conversation.objects.create(owner=user)
+        conversation = Conversation.objects.create(owner=user, project=project)
         ArtifactSession.objects.create(conversation=conversation)
         message_post(conversation=conversation, content=content, lead_model=lead_model, enqueue=enqueue)
     return conversation
@@ -54,6 +61,7 @@ def message_post(
     parent=ACTIVE_BRANCH,
     lead_model: str | None = None,
     enqueue: bool = True,
+    schedule=None,
 ) -> Message:
     """Store a user message and a queued run for it; the turn starts once committed.
 
@@ -62,6 +70,7 @@ def message_post(
     the active branch. `lead_model` is the lead's model the person chose, one
     of the models file's [lead] choices, kept for the conversation's turns
     from this one on (blank: the default); None keeps the conversation's.
+    A `schedule` asks it (projects.schedules): its turn runs unattended.
     """
     content = content.strip()
     if not content:
@@ -77,7 +86,7 @@ def message_post(
             % {"max": f"{MAX_MESSAGE_LENGTH:,}", "length": f"{len(content):,}"}
         )
     if lead_model is not None:
-        _lead_model_check(lead_model)
+        lead_model_check(lead_model)
     if parent is ACTIVE_BRANCH:
         parent = conversation.active_branch
     elif parent is not None and parent.conversation_id != conversation.pk:
@@ -89,7 +98,7 @@ def message_post(
                 # Before the run, which takes its lead model from the conversation.
                 conversation.lead_model = lead_model
             message = Message.objects.create(conversation=conversation, parent=parent, content=content)
-            run_create(message=message, enqueue=enqueue)
+            run_create(message=message, enqueue=enqueue, schedule=schedule)
             conversation.active_branch = message
             if not conversation.title:
                 conversation.title = _title_from(content)
@@ -100,10 +109,14 @@ def message_post(
     return message
 
 
-def _lead_model_check(name: str) -> None:
-    """Only a model of the list: a crafted request naming another is refused."""
+def _lead_model_offered(name: str) -> bool:
     choices, _ = lead_choices_from_settings()
-    if name and name not in {choice.name for choice in choices}:
+    return name in {choice.name for choice in choices}
+
+
+def lead_model_check(name: str) -> None:
+    """Only a model of the list: a crafted request naming another is refused."""
+    if name and not _lead_model_offered(name):
         raise ValidationError(gettext("That model cannot be chosen here. Choose one from the list."))
 
 

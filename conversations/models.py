@@ -19,6 +19,12 @@ class Conversation(models.Model):
     # (agents.llm.config, [lead] choices); blank: the configured default.
     lead_model = models.CharField(max_length=100, blank=True)
     metadata = models.JSONField(default=dict, blank=True)
+    # The project it is part of (projects.models): its readers read it, its
+    # instructions reach the lead agent. Deleting a project leaves its
+    # conversations to their owners.
+    project = models.ForeignKey(
+        "projects.Project", null=True, blank=True, on_delete=models.SET_NULL, related_name="conversations"
+    )
     # A conversation continued from another's branch (conversations.lifecycle):
     # where it came from, kept while the original is.
     forked_from = models.ForeignKey(

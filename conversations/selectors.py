@@ -13,6 +13,7 @@ from django.utils.formats import date_format
 from django.utils.translation import gettext, pgettext
 
 from artifactflow.ids import id_from_text
+from projects.access import project_readable
 
 from . import search
 from .models import Conversation, ConversationShare, Message
@@ -59,8 +60,11 @@ def conversation_list(*, user, query: str = "", before: str = "", limit: int = P
     if query:
         items = search.conversation_search(user=user, query=query, before=position, limit=limit + 1)
     else:
-        # Pinned conversations are listed apart (conversation_pinned), above every page.
-        conversations = search.conversations_before(user=user, before=position).filter(pinned_at__isnull=True)
+        # Pinned conversations are listed apart (conversation_pinned), above every page,
+        # and those in projects under their projects (projects.selectors.projects_sidebar).
+        conversations = search.conversations_before(user=user, before=position).filter(
+            pinned_at__isnull=True, project__isnull=True
+        )
         items = list(conversations[: limit + 1])
     next_cursor = ""
     if len(items) > limit:
@@ -143,9 +147,9 @@ def conversation_get(*, user, conversation_id) -> Conversation | None:
 
 
 def readable_filter(*, user, via: str = "") -> Q:
-    """The one rule for what a user may read: a conversation they own or one
+    """The one rule for what a user may read: a conversation they own, one
     shared with them (with them by name, a group they are in, or everyone
-    signed in). `via` is the path from the filtered model to its
+    signed in), or one in a project they may read (projects.access). `via` is the path from the filtered model to its
     conversation, e.g. "message__conversation__"."""
     if not user.is_authenticated:
         # Login only: nothing is ever shared with someone signed out.
@@ -153,7 +157,8 @@ def readable_filter(*, user, via: str = "") -> Q:
     shared = ConversationShare.objects.filter(conversation=OuterRef(f"{via}pk" if via else "pk")).filter(
         _share_audience(user=user)
     )
-    return Q(**{f"{via}owner": user}) | Q(Exists(shared))
+    # A project's owner and members read every conversation in it.
+    return Q(**{f"{via}owner": user}) | Q(Exists(shared)) | project_readable(user=user, via=f"{via}project__")
 
 
 def _share_audience(*, user) -> Q:

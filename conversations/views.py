@@ -12,6 +12,7 @@ from django_htmx.http import HttpResponseClientRedirect, push_url, reswap, retar
 
 from agents import selectors as agent_selectors
 from agents.budgets import budget_notice
+from agents.services import notices as agent_notices
 from agents.services import permissions as agent_permissions
 from agents.thread import ThreadPage, thread_entries, thread_page, thread_page_before
 from artifactflow.ids import id_from_text
@@ -20,6 +21,8 @@ from artifacts import pane as artifact_pane
 from audit.models import AuditEvent
 from audit.services import audit_record
 from conversations import lifecycle
+from projects import access
+from projects import selectors as project_selectors
 
 from . import selectors, services
 
@@ -77,13 +80,22 @@ def _list_context(request, *, conversation, state=None) -> dict:
     # One query marks every conversation shown, however long the list.
     if state is None:
         state = agent_selectors.conversation_marks(user=request.user)
-    for item in (*pinned, *page):
+    # The projects head the list, each with its latest conversations, on its first page.
+    projects = []
+    if not query and not before:
+        projects = project_selectors.projects_sidebar(
+            user=request.user, projects=project_selectors.projects_for(user=request.user)
+        )
+    in_projects = [item for project in projects for item in project.recent]
+    for item in (*pinned, *page, *in_projects):
         item.url = url.replace(str(placeholder), str(item.pk))
         item.mark = state.get(item.pk)
     context = {
         "conversations": page,
         "placeholder_id": placeholder,
         "pinned": pinned,
+        "projects": projects,
+        "current_project_id": conversation.project_id if conversation else None,
         "attention": state.waiting_count,
         "query": query,
         "conversation": conversation,
@@ -120,6 +132,10 @@ def _page(request, *, conversation=None, error="", draft="", state=None):
         context.update(_thread_context(conversation=conversation, page=page, read_only=read_only))
         if not read_only:
             context.update(_share_context(request, conversation=conversation))
+            context.update(
+                move_projects=project_selectors.projects_contributable(user=request.user),
+                schedule=project_selectors.schedule_of(conversation=conversation),
+            )
         # The URL may name what the pane shows (see artifacts.pane.pane_context_for_page).
         context.update(
             artifact_pane.pane_context_for_page(
@@ -237,20 +253,32 @@ def chat(request):
 @require_GET
 def conversation_detail(request, conversation_id):
     conversation = _viewable_or_404(request, conversation_id)
-    # The marks are of the user's own conversations: a shared one has none.
+    # The marks of the user's own conversations, and of others' whose scheduled turn they were told of.
     state = agent_selectors.conversation_marks(user=request.user)
     if state.get(conversation.pk) == agent_selectors.MARK_FINISHED:
         # Looking at it: its ended turn is news no more, here and on the user's other pages.
-        services.conversation_seen(conversation=conversation)
+        if conversation.owner_id == request.user.pk:
+            services.conversation_seen(conversation=conversation)
+        else:
+            agent_notices.notices_seen(user=request.user, conversation_id=conversation.pk)
         state.marks.pop(conversation.pk)
     return _page(request, conversation=conversation, state=state)
 
 
 @require_POST
 def conversation_create(request):
+    project = None
+    if request.POST.get("project"):
+        # Only a project the user may add to; any other is one that is not there.
+        project = access.project_viewable(user=request.user, project_id=request.POST["project"])
+        if project is None or not access.project_contributes(user=request.user, project=project):
+            raise Http404("No such project.")
     try:
         conversation = lifecycle.conversation_start(
-            user=request.user, content=request.POST.get("content", ""), lead_model=request.POST.get("model")
+            user=request.user,
+            content=request.POST.get("content", ""),
+            lead_model=request.POST.get("model"),
+            project=project,
         )
     except ValidationError as exc:
         return _invalid(request, exc)

@@ -35,6 +35,12 @@ class LibraryDocument(models.Model):
         related_name="+",
         verbose_name=_("visible to group"),
     )
+    # A project's own document: searched and read only inside it
+    # (selectors.library_visible). PROTECT: a project is deleted once its
+    # documents are, never taking a person's upload with it unasked.
+    project = models.ForeignKey(
+        "projects.Project", null=True, blank=True, on_delete=models.PROTECT, related_name="documents"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

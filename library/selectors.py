@@ -27,6 +27,8 @@ from artifactflow.markdown import code_render, markdown_render, passage_mark, te
 from artifactflow.textsearch import fts5_phrase, search_terms, snippet_join, tsquery_phrase, words_counted
 from conversations.models import Conversation
 from conversations.selectors import conversation_viewable
+from projects.access import project_readable
+from projects.models import Project
 
 from .models import LIBRARY_URL_PREFIX, LibraryDocument, LibraryPassage, WebSnapshot
 from .vectors import VECTOR_CANDIDATES, vectors_nearest, vectors_query
@@ -138,32 +140,53 @@ def library_url_passage(url: str) -> int | None:
     return int(match[2]) if match and match[2] else None
 
 
-def library_visible(*, user) -> Q:
-    """The documents `user` may read, and their agents find: those limited
-    to no group, to one of the user's groups, or added by the user. None (or
-    an anonymous user) sees only the documents limited to no group."""
+# library_visible's `project` for every project the user may read.
+ANY_PROJECT = object()
+
+
+def library_visible(*, user, project=None) -> Q:
+    """The documents `user` may read, and their agents find: the team
+    library's limited to no group, to one of the user's groups, or added by
+    the user; and a project's own, inside it. `project`: None, the team
+    library alone (its page, a turn outside any project); a project's id, that
+    project's documents too (a turn in it, whose owner may read it: the
+    caller's check); ANY_PROJECT, those of every project the user may read
+    (a document's page, a citation's link). None (or an anonymous user) sees
+    only the team documents limited to no group."""
     visible = Q(group__isnull=True)
     if user is not None and user.is_authenticated:
         visible |= Q(group__in=user.groups.all()) | Q(uploaded_by=user)
+    visible &= Q(project__isnull=True)
+    if project is ANY_PROJECT and user is not None:
+        visible |= Q(project__in=Project.objects.filter(project_readable(user=user)).values("pk"))
+    elif project is not None and project is not ANY_PROJECT:
+        visible |= Q(project=project)
     return visible
 
 
-def library_documents(*, user) -> QuerySet[LibraryDocument]:
-    return LibraryDocument.objects.filter(library_visible(user=user))
+def library_documents(*, user, project=None) -> QuerySet[LibraryDocument]:
+    return LibraryDocument.objects.filter(library_visible(user=user, project=project))
 
 
-def library_list(*, user, query: str = "") -> list[LibraryItem]:
-    """The documents the user may read: newest first, or those a search
-    finds, best first, each with its snippet."""
+def library_list(*, user, query: str = "", project: Project | None = None) -> list[LibraryItem]:
+    """The team library's documents the user may read, or with `project` (one
+    they may read: the caller's check) that project's own: newest first, or
+    those a search finds, best first, each with its snippet."""
+    if project is None:
+        listed = library_documents(user=user)
+    else:
+        listed = LibraryDocument.objects.filter(project=project)
     if not query.strip():
-        documents = library_documents(user=user).select_related("uploaded_by", "group").order_by("-created_at", "-pk")
+        documents = listed.select_related("uploaded_by", "group", "project").order_by("-created_at", "-pk")
         return [
             LibraryItem(document, removable=library_document_removable(user=user, document=document))
             for document in documents[:LIST_LIMIT]
         ]
-    hits = library_search(query=query, limit=LIST_LIMIT, user=user, per_document=1)
+    hits = library_search(
+        query=query, limit=LIST_LIMIT, user=user, per_document=1, project=project.pk if project else None
+    )
     ids = [library_url_id(hit.url) for hit in hits]
-    documents = library_documents(user=user).select_related("uploaded_by", "group").in_bulk(ids)
+    documents = listed.select_related("uploaded_by", "group", "project").in_bulk(ids)
     return [
         LibraryItem(documents[pk], hit.snippet, removable=library_document_removable(user=user, document=documents[pk]))
         for pk, hit in zip(ids, hits, strict=True)
@@ -177,7 +200,9 @@ def library_reading(items: list[LibraryItem]) -> bool:
 
 
 def library_document_get(*, user, document_id: int) -> LibraryDocument | None:
-    return library_documents(user=user).select_related("uploaded_by", "group").filter(pk=document_id).first()
+    """A document of the team library or of a project the user may read."""
+    documents = library_documents(user=user, project=ANY_PROJECT)
+    return documents.select_related("uploaded_by", "group", "project").filter(pk=document_id).first()
 
 
 @dataclass(frozen=True)
@@ -268,13 +293,18 @@ def snapshot_page(*, snapshot: WebSnapshot, quote: str = "") -> DocumentPage:
 
 
 def library_document_removable(*, user, document: LibraryDocument) -> bool:
-    """Whoever added a document may remove it; staff may remove any they can see."""
+    """Whoever added a document may remove it, a project's owner any of its
+    own; staff may remove any they can see."""
+    if document.project_id is not None and document.project.owner_id == user.pk:
+        return True
     return user.is_staff or (document.uploaded_by_id is not None and document.uploaded_by_id == user.pk)
 
 
-def library_search(*, query: str, limit: int, user=None, per_document: int = PASSAGES_PER_DOCUMENT) -> list[SearchHit]:
+def library_search(
+    *, query: str, limit: int, user=None, per_document: int = PASSAGES_PER_DOCUMENT, project: int | None = None
+) -> list[SearchHit]:
     """The passages relevant to the query in documents that `user` may read
-    (library_visible), best first, at most `per_document` from a document.
+    (library_visible, with the `project`'s), best first, at most `per_document` from a document.
 
     A document is relevant or not as a whole, and relevance is counted, not
     read off the rank: bm25 and ts_rank have different scales, and both give
@@ -307,13 +337,13 @@ def library_search(*, query: str, limit: int, user=None, per_document: int = PAS
         return []
     search = _postgres_search if connection.vendor == "postgresql" else _sqlite_search
     # The rule in SQL, to filter the raw queries below by.
-    visible = library_documents(user=user).values("pk").query.sql_with_params()
+    visible = library_documents(user=user, project=project).values("pk").query.sql_with_params()
     hits, best = [], {}
     vector = vectors_query(query=query)
     if vector is not None:
         # Fused, the words' ranking of all the passages counts, not only of a document's best few.
         rows = search(terms=terms, limit=max(limit, VECTOR_CANDIDATES), per_document=VECTOR_CANDIDATES, visible=visible)
-        rows = _fused(rows=rows, vector=vector, limit=limit, per_document=per_document, user=user)
+        rows = _fused(rows=rows, vector=vector, limit=limit, per_document=per_document, user=user, project=project)
     else:
         rows = search(terms=terms, limit=limit, per_document=per_document, visible=visible)
     # Best first, so a document's first row is its best.
@@ -332,7 +362,7 @@ def library_search(*, query: str, limit: int, user=None, per_document: int = PAS
     return hits
 
 
-def _fused(*, rows: list, vector: list[float], limit: int, per_document: int, user) -> list:
+def _fused(*, rows: list, vector: list[float], limit: int, per_document: int, user, project: int | None) -> list:
     """The full-text rows and the passages by their nearness to the question
     in one ranking (reciprocal rank fusion: each ranking gives a passage
     1 / (60 + its place)), at most `per_document` of a document and `limit`
@@ -350,7 +380,7 @@ def _fused(*, rows: list, vector: list[float], limit: int, per_document: int, us
     relevant = {row[0] for row in rows}
     within = list(LibraryPassage.objects.filter(document_id__in=relevant).values_list("pk", flat=True))
     distances = vectors_nearest(vector=vector, within=within)
-    readable = library_documents(user=user).filter(status=LibraryDocument.Status.INDEXED)
+    readable = library_documents(user=user, project=project).filter(status=LibraryDocument.Status.INDEXED)
     placed = sorted(
         LibraryPassage.objects.filter(pk__in=distances, document__in=readable).values_list(
             "pk", "document_id", "number"

@@ -83,13 +83,17 @@ def library_document_create(
     uploaded_file: UploadedFile | None = None,
     content: str | None = None,
     group=None,
+    project=None,
 ) -> LibraryDocument:
     """Add a document to the library from an uploaded file (its text read
     here, its name the default title) or from markdown text; limited to
-    `group` when one is given (the caller checks the user is in it)."""
+    `group` when one is given (the caller checks the user is in it), or to
+    `project`'s conversations (the caller checks the user contributes to it)."""
     if (uploaded_file is None) == (content is None):
         raise ValueError("library_document_create takes uploaded_file or content, not both")
-    document = LibraryDocument(title=title or "Untitled", content=content or "", uploaded_by=user, group=group)
+    document = LibraryDocument(
+        title=title or "Untitled", content=content or "", uploaded_by=user, group=group, project=project
+    )
     if uploaded_file is not None:
         converted = library_file_read(uploaded_file=uploaded_file)
         document.content, document.content_type = converted.content, converted.content_type
@@ -186,7 +190,7 @@ class BulkAdded:
     skipped: list[str] = field(default_factory=list)
 
 
-def library_documents_queue(*, user, uploaded_files: list[UploadedFile], group=None) -> BulkAdded:
+def library_documents_queue(*, user, uploaded_files: list[UploadedFile], group=None, project=None) -> BulkAdded:
     """Adds each file, and each file inside a .zip, as a queued document whose
     text a worker reads (READ_TASK: library_document_read), within the
     upload limit for each file and LIBRARY_BULK_MAX_FILES and
@@ -216,7 +220,12 @@ def library_documents_queue(*, user, uploaded_files: list[UploadedFile], group=N
                 continue
             total += len(data)
             document = LibraryDocument(
-                title=title, content="", uploaded_by=user, group=group, status=LibraryDocument.Status.QUEUED
+                title=title,
+                content="",
+                uploaded_by=user,
+                group=group,
+                project=project,
+                status=LibraryDocument.Status.QUEUED,
             )
             document.original_file.save(title, ContentFile(data), save=False)
             document.save()

@@ -36,6 +36,23 @@ def _library_page(request, *, form: LibraryDocumentForm, status: int = 200):
     return render(request, "library/list.html", context, status=status)
 
 
+def library_added_say(request, added: services.BulkAdded) -> None:
+    """What the next page says of files handed to the workers: how many are
+    being read, and each one left out with why (the project's library too)."""
+    if added.documents:
+        messages.info(
+            request,
+            ngettext(
+                "%(count)s document is being read; it is listed below.",
+                "%(count)s documents are being read; they are listed below.",
+                len(added.documents),
+            )
+            % {"count": len(added.documents)},
+        )
+    for skipped in added.skipped:
+        messages.warning(request, gettext("Not added: %(file)s") % {"file": skipped})
+
+
 @require_http_methods(["GET", "POST"])
 def library_index(request):
     """The library: its documents (or those a search finds), and a form to add one."""
@@ -46,18 +63,7 @@ def library_index(request):
         added = services.library_documents_queue(
             user=request.user, uploaded_files=form.cleaned_data["file"], group=form.cleaned_data.get("group")
         )
-        if added.documents:
-            messages.info(
-                request,
-                ngettext(
-                    "%(count)s document is being read; it is listed below.",
-                    "%(count)s documents are being read; they are listed below.",
-                    len(added.documents),
-                )
-                % {"count": len(added.documents)},
-            )
-        for skipped in added.skipped:
-            messages.warning(request, gettext("Not added: %(file)s") % {"file": skipped})
+        library_added_say(request, added)
         return redirect("library")
     if form.is_valid():
         try:

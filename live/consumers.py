@@ -19,6 +19,7 @@ from agents import selectors as agent_selectors
 from agents.budgets import budget_notice
 from agents.models import Run
 from agents.selectors import conversation_active_run
+from agents.services import notices as agent_notices
 from agents.titling import SOURCE_MODEL, TITLE_SOURCE
 from artifactflow import descriptors, metrics, realtime
 from conversations import selectors
@@ -103,11 +104,14 @@ class RunStateMixin:
     def _run_state_rendered(self, conversation_id) -> str:
         user = self.scope["user"]
         state = agent_selectors.conversation_marks(user=user)
-        shown = self.conversation is not None and self.conversation.owner_id == user.pk
+        shown = self.conversation is not None
         ended_here = shown and state.get(self.conversation.pk) == agent_selectors.MARK_FINISHED
         if ended_here:
             # Every other page of the user then hears of it and clears the mark.
-            conversation_services.conversation_seen(conversation=self.conversation)
+            if self.conversation.owner_id == user.pk:
+                conversation_services.conversation_seen(conversation=self.conversation)
+            else:
+                agent_notices.notices_seen(user=user, conversation_id=self.conversation.pk)
             state.marks.pop(self.conversation.pk)
         # One conversation's mark on a wake-up, every marked one on connect.
         named = [uuid.UUID(conversation_id)] if conversation_id else list(state.marks)

@@ -1,3 +1,4 @@
+import datetime
 import io
 import zipfile
 import zlib
@@ -11,6 +12,7 @@ from agents.models import Run, TokenSpend, TokenUse
 from artifacts.models import Artifact, ArtifactSession, ArtifactVersion
 from conversations.models import Conversation, ConversationShare, Message
 from library.models import LibraryDocument
+from projects.models import Project, ProjectMember, Schedule
 
 PASSWORD = "pw-for-tests"
 
@@ -157,6 +159,44 @@ class LibraryDocumentFactory(factory.django.DjangoModelFactory):
 
     title = factory.Sequence(lambda n: f"Library document {n}")
     content = factory.Sequence(lambda n: f"The text of library document {n}.")
+
+
+class ProjectFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Project
+
+    owner = factory.SubFactory(UserFactory)
+    name = factory.Sequence(lambda n: f"Project {n}")
+
+
+class ProjectMemberFactory(factory.django.DjangoModelFactory):
+    """A reader of the project, a person unless `group` is given instead."""
+
+    class Meta:
+        model = ProjectMember
+
+    project = factory.SubFactory(ProjectFactory)
+    user = factory.Maybe(
+        factory.LazyAttribute(lambda member: member.group is None),
+        yes_declaration=factory.SubFactory(UserFactory),
+        no_declaration=None,
+    )
+    group = None
+    role = ProjectMember.Role.READER
+
+
+class ScheduleFactory(factory.django.DjangoModelFactory):
+    """A daily schedule at 09:00 in Shanghai, due now unless `next_run_at` says otherwise."""
+
+    class Meta:
+        model = Schedule
+
+    conversation = factory.SubFactory(ConversationFactory)
+    question = "What changed in the heat pump market this week?"
+    frequency = Schedule.Frequency.DAILY
+    time = datetime.time(9, 0)
+    time_zone = "Asia/Shanghai"
+    next_run_at = factory.LazyFunction(timezone.now)
 
 
 def pdf_bytes(page_texts: list[str], *, title: str | None = None) -> bytes:

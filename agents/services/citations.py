@@ -68,7 +68,8 @@ def _source_text(*, reference: Reference, conversation) -> str | None:
     document as its owner's agents read it, a web page as read there."""
     document_id = library_url_id(reference.href)
     if document_id is not None:
-        document = library_documents(user=conversation.owner).filter(pk=document_id).only("content").first()
+        documents = library_documents(user=conversation.owner, project=conversation.project_id)
+        document = documents.filter(pk=document_id).only("content").first()
         return document.content if document is not None else None
     if not reference.href.lower().startswith(("http://", "https://")):
         return None

@@ -5,6 +5,7 @@ completed, waiting for the user's permission, cancelled or failed. A delivery
 that finds the run not queued is handed to `agents.services.recovery`, which
 checks whether its worker died; nothing else executes a turn."""
 
+import dataclasses
 import logging
 import threading
 import time
@@ -32,6 +33,7 @@ from ..selectors import branch_allowed_tools
 from ..state import OutcomeStatus, TurnState, checkpoint_new, checkpoint_state
 from ..titling import title_propose
 from .admission import run_owner_lock, runs_admit
+from .changes import changes_since_last_run
 from .citations import citations_check, citations_keep
 from .ending import CANCELLED, answer_keep, error_emit, flush_data, run_branch, run_end_save
 from .recovery import run_recover_dead
@@ -249,7 +251,11 @@ def _run_start(*, run: Run, models: AgentModels, log: RunEventLog) -> TurnState:
             "demo": model.demo,
         },
     )
-    return engine.turn_state_new(message=run.message, allowed=branch_allowed_tools(message=run.message))
+    allowed = branch_allowed_tools(message=run.message)
+    if run.schedule_id is not None:
+        # The tools its owner allowed the schedule to run unattended.
+        allowed += [name for name in run.schedule.allowed_tools if name not in allowed]
+    return engine.turn_state_new(message=run.message, allowed=allowed)
 
 
 def _run_checkpoint(*, run: Run, lease: Lease, state: TurnState, artifacts: ArtifactManager) -> None:
@@ -267,6 +273,10 @@ def _run_checkpoint(*, run: Run, lease: Lease, state: TurnState, artifacts: Arti
 
 def _run_finish(*, run: Run, lease: Lease, log: RunEventLog, outcome: engine.TurnOutcome, flush: FlushReport) -> None:
     citations = None
+    if run.schedule_id is not None and outcome.status == OutcomeStatus.COMPLETED and not flush.failed:
+        # A scheduled answer opens with what changed since the schedule's last run.
+        prefix = changes_since_last_run(run=run, skipped=outcome.skipped)
+        outcome = dataclasses.replace(outcome, response=prefix + outcome.response)
     if outcome.status == OutcomeStatus.COMPLETED and not flush.failed:
         # Read before the end's transaction, which may hold SQLite's one writer's lock.
         citations = citations_check(run=run, answer=outcome.response)

@@ -32,7 +32,7 @@ class BudgetSpent(RunStateError):
     """The user's turns have spent today's token budget."""
 
 
-def run_create(*, message, enqueue: bool = True, retry_of: Run | None = None) -> Run:
+def run_create(*, message, enqueue: bool = True, retry_of: Run | None = None, schedule=None) -> Run:
     """A run for `message`, admitted (queued, its task enqueued once the
     caller's transaction commits) or waiting for one of its user's turns to
     end (agents.services.admission). Without `enqueue` it is queued for the
@@ -56,6 +56,7 @@ def run_create(*, message, enqueue: bool = True, retry_of: Run | None = None) ->
         run = Run.objects.create(
             message=message,
             retry_of=retry_of,
+            schedule=schedule,
             lead_model=message.conversation.lead_model,
             status=Run.Status.WAITING_SLOT if enqueue else Run.Status.QUEUED,
         )

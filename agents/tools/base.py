@@ -86,3 +86,5 @@ class ToolContext:
     user: Any = None
     run_id: int | None = None
     conversation_id: Any = None
+    # The project whose library the turn searches beside the team's (library.selectors.library_visible).
+    project_id: int | None = None

@@ -47,7 +47,13 @@ def web_search(context: ToolContext, *, query: str) -> ToolResult:
     if not query:
         return tool_error(tool=WEB_SEARCH, message="The query is empty; say what to search for.")
     try:
-        hits = _search(provider=provider, query=query, limit=settings.SEARCH_MAX_RESULTS, user=context.user)
+        hits = _search(
+            provider=provider,
+            query=query,
+            limit=settings.SEARCH_MAX_RESULTS,
+            user=context.user,
+            project=context.project_id,
+        )
     except SearchError as error:
         return tool_error(tool=WEB_SEARCH, message=str(error))
     results = "".join(
@@ -74,10 +80,10 @@ def web_search(context: ToolContext, *, query: str) -> ToolResult:
     )
 
 
-def _search(*, provider: str, query: str, limit: int, user) -> list[SearchHit]:
+def _search(*, provider: str, query: str, limit: int, user, project: int | None) -> list[SearchHit]:
     if provider == "local":
-        # What the conversation's owner may read: an agent finds no more than its user.
-        return library_search(query=query, limit=limit, user=user)
+        # What the conversation's owner may read (in its project too): an agent finds no more than its user.
+        return library_search(query=query, limit=limit, user=user, project=project)
     if provider == "searxng":
         return _searxng(query=query, limit=limit)
     if provider == "tavily":

@@ -228,7 +228,7 @@ class _PinnedTransport(httpx.BaseTransport):
 
 def web_fetch(context: ToolContext, *, url: str) -> ToolResult:
     if url.strip().lower().startswith(LIBRARY_URL_PREFIX):
-        return library_document_fetch(url=url, user=context.user)
+        return library_document_fetch(url=url, user=context.user, project=context.project_id)
     try:
         page = _fetch(url=url)
     except FetchError as error:
@@ -376,15 +376,15 @@ WEB_FETCH_TOOL = Tool(
 )
 
 
-def library_document_fetch(*, url: str, user=None) -> ToolResult:
-    """A library document `user` may read, for web_fetch, which hands
-    library:// URLs here. One the user may not read is one that does not exist."""
+def library_document_fetch(*, url: str, user=None, project: int | None = None) -> ToolResult:
+    """A library document `user` may read (in the turn's `project` too), for
+    web_fetch, which hands library:// URLs here. One the user may not read is one that does not exist."""
     document_id = library_url_id(url)
     if document_id is None:
         return tool_error(
             tool="web_fetch", message=f"{url} is not a library URL; they look like {LIBRARY_URL_PREFIX}12."
         )
-    document = library_documents(user=user).filter(pk=document_id).first()
+    document = library_documents(user=user, project=project).filter(pk=document_id).first()
     if document is None:
         return tool_error(
             tool="web_fetch", message=f"There is no library document {url}; search the library for its current URL."

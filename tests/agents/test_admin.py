@@ -31,7 +31,7 @@ from tests.model_server import Text
 pytestmark = pytest.mark.django_db
 
 # The apps whose admin is ours.
-OUR_APPS = ("conversations", "artifacts", "agents", "audit", "retention")
+OUR_APPS = ("conversations", "artifacts", "agents", "audit", "retention", "projects")
 
 
 def _text(response) -> str:

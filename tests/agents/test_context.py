@@ -12,7 +12,13 @@ from artifacts import services as artifact_services
 from artifacts.branches import branch_at
 from artifacts.manager import ArtifactManager
 from conversations import lifecycle
-from tests.factories import ConversationFactory, MessageFactory, RunFactory
+from tests.factories import (
+    ConversationFactory,
+    MessageFactory,
+    ProjectFactory,
+    ProjectMemberFactory,
+    RunFactory,
+)
 from tests.model_server import Text
 
 pytestmark = pytest.mark.django_db
@@ -157,3 +163,97 @@ def test_a_subagent_reports_in_the_language_of_its_task_and_keeps_tool_names(man
 
 def test_a_compacted_context_keeps_the_users_language():
     assert "Write the summary in the language the user wrote in" in " ".join(prompt_text("compaction").split())
+
+
+# --- A project's standing instructions ------------------------------------------------------------
+
+INSTRUCTIONS = "报告一律用中文，价格以人民币计，并注明报价日期。"
+
+
+@pytest.fixture
+def in_project(user):
+    project = ProjectFactory(owner=user, name="热泵市场", instructions=INSTRUCTIONS)
+    return lifecycle.conversation_start(user=user, content="热泵的价格是多少？", project=project, enqueue=False)
+
+
+def test_the_lead_is_given_the_projects_instructions_before_the_time(manager):
+    project = ProjectFactory(name="热泵市场", instructions=INSTRUCTIONS)
+
+    prompt = system_prompt(config=LEAD, artifacts=manager, tool_mode=XML, project=project)
+
+    assert "This conversation is part of the project “热泵市场”." in prompt
+    assert _section(prompt, "# Project instructions").endswith(INSTRUCTIONS)
+    # Among the parts that stay the same from call to call, before the time.
+    assert prompt.index("# Project instructions") < prompt.index("# Current time")
+
+
+@pytest.mark.parametrize("agent", ["search_agent", "crawl_agent"])
+def test_a_subagent_is_not_given_the_projects_instructions(manager, agent):
+    project = ProjectFactory(instructions=INSTRUCTIONS)
+
+    prompt = system_prompt(config=AGENTS[agent], artifacts=manager, tool_mode=XML, project=project)
+
+    assert "# Project instructions" not in prompt and INSTRUCTIONS not in prompt
+
+
+@pytest.mark.parametrize("project", [None, "blank"])
+def test_without_a_project_or_its_instructions_the_lead_is_given_none(manager, project):
+    project = ProjectFactory(instructions="") if project else None
+
+    assert "# Project instructions" not in system_prompt(config=LEAD, artifacts=manager, tool_mode=XML, project=project)
+
+
+def test_a_turn_in_the_project_sends_its_instructions_to_the_lead_alone(in_project, scripted_model):
+    scripted_model.add(
+        Text(
+            "<tool_call><name>call_subagent</name><params><agent>search_agent</agent>"
+            "<instruction>查找热泵价格</instruction></params></tool_call>"
+        ),
+        Text("找到的资料：无。"),
+        Text("没有找到价格资料。"),
+    )
+
+    run_execute(run_id=in_project.active_branch.runs.get().pk)
+
+    lead, search, lead_again = (request["messages"][0]["content"] for request in scripted_model.requests)
+    assert INSTRUCTIONS in lead and INSTRUCTIONS in lead_again
+    assert "# Project instructions" not in search and INSTRUCTIONS not in search
+
+
+def test_a_turn_outside_any_project_sends_no_instructions(user, scripted_model):
+    ProjectFactory(owner=user, instructions=INSTRUCTIONS)
+    scripted_model.add(Text("答案。"))
+    conversation = lifecycle.conversation_start(user=user, content="热泵的价格是多少？", enqueue=False)
+
+    run_execute(run_id=conversation.active_branch.runs.get().pk)
+
+    assert "# Project instructions" not in scripted_model.requests[0]["messages"][0]["content"]
+
+
+def test_instructions_changed_between_turns_reach_the_next_turn(in_project, user, scripted_model):
+    scripted_model.add(Text("第一次回答。"), Text("Second answer."))
+    run_execute(run_id=in_project.active_branch.runs.get().pk)
+    project = in_project.project
+    project.instructions = "Answer in English from now on."
+    project.save()
+
+    follow_up = lifecycle.message_post(conversation=in_project, content="And now?", enqueue=False)
+    run_execute(run_id=follow_up.runs.get().pk)
+
+    first, second = (request["messages"][0]["content"] for request in scripted_model.requests)
+    assert INSTRUCTIONS in first
+    assert "Answer in English from now on." in second and INSTRUCTIONS not in second
+
+
+def test_an_owner_no_longer_in_the_project_gets_its_instructions_no_more(user, scripted_model):
+    """A contributor's conversation stays in the project when they are taken
+    out; their turns then run as someone who may not read it."""
+    project = ProjectFactory(instructions=INSTRUCTIONS)
+    member = ProjectMemberFactory(project=project, user=user, role="contributor")
+    conversation = lifecycle.conversation_start(user=user, content="热泵的价格是多少？", project=project, enqueue=False)
+    member.delete()
+    scripted_model.add(Text("答案。"))
+
+    run_execute(run_id=conversation.active_branch.runs.get().pk)
+
+    assert INSTRUCTIONS not in scripted_model.requests[0]["messages"][0]["content"]

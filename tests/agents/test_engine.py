@@ -26,7 +26,7 @@ from artifacts.models import Artifact, ArtifactVersion
 from artifacts.services import artifact_edit
 from conversations import lifecycle
 from tests.bounded import finishes_within
-from tests.factories import LibraryDocumentFactory
+from tests.factories import LibraryDocumentFactory, ProjectFactory
 from tests.model_server import Drop, Status, Text, ToolCalls, prompt_tokens
 
 pytestmark = pytest.mark.django_db
@@ -1241,3 +1241,25 @@ def test_a_stream_asked_again_shows_its_thinking_afresh(user, scripted_model):
     retry = _events(run, RunEvent.Type.LLM_RETRY)[0]
     after = [e for e in _events(run, RunEvent.Type.LLM_CHUNK) if e.seq > retry.seq]
     assert "".join(e.data.get("reasoning", "") for e in after) == "重新想过。"
+
+
+def test_a_turn_in_a_project_searches_its_library_and_one_outside_does_not(user, scripted_model):
+    project = ProjectFactory(owner=user)
+    document = LibraryDocumentFactory(title="热泵报价", content="主流机型售价约12万元。", project=project)
+
+    def searched(conversation):
+        scripted_model.reset()
+        scripted_model.add(
+            Text(call("call_subagent", agent="search_agent", instruction="查找热泵报价")),
+            Text(call("web_search", query="热泵报价")),
+            Text("Found what there was."),
+            Text("Done."),
+        )
+        run_execute(run_id=conversation.active_branch.runs.get().pk)
+        return scripted_model.requests[2]["messages"][-1]["content"]
+
+    inside = lifecycle.conversation_start(user=user, content="热泵报价？", project=project, enqueue=False)
+    outside = lifecycle.conversation_start(user=user, content="热泵报价？", enqueue=False)
+
+    assert document.url in searched(inside)
+    assert document.url not in searched(outside)

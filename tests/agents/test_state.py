@@ -104,6 +104,8 @@ def test_a_checkpoint_written_again_keeps_its_content_and_names_its_version():
         **UNVERSIONED[TURN],
         "version": 1,
         "pending": {**UNVERSIONED[TURN]["pending"], **defaults},
+        # Added later with its default: no tool skipped by a scheduled turn.
+        "skipped": [],
     }
     assert checkpoint_state({TURN: written}) == checkpoint_state(UNVERSIONED)
 

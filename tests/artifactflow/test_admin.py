@@ -7,7 +7,7 @@ from django.test import RequestFactory
 from django.urls import resolve, reverse
 from django.utils import timezone
 
-from agents.models import HttpTool, McpServer, Run, RunEvent, TokenBudget
+from agents.models import HttpTool, McpServer, Run, RunEvent, RunNotice, TokenBudget
 from artifacts.models import Artifact, ArtifactVersion
 from tests.agents.test_admin import actions_offered, view_only_staff
 from tests.factories import (
@@ -16,7 +16,10 @@ from tests.factories import (
     ConversationShareFactory,
     LibraryDocumentFactory,
     MessageFactory,
+    ProjectFactory,
+    ProjectMemberFactory,
     RunFactory,
+    ScheduleFactory,
     TokenSpendFactory,
     TokenUseFactory,
     UserFactory,
@@ -24,7 +27,7 @@ from tests.factories import (
 
 pytestmark = pytest.mark.django_db
 
-OUR_APPS = {"conversations", "artifacts", "agents", "audit", "retention"}
+OUR_APPS = {"conversations", "artifacts", "agents", "audit", "retention", "projects"}
 
 
 def test_every_model_of_ours_is_in_the_admin():
@@ -50,6 +53,10 @@ def test_every_changelist_and_change_page_loads_with_search(staff_client):
         name="findable", description="Findable", url_template="http://tickets.internal/", parameters={"type": "object"}
     )
     McpServer.objects.create(name="findable", description="Findable", url="http://mcp.internal/mcp")
+    project = ProjectFactory(name="Findable")
+    ProjectMemberFactory(project=project)
+    ScheduleFactory(conversation=conversation, question="Findable")
+    RunNotice.objects.create(run=run, user=conversation.owner)
 
     for model in admin.site._registry:
         if model._meta.app_label not in OUR_APPS:
@@ -104,6 +111,10 @@ def _something_of_everything():
     TokenSpendFactory(user=owner, tokens=1_000)
     TokenUseFactory(user=owner)
     ConversationShareFactory(conversation=conversation, user=UserFactory())
+    project = ProjectFactory(owner=owner)
+    ProjectMemberFactory(project=project)
+    ScheduleFactory(conversation=ConversationFactory(owner=owner, project=project))
+    RunNotice.objects.create(run=finished, user=UserFactory())
     HttpTool.objects.create(
         name="tickets", description="Tickets", url_template="http://tickets.internal/", parameters={"type": "object"}
     )

@@ -33,20 +33,20 @@ def test_no_app_imports_upward():
     assert f"{len(contracts)} kept, 0 broken" in checked.stdout
 
 
-def test_every_module_of_the_split_app_is_in_one_of_its_layers():
-    # conversations is named module by module across two layers: a module
-    # added to it and named in neither would be in no layer, its imports unchecked.
+@pytest.mark.parametrize("app", ["conversations", "projects"])
+def test_every_module_of_a_split_app_is_in_one_of_its_layers(app):
+    # conversations and projects are named module by module across two layers: a
+    # module added to one and named in neither would be in no layer, its imports unchecked.
     contract = next(
         c
         for c in tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
         if c["id"] == "apps-one-way"
     )
     named = [name.strip() for layer in contract["layers"] for name in layer.split(":")]
-    app = ROOT / "conversations"
     modules = sorted(
-        f"conversations.{path.stem if path.is_file() else path.name}"
-        for path in app.iterdir()
+        f"{app}.{path.stem if path.is_file() else path.name}"
+        for path in (ROOT / app).iterdir()
         if (path.suffix == ".py" and path.stem != "__init__") or (path / "__init__.py").exists()
     )
 
-    assert modules == sorted(name for name in named if name.startswith("conversations."))
+    assert modules == sorted(name for name in named if name.startswith(f"{app}."))

@@ -22,6 +22,7 @@ reads it (200) and nothing that changes it: every POST is a 404 that changes
 nothing, and no page they are shown offers a form that would.
 """
 
+import datetime
 import itertools
 import re
 import uuid
@@ -57,6 +58,9 @@ from conversations.models import Conversation, ConversationShare, Message
 from conversations.selectors import readable_filter
 from library.models import LibraryDocument, WebSnapshot
 from library.services import library_document_create, snapshot_keep
+from projects import services as project_services
+from projects.models import Project, ProjectMember, Schedule
+from projects.schedules import schedule_set
 from tests.agents.test_engine import call
 from tests.factories import ConversationShareFactory, MessageFactory, RunFactory, UserFactory
 from tests.model_server import Text
@@ -110,6 +114,9 @@ def _owner_rows(owner) -> list:
         get_user_model().objects.filter(pk=owner.pk),
         LibraryDocument.objects.filter(uploaded_by=owner),
         WebSnapshot.objects.filter(mine),
+        Project.objects.filter(owner=owner),
+        ProjectMember.objects.filter(project__owner=owner),
+        Schedule.objects.filter(mine),
     ]
     return [list(qs.order_by("pk").values()) for qs in querysets]
 
@@ -164,6 +171,20 @@ def world(user, other_user, scripted_model, settings):
     attacker.groups.remove(left)
 
     own_conversation = lifecycle.conversation_start(user=attacker, content="My own question", enqueue=False)
+    # The owner's project holds the conversation, a document and a schedule: shared with someone
+    # else, and with the attacker until revoked. The attacker has a project of their own.
+    project = project_services.project_create(user=owner, name=f"Project {MARKER}", instructions=MARKER)
+    project_services.conversation_move(conversation=conversation, user=owner, project=project)
+    project_services.member_add(project=project, by=owner, role="contributor", username=UserFactory().username)
+    revoked = project_services.member_add(project=project, by=owner, role="reader", username=attacker.username)
+    project_services.member_remove(project=project, member_id=revoked.pk)
+    project_document = library_document_create(
+        user=owner, title=f"Project notes {MARKER}", content=f"Only the project's: {MARKER}", project=project
+    )
+    schedule_set(
+        conversation=conversation, question=MARKER, frequency="daily", at=datetime.time(8), time_zone="Asia/Shanghai"
+    )
+    own_project = project_services.project_create(user=attacker, name="The attacker's project")
     # The owner's team's document, which the attacker (in no team) may not see, and
     # one the owner added for everyone, which the attacker may read but not remove.
     team = Group.objects.create(name="Owner's team")
@@ -200,11 +221,18 @@ def world(user, other_user, scripted_model, settings):
             "run_id": [Value(str(pk)) for pk in run_ids] + [Value(str(missing_run)), Value("9" * 25)],
             "document_id": [
                 Value(str(limited.pk)),
+                Value(str(project_document.pk)),
                 Value(str(shared.pk), foreign=False),
                 Value(str(shared.pk + 1000)),
                 Value("9" * 25),
             ],
             "snapshot_id": [Value(str(snapshot.pk)), Value(str(snapshot.pk + 1000)), Value("9" * 25)],
+            "project_id": [
+                Value(str(project.pk)),
+                Value(str(own_project.pk + 1000)),
+                Value("9" * 25),
+                Value(str(own_project.pk), foreign=False),
+            ],
             # What follows an old admin URL the portal redirects (artifactflow.urls).
             "rest": [Value(""), Value(f"{limited.pk}/change/")],
             # A set-password link (accounts.onboarding) is its own key: the owner's id with a
@@ -254,6 +282,16 @@ def _parameters(world: World, variant: str, method: str) -> dict:
             "username": world.attacker.username,
             "group": str(Group.objects.order_by("pk").values_list("pk", flat=True).first()),
             "share": str(ConversationShare.objects.filter(conversation=world.conversation).first().pk),
+            "project": str(world.conversation.project_id),
+            "member": str(ProjectMember.objects.filter(project_id=world.conversation.project_id).first().pk),
+            "role": "contributor",
+            "name": "The attacker's project name",
+            "instructions": "The attacker's instructions",
+            "action": "delete",
+            "question": "The attacker's question",
+            "frequency": "daily",
+            "at": "08:00",
+            "time_zone": "UTC",
         }
         if method == "post":
             data["file"] = SimpleUploadedFile("upload", b"The attacker's upload")
@@ -279,6 +317,14 @@ def _parameters(world: World, variant: str, method: str) -> dict:
         "group": "9" * 25,
         "share": "²",
         "start": "²",
+        "project": "²",
+        "member": "\x00",
+        "role": "\x00",
+        "name": "\x00",
+        "action": "²",
+        "frequency": "\x00",
+        "at": "25:99",
+        "time_zone": "Mars/Olympus",
     }
 
 
@@ -470,7 +516,7 @@ def test_the_server_error_page_renders_without_a_request_or_the_database(rf, dja
 
 # GETs that open the owner's form to change something: a reader it is shared
 # with is refused them (404) as every write.
-OWNER_FORMS = {"artifact-edit", "artifact-delete"}
+OWNER_FORMS = {"artifact-edit", "artifact-delete", "schedule-edit"}
 # The one write a reader may make: continuing the thread in a conversation of
 # their own, which leaves the owner's rows as they were.
 READER_WRITES = {"conversation-fork"}
@@ -530,12 +576,19 @@ def _viewer_probe(world: World, *, method: str, path: str, htmx: bool) -> list[s
     return problems
 
 
-def test_a_reader_it_is_shared_with_reads_every_page_of_it_and_changes_nothing(world):
+@pytest.mark.parametrize("through", ["share", "project"])
+def test_a_reader_it_is_shared_with_reads_every_page_of_it_and_changes_nothing(world, through):
     team = Group.objects.create(name="读者组")
     world.attacker.groups.add(team)
-    ConversationShareFactory(conversation=world.conversation, group=team)
+    if through == "share":
+        ConversationShareFactory(conversation=world.conversation, group=team)
+    else:
+        # A reader of the project it is in, through a group: the project's pages too.
+        ProjectMember.objects.create(project=world.conversation.project, group=team, role=ProjectMember.Role.READER)
     world.snapshot = _owner_rows(world.owner)
+    shared_params = SHARED_PARAMS | ({"project_id"} if through == "project" else set())
     values = {
+        "project_id": [Value(str(world.conversation.project_id))],
         "conversation_id": [Value(str(world.conversation.pk))],
         "run_id": [
             Value(str(pk))
@@ -544,7 +597,7 @@ def test_a_reader_it_is_shared_with_reads_every_page_of_it_and_changes_nothing(w
         # Saved in two versions, text: each of its views has something to show.
         "artifact_id": [Value("report")],
     }
-    routes = [route for route in _routes() if not route.is_admin and SHARED_PARAMS & set(route.params)]
+    routes = [route for route in _routes() if not route.is_admin and shared_params & set(route.params)]
     assert len(routes) > 10
     problems = []
     for route in routes:

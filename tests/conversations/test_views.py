@@ -517,14 +517,16 @@ def test_the_chat_page_and_a_list_page_take_the_same_few_queries_however_many_co
     before = selectors.conversation_list(user=user, limit=5).next_cursor
     # the session, the user, the list's page, its marks, what others shared with
     # the user (and on the first page the pinned ones; for a new conversation's
-    # examples, the library's titles; the user's token budget, for the composer's notice)
-    with django_assert_max_num_queries(4 + 4):
+    # examples, the library's titles; the user's token budget, for the composer's notice;
+    # the projects they may read, with their latest conversations when there are any)
+    with django_assert_max_num_queries(4 + 5):
         chat = signed_in.get(reverse("chat")).content.decode()
     with django_assert_max_num_queries(4):
         more = signed_in.get(reverse("conversation-search"), {"before": before}, **HTMX).content.decode()
     # and the conversation, its thread, its artifact pane, its turn still running
-    # (Stop or Send) and the budget beside it, and the share panel's shares and groups
-    with django_assert_max_num_queries(5 + 5 + 2 + 2):
+    # (Stop or Send) and the budget beside it, the share panel's shares and groups, and the
+    # sidebar's projects, those it can move to and its schedule
+    with django_assert_max_num_queries(5 + 5 + 2 + 2 + 3):
         signed_in.get(conversation.get_absolute_url())
     assert len(_items(chat)) == min(count + 1, 50) and str(conversations[0].pk) in chat
     assert len(_items(more)) == min(count + 1 - 5, 50)
@@ -782,8 +784,9 @@ def test_the_first_page_of_200_turns_is_the_size_of_the_first_page_of_40(
     for turns in (40, 200):
         conversation, _ = _long_thread(user, turns)
         # The session, the user, the conversation, the list (its pinned and its marks too), the thread (6),
-        # the pane's and the composer's, what others shared with the user, and the share panel's shares and groups.
-        with django_assert_max_num_queries(18 + 3):
+        # the pane's and the composer's, what others shared with the user, the share panel's shares and groups,
+        # and the sidebar's projects, those the conversation can move to and its schedule.
+        with django_assert_max_num_queries(18 + 3 + 3):
             pages[turns] = signed_in.get(conversation.get_absolute_url()).content.decode()
         assert _questions(pages[turns]) == list(range(turns - 19, turns + 1))
         assert pages[turns].count('class="turn"') == 20
@@ -1288,8 +1291,8 @@ def test_marks_and_pins_take_the_same_queries_however_many_conversations_and_run
     RunFactory(message=MessageFactory(conversation=conversations[5]), status=Run.Status.WAITING_PERMISSION)
 
     # the session, the user, the pinned, the page, the marks, what others shared with the user, the library's
-    # titles, the user's token budget
-    with django_assert_max_num_queries(8):
+    # titles, the user's token budget, the user's projects
+    with django_assert_max_num_queries(9):
         page = signed_in.get(reverse("chat")).content.decode()
 
     assert page.count('data-mark="waiting"') == 1 and page.count("data-pinned>") == 3
