@@ -23,6 +23,7 @@ from audit.services import audit_record
 from conversations import lifecycle
 from projects import access
 from projects import selectors as project_selectors
+from projects import views as project_views
 
 from . import selectors, services
 
@@ -281,6 +282,8 @@ def conversation_create(request):
             project=project,
         )
     except ValidationError as exc:
+        if project is not None:
+            return project_views.project_ask_refused(request, project, error=exc.messages[0])
         return _invalid(request, exc)
     url = conversation.get_absolute_url()
     return HttpResponseClientRedirect(url) if request.htmx else redirect(url)

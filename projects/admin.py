@@ -1,7 +1,8 @@
 from django.contrib import admin
+from django.utils import timezone
 
 from .models import Project, ProjectMember, Schedule
-from .schedules import schedule_pause, schedule_resume
+from .schedules import schedule_next, schedule_pause, schedule_resume
 
 
 class ProjectMemberInline(admin.TabularInline):
@@ -51,6 +52,12 @@ class ScheduleAdmin(admin.ModelAdmin):
     list_select_related = ["conversation__owner"]
     readonly_fields = ["conversation", "next_run_at", "last_run_at", "failures", "last_error", "created_at"]
     actions = [schedules_pause, schedules_resume]
+
+    def save_model(self, request, obj, form, change):
+        # Changed by hand, it runs next by its new times (a paused one stays paused).
+        if obj.paused_at is None:
+            obj.next_run_at = schedule_next(schedule=obj, after=timezone.now())
+        super().save_model(request, obj, form, change)
 
     @admin.display(ordering="conversation__owner__username")
     def owner(self, schedule):

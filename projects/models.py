@@ -2,8 +2,10 @@
 and standing instructions, shared as a conversation is; and the schedules that
 ask a conversation's question again."""
 
+import zoneinfo
+
 from django.conf import settings
-from django.core.exceptions import ObjectDoesNotExist
+from django.core.exceptions import ObjectDoesNotExist, ValidationError
 from django.db import models
 from django.urls import reverse
 from django.utils.translation import gettext_lazy as _
@@ -116,3 +118,12 @@ class Schedule(models.Model):
 
     def __str__(self):
         return f"{self.conversation}: {self.get_frequency_display()} {self.time:%H:%M} {self.time_zone}"
+
+    def clean(self):
+        # What the admin's form checks; the portal's own goes through projects.schedules.schedule_set.
+        try:
+            zoneinfo.ZoneInfo(self.time_zone)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            raise ValidationError({"time_zone": _("Not a time zone.")}) from None
+        if self.frequency == self.Frequency.WEEKLY and not self.weekdays:
+            raise ValidationError({"weekdays": _("Choose at least one day of the week.")})

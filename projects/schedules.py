@@ -141,7 +141,12 @@ def schedules_run_due(*, now: datetime | None = None) -> int:
     started = 0
     due = Schedule.objects.filter(paused_at__isnull=True, next_run_at__lte=now).order_by("next_run_at", "pk")
     for schedule in due.select_related("conversation")[:SWEEP_LIMIT]:
-        following = schedule_next(schedule=schedule, after=max(now, schedule.next_run_at))
+        try:
+            following = schedule_next(schedule=schedule, after=max(now, schedule.next_run_at))
+        except ValidationError as error:
+            # Changed by hand to never run: paused, saying why, rather than failing every sweep.
+            schedule_pause(schedule=schedule, reason=" ".join(error.messages))
+            continue
         # The claim: only the sweep that moves the next run on starts the turn.
         claimed = Schedule.objects.filter(
             pk=schedule.pk, next_run_at=schedule.next_run_at, paused_at__isnull=True

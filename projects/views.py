@@ -58,7 +58,7 @@ def _conversation_or_404(request, conversation_id):
     return conversation
 
 
-def _project_page(request, project, *, status=200, error="", settings_error="", library_form=None):
+def _project_page(request, project, *, status=200, error="", settings_error="", library_form=None, draft=""):
     query = request.GET.get("q", "").replace("\x00", "").strip()
     role = selectors.project_role(user=request.user, project=project)
     items = library_selectors.library_list(user=request.user, project=project)
@@ -72,6 +72,7 @@ def _project_page(request, project, *, status=200, error="", settings_error="", 
         "library_items": items,
         "reading": library_selectors.library_reading(items),
         "error": error,
+        "draft": draft,
         "settings_error": settings_error,
         "lead_models": lead_model_options(chosen=project.lead_model),
     }
@@ -87,6 +88,12 @@ def _project_page(request, project, *, status=200, error="", settings_error="", 
     if role.owner:
         context.update(members=selectors.project_members(project=project), share_groups=share_groups(user=request.user))
     return render(request, "projects/project.html", context, status=status)
+
+
+def project_ask_refused(request, project, *, error: str):
+    """The project's page again after its question was refused (the budget
+    spent, say): the question stays in its box, with why."""
+    return _project_page(request, project, status=422, error=error, draft=request.POST.get("content", ""))
 
 
 @require_http_methods(["GET", "POST"])

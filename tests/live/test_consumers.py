@@ -36,6 +36,8 @@ from artifactflow.rendered import answer_html
 from conversations import lifecycle
 from conversations.models import Conversation, Message
 from live import consumers
+from projects import services as project_services
+from projects.models import ProjectMember
 from tests import waits
 from tests.answers import long_answer
 from tests.asgi import conversation_socket, session_cookie
@@ -44,6 +46,8 @@ from tests.factories import (
     ConversationFactory,
     ConversationShareFactory,
     MessageFactory,
+    ProjectFactory,
+    ProjectMemberFactory,
     RunFactory,
     TokenSpendFactory,
     UserFactory,
@@ -1144,6 +1148,52 @@ async def test_leaving_the_group_closes_the_socket_while_everyone_else_keeps_the
     assert await _closed(leaving, timeout=waits.seconds(5)) == consumers.NO_LONGER_SHARED
     await _still_open(staying, colleague)
     await staying.disconnect()
+
+
+@sync_to_async
+def _in_project(conversation, **member):
+    """The conversation put in a project of its owner's, with `member` (a user
+    or a group) as a reader: the membership."""
+    project = ProjectFactory(owner=conversation.owner)
+    Conversation.objects.filter(pk=conversation.pk).update(project=project)
+    return ProjectMemberFactory(project=project, **member)
+
+
+async def test_taking_a_reader_out_of_the_project_closes_their_socket_at_once_and_not_the_owners(user, other_user):
+    conversation = await _conversation(user)
+    member = await _in_project(conversation, user=other_user)
+    owner_browser, owner_cookie = await _browser(user)
+    owner_socket = await _open(conversation, owner_cookie)
+    reader = await _open(conversation, (await _browser(other_user))[1])
+
+    response = await sync_to_async(owner_browser.post)(
+        reverse("project-member-remove", args=[member.project_id]), {"member": member.pk}
+    )
+
+    assert response.status_code == 302
+    assert await _closed(reader, timeout=waits.seconds(5)) == consumers.NO_LONGER_SHARED
+    await _still_open(owner_socket, user)
+    await owner_socket.disconnect()
+
+
+async def test_leaving_a_projects_group_or_the_conversation_leaving_the_project_closes_the_readers_socket(
+    user, other_user
+):
+    conversation = await _conversation(user, content="热泵周报？")
+    colleague = await sync_to_async(UserFactory)()
+    team = await _team("项目读者", other_user, colleague)
+    member = await _in_project(conversation, group=team, user=None)
+    leaving = await _open(conversation, (await _browser(other_user))[1])
+    staying = await _open(conversation, (await _browser(colleague))[1])
+
+    await sync_to_async(other_user.groups.remove)(team)
+
+    assert await _closed(leaving, timeout=waits.seconds(5)) == consumers.NO_LONGER_SHARED
+    await _still_open(staying, colleague)
+    moved = await sync_to_async(lambda: Conversation.objects.get(pk=conversation.pk))()
+    await sync_to_async(project_services.conversation_move)(conversation=moved, user=user, project=None)
+    assert await _closed(staying, timeout=waits.seconds(5)) == consumers.NO_LONGER_SHARED
+    assert await sync_to_async(ProjectMember.objects.filter(pk=member.pk).exists)()
 
 
 def _manage_shell(code: str) -> None:

@@ -370,7 +370,9 @@ def test_two_sweeps_at_once_start_one_turn(user):
 def test_failures_back_off_and_the_third_in_a_row_pauses_saying_why(conversation):
     # Each sweep finds a turn still running in the conversation: the schedule cannot start its own.
     RunFactory(message=MessageFactory(conversation=conversation), status=Run.Status.RUNNING)
-    schedule = _set(conversation, frequency="monthly", day_of_month=1)
+    # Its regular run two days off at least, whatever the day the test runs: later than any wait.
+    in_three_days = (timezone.now().astimezone(SHANGHAI).weekday() + 3) % 7
+    schedule = _set(conversation, frequency="weekly", weekdays=[in_three_days])
     waits = []
 
     for number in range(1, MAX_FAILURES + 1):
@@ -657,3 +659,15 @@ def test_a_scheduled_turn_outside_any_project_tells_no_one_but_its_owner(convers
 
     assert run.status == Run.Status.COMPLETED and not RunNotice.objects.exists()
     assert conversation_marks(user=conversation.owner).get(conversation.pk) == MARK_FINISHED
+
+
+def test_a_schedule_changed_by_hand_to_never_run_is_paused_by_the_sweep_saying_why(conversation):
+    broken = _due(conversation=conversation, frequency="weekly", weekdays=[])
+    other = _due(conversation=ConversationFactory(owner=conversation.owner))
+
+    assert schedules_run_due() == 1
+
+    broken.refresh_from_db()
+    assert broken.paused_at and broken.next_run_at is None
+    assert broken.pause_reason == "This schedule never runs: choose at least one day."
+    assert Run.objects.filter(schedule=other).count() == 1

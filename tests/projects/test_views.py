@@ -281,3 +281,12 @@ def test_a_stranger_finds_no_project_page(client, project):
     client.force_login(UserFactory())
 
     assert client.get(project.get_absolute_url()).status_code == 404
+
+
+def test_a_question_refused_in_a_project_stays_in_its_box_on_the_projects_page(signed_in, user, project):
+    refused = signed_in.post(reverse("conversation-create"), {"content": "x" * 20_001, "project": project.pk})
+
+    page = _page(refused)
+    assert refused.status_code == 422 and not Conversation.objects.exists()
+    assert page.get_element_by_id("project-question").text_content() == "x" * 20_001
+    assert "A message may have at most 20,000 characters" in page.get_element_by_id("project-ask-error").text_content()
