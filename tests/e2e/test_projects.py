@@ -97,12 +97,17 @@ def test_a_project_made_and_asked_in_is_in_the_sidebar_under_its_name(portal, mo
 
 def test_repeat_this_research_sets_a_weekly_schedule_in_the_browsers_time_zone(portal, new_page, screenshot):
     user = portal.user_create(prefix="e2e-schedule")
+    # A conversation with a question and no turn: a queued one would be run by the portal's
+    # worker whenever its sweep found it, taking another test's scripted reply.
     conversation_id = portal.shell(
-        "from django.contrib.auth import get_user_model; from conversations.lifecycle import conversation_start; "
-        "from projects.services import project_create; "
+        "from django.contrib.auth import get_user_model; from artifacts.models import ArtifactSession; "
+        "from conversations.models import Conversation, Message; from projects.services import project_create; "
         f"user = get_user_model().objects.get(username={user.username!r}); "
         "project_create(user=user, name='储能 · Storage'); "
-        "print(conversation_start(user=user, content='储能电池价格本周有什么变化？', enqueue=False).pk)"
+        "c = Conversation.objects.create(owner=user, title='储能电池价格本周有什么变化？'); "
+        "ArtifactSession.objects.create(conversation=c); "
+        "m = Message.objects.create(conversation=c, content='储能电池价格本周有什么变化？', response='价格持平。'); "
+        "Conversation.objects.filter(pk=c.pk).update(active_branch=m); print(c.pk)"
     ).strip()
     page = new_page(timezone_id="Asia/Shanghai")
     sign_in(page, portal=portal, user=user)
@@ -137,7 +142,8 @@ def test_repeat_this_research_sets_a_weekly_schedule_in_the_browsers_time_zone(p
     form.get_by_role("button", name="Repeat it").click()
 
     state = page.locator(".schedule-state")
-    expect(state).to_contain_text("Weekly, 07:30 (Asia/Shanghai)")
+    # The next run in the schedule's own zone: a Monday or a Thursday at 07:30 there.
+    expect(state).to_contain_text(re.compile(r"Weekly, 07:30 \(Asia/Shanghai\) · next (Mon|Thu) \d+ \w+ 07:30"))
     expect(page.get_by_role("status").filter(has_text="The research will repeat.")).to_be_visible()
     form.get_by_label("Repeats").select_option("monthly")
     expect(form.locator("[data-for=weekly]")).to_be_hidden()
