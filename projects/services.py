@@ -107,6 +107,17 @@ def member_remove(*, project: Project, member_id) -> bool:
     return True
 
 
+def member_leave(*, project: Project, user) -> bool:
+    """The user leaves a project they are a member of by name; their open
+    pages of its conversations close (projects.signals). A membership through
+    a group is left by leaving the group. False if they had none by name."""
+    member = ProjectMember.objects.filter(project=project, user=user).first()
+    if member is None:
+        return False
+    member.delete()
+    return True
+
+
 def conversation_move(*, conversation: Conversation, user, project: Project | None) -> Conversation:
     """Move the user's own conversation into a project they contribute to, or
     out of any (None). Readers of the project it leaves lose it at once."""

@@ -75,6 +75,7 @@ def _project_page(request, project, *, status=200, error="", settings_error="", 
         "draft": draft,
         "settings_error": settings_error,
         "lead_models": lead_model_options(chosen=project.lead_model),
+        "member_by_name": not role.owner and project.members.filter(user=request.user).exists(),
     }
     if role.contributor:
         form = library_form or LibraryDocumentForm(user=request.user)
@@ -181,6 +182,15 @@ def member_remove(request, project_id):
     project = _owned_or_404(request, project_id)
     services.member_remove(project=project, member_id=request.POST.get("member"))
     return redirect(f"{project.get_absolute_url()}#project-members")
+
+
+@require_POST
+def member_leave(request, project_id):
+    project = _readable_or_404(request, project_id)
+    if services.member_leave(project=project, user=request.user):
+        messages.success(request, gettext("You left the project “%(name)s”.") % {"name": project.name})
+        return redirect("chat")
+    return redirect(project)
 
 
 @require_POST

@@ -517,9 +517,10 @@ def test_the_server_error_page_renders_without_a_request_or_the_database(rf, dja
 # GETs that open the owner's form to change something: a reader it is shared
 # with is refused them (404) as every write.
 OWNER_FORMS = {"artifact-edit", "artifact-delete", "schedule-edit"}
-# The one write a reader may make: continuing the thread in a conversation of
-# their own, which leaves the owner's rows as they were.
-READER_WRITES = {"conversation-fork"}
+# The writes a reader may make, which leave the owner's rows as they were:
+# continuing the thread in a conversation of their own, and leaving a project
+# (a reader through a group has no membership of their own to leave).
+READER_WRITES = {"conversation-fork", "project-leave"}
 # The URLs with the owner's ids in them: the conversation's, and its runs'.
 SHARED_PARAMS = {"conversation_id", "run_id"}
 

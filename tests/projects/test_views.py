@@ -290,3 +290,25 @@ def test_a_question_refused_in_a_project_stays_in_its_box_on_the_projects_page(s
     assert refused.status_code == 422 and not Conversation.objects.exists()
     assert page.get_element_by_id("project-question").text_content() == "x" * 20_001
     assert "A message may have at most 20,000 characters" in page.get_element_by_id("project-ask-error").text_content()
+
+
+def test_a_member_by_name_leaves_the_project_and_reads_it_no_more(client, user, project):
+    reader = ProjectMemberFactory(project=project).user
+    conversation = ConversationFactory(owner=user, project=project)
+    group = Group.objects.create(name="董事会")
+    in_group = UserFactory()
+    in_group.groups.add(group)
+    ProjectMemberFactory(project=project, group=group, user=None)
+    client.force_login(reader)
+
+    page = _page(client.get(project.get_absolute_url()))
+    left = client.post(reverse("project-leave", args=[project.pk]))
+
+    assert page.xpath("//form[contains(@class, 'project-leave')]")
+    assert left.status_code == 302 and left["Location"] == reverse("chat")
+    assert client.get(conversation.get_absolute_url()).status_code == 404
+    assert client.get(project.get_absolute_url()).status_code == 404
+    client.force_login(in_group)
+    assert not _page(client.get(project.get_absolute_url())).xpath("//form[contains(@class, 'project-leave')]")
+    assert client.post(reverse("project-leave", args=[project.pk])).status_code == 302
+    assert client.get(conversation.get_absolute_url()).status_code == 200
