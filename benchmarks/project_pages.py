@@ -4,7 +4,9 @@ measures it) against the same 1,000 in 20 projects of 50 each, 10 of them
 shared with a reader through a group: the chat page (its sidebar lists every
 project with its latest five), a conversation's page, a project's page (50
 conversations, 50 reports), and the marks every page reads, for the owner and
-for a reader told of 200 scheduled turns."""
+for a reader told of 200 scheduled turns; and the read rule a reader's every
+request of a conversation goes through (`conversation_viewable`), let in by a
+share (the baseline) and by a project's group."""
 
 import time
 
@@ -20,7 +22,8 @@ from pages import _analyze, _client, _conversations, _timed  # noqa: E402
 
 from agents.models import Run, RunNotice  # noqa: E402
 from agents.selectors import conversation_marks  # noqa: E402
-from conversations.models import Conversation, Message  # noqa: E402
+from conversations.models import Conversation, ConversationShare, Message  # noqa: E402
+from conversations.selectors import conversation_viewable  # noqa: E402
 from projects.models import Project, ProjectMember  # noqa: E402
 
 PROJECTS, PER_PROJECT = 20, 50
@@ -31,6 +34,13 @@ def _marks_seconds(user) -> float:
     started = time.perf_counter()
     for _ in range(MARKS_CALLS):
         conversation_marks(user=user)
+    return (time.perf_counter() - started) / MARKS_CALLS
+
+
+def _viewable_seconds(user, conversation) -> float:
+    started = time.perf_counter()
+    for _ in range(MARKS_CALLS):
+        assert conversation_viewable(user=user, conversation_id=conversation.pk) is not None
     return (time.perf_counter() - started) / MARKS_CALLS
 
 
@@ -76,6 +86,11 @@ def main():
         owner_marks = _marks_seconds(owner)
         reader_marks = _marks_seconds(reader)
         reader_chat = _timed(_client(reader), reverse("chat"))
+        by_share = conversations[-1]
+        Conversation.objects.filter(pk=by_share.pk).update(project=None)
+        ConversationShare.objects.create(conversation=by_share, user=reader)
+        read_by_share = _viewable_seconds(reader, by_share)
+        read_by_project = _viewable_seconds(reader, shared[0])
     finally:
         users.filter(pk__in=[owner.pk, reader.pk]).delete()
         group.delete()
@@ -92,6 +107,10 @@ def main():
             print(f"  {'  baseline':50} {base[0] * 1000:7.2f} ms  {base[1] / 1024:6.1f} KB")
     label = "a reader's chat page (10 shared projects)"
     print(f"  {label:50} {reader_chat[0] * 1000:7.2f} ms  {reader_chat[1] / 1024:6.1f} KB")
+    print(
+        f"  the read rule: through a share (baseline) {read_by_share * 1000:.2f} ms, through a project's group "
+        f"{read_by_project * 1000:.2f} ms ({read_by_project / read_by_share:.2f}x)"
+    )
     print(
         f"  the marks: owner {owner_marks * 1000:.2f} ms ({owner_marks / baseline_marks:.2f}x the baseline's "
         f"{baseline_marks * 1000:.2f} ms), a reader told of 200 turns {reader_marks * 1000:.2f} ms"
