@@ -11,25 +11,13 @@ RETENTION_SCHEDULE = "artifactflow-retention"
 
 
 def _sweep_schedule(sender, **kwargs):
-    # Every migrate makes sure the workers check once a minute for runs whose
-    # worker died and for permission requests nobody answered.
-    from django_q.models import Schedule
+    from artifactflow.periodic import periodic_ensure
 
-    Schedule.objects.update_or_create(
-        name=SWEEP_SCHEDULE,
-        defaults={"func": "agents.tasks.runs_sweep", "schedule_type": Schedule.MINUTES, "minutes": 1, "repeats": -1},
-    )
+    # Once a minute, runs whose worker died and permission requests nobody answered.
+    periodic_ensure(name=SWEEP_SCHEDULE, func="agents.tasks.runs_sweep", minutes=1)
     # Every five minutes, ended runs' events are folded and idle conversations'
     # expired (agents.services.retention), a bounded amount each time.
-    Schedule.objects.update_or_create(
-        name=RETENTION_SCHEDULE,
-        defaults={
-            "func": "agents.tasks.retention_sweep",
-            "schedule_type": Schedule.MINUTES,
-            "minutes": 5,
-            "repeats": -1,
-        },
-    )
+    periodic_ensure(name=RETENTION_SCHEDULE, func="agents.tasks.retention_sweep", minutes=5)
 
 
 def _sweep_on_worker_start(sender, **kwargs):

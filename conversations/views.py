@@ -271,8 +271,8 @@ def conversation_create(request):
     project = None
     if request.POST.get("project"):
         # Only a project the user may add to; any other is one that is not there.
-        project = access.project_viewable(user=request.user, project_id=request.POST["project"])
-        if project is None or not access.project_contributes(user=request.user, project=project):
+        project = access.project_contributed(user=request.user, project_id=request.POST["project"])
+        if project is None:
             raise Http404("No such project.")
     try:
         conversation = lifecycle.conversation_start(

@@ -6,19 +6,10 @@ SWEEP_SCHEDULE = "artifactflow-library-sweep"
 
 
 def _sweep_schedule(sender, **kwargs):
-    # Every migrate makes sure the workers look every five minutes for
-    # documents whose reading was lost and passages still without vectors.
-    from django_q.models import Schedule
+    from artifactflow.periodic import periodic_ensure
 
-    Schedule.objects.update_or_create(
-        name=SWEEP_SCHEDULE,
-        defaults={
-            "func": "library.services.library_sweep",
-            "schedule_type": Schedule.MINUTES,
-            "minutes": 5,
-            "repeats": -1,
-        },
-    )
+    # Every five minutes, documents whose reading was lost and passages still without vectors.
+    periodic_ensure(name=SWEEP_SCHEDULE, func="library.services.library_sweep", minutes=5)
 
 
 class LibraryConfig(AppConfig):

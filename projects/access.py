@@ -55,6 +55,14 @@ def project_owned(*, user, project_id) -> Project | None:
         return None
 
 
+def project_contributed(*, user, project_id) -> Project | None:
+    """The project with this id if `user` may add conversations and documents to it, else None."""
+    try:
+        return Project.objects.select_related("owner").filter(project_contributable(user=user)).get(pk=project_id)
+    except (Project.DoesNotExist, ValidationError, ValueError, TypeError):
+        return None
+
+
 def project_contributes(*, user, project: Project) -> bool:
     """Whether `user` may add conversations and documents to the project."""
     return Project.objects.filter(pk=project.pk).filter(project_contributable(user=user)).exists()

@@ -4,20 +4,12 @@ from django.utils.translation import gettext_lazy as _
 
 
 def _schedules_schedule(sender, **kwargs):
-    # Every migrate makes sure django-q2's scheduler looks for due research once a minute.
-    from django_q.models import Schedule
+    from artifactflow.periodic import periodic_ensure
 
     from .schedules import SCHEDULE_NAME
 
-    Schedule.objects.update_or_create(
-        name=SCHEDULE_NAME,
-        defaults={
-            "func": "projects.schedules.schedules_run_due",
-            "schedule_type": Schedule.MINUTES,
-            "minutes": 1,
-            "repeats": -1,
-        },
-    )
+    # Once a minute, the research that is due (projects.schedules).
+    periodic_ensure(name=SCHEDULE_NAME, func="projects.schedules.schedules_run_due", minutes=1)
 
 
 class ProjectsConfig(AppConfig):

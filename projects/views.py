@@ -44,9 +44,9 @@ def _owned_or_404(request, project_id):
 
 
 def _contributable_or_404(request, project_id):
-    project = _readable_or_404(request, project_id)
-    if not access.project_contributes(user=request.user, project=project):
-        # A reader may see the project, not add to it: refused as a page that is not there.
+    # A reader may see the project, not add to it: refused as a page that is not there.
+    project = access.project_contributed(user=request.user, project_id=project_id)
+    if project is None:
         raise Http404("No such project.")
     return project
 
@@ -234,7 +234,7 @@ def conversation_move(request, conversation_id):
 
 
 def _schedule_form(request, conversation, data=None):
-    schedule = Schedule.objects.filter(conversation=conversation).first()
+    schedule = selectors.schedule_of(conversation=conversation)
     tools = sorted({*tools_needing_approval(), *(schedule.allowed_tools if schedule else ())})
     if schedule is not None:
         initial = {
@@ -293,7 +293,7 @@ def schedule_edit(request, conversation_id):
 def schedule_action(request, conversation_id):
     """Pause, resume or stop the conversation's schedule."""
     conversation = _conversation_or_404(request, conversation_id)
-    schedule = Schedule.objects.filter(conversation=conversation).first()
+    schedule = selectors.schedule_of(conversation=conversation)
     if schedule is None:
         raise Http404("No such schedule.")
     action = request.POST.get("action")

@@ -312,7 +312,9 @@ def test_each_due_schedule_starts_its_own_turn(user, other_user):
 
 def test_a_schedule_whose_conversation_has_a_turn_running_waits_and_counts_a_failure(conversation):
     RunFactory(message=MessageFactory(conversation=conversation), status=Run.Status.RUNNING)
-    schedule = _due(conversation=conversation)
+    # Its regular run days off, whatever the hour the test runs: later than the first wait.
+    in_three_days = (timezone.now().astimezone(SHANGHAI).weekday() + 3) % 7
+    schedule = _due(conversation=conversation, frequency="weekly", weekdays=[in_three_days])
     before = timezone.now()
 
     assert schedules_run_due() == 0
