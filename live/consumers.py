@@ -219,6 +219,9 @@ class ConversationConsumer(TasksEndWithTheSocket, HandlersInTheLoop, RunStateMix
         # Runs that wrote rows since the last push, and streamed text sent live.
         self.dirty = set()
         self.deltas = {}
+        # Runs the page asked to be sent whole, and those it was sent whole on connecting.
+        self.resent = set()
+        self.sent_on_connect = set()
         # run id -> when a wake-up last said it wrote rows (or it was read for want of one).
         self.woken = {}
         self.last_push = 0.0
@@ -251,6 +254,7 @@ class ConversationConsumer(TasksEndWithTheSocket, HandlersInTheLoop, RunStateMix
         # The page shows everything else already; what is still running may
         # have moved on while it loaded or was disconnected.
         html = await _in_thread(self._advance_active)()
+        self.sent_on_connect = {run_id for run_id, stream in self.streams.items() if stream is not None}
         self._following_note()
         if html:
             await self.send(text_data=html)
@@ -358,19 +362,22 @@ class ConversationConsumer(TasksEndWithTheSocket, HandlersInTheLoop, RunStateMix
             await self._give_up("reading quiet runs")
 
     async def receive(self, text_data=None, bytes_data=None):
-        """The page names the runs it shows as running (app.js, on open and
-        after its thread is swapped): any of this conversation's that ended
-        while it loaded, was away or showed another branch gets its final
-        snapshot, again if need be: a page that still shows a run running
-        missed its end. What a page would not send is ignored (sockets)."""
-        streaming = {run_id for run_id, stream in self.streams.items() if stream is not None}
-        named = sockets.running_named(text_data) - streaming
-        for run_id in named:
-            # Ended here: opened afresh, its final snapshot is sent whole.
-            self.streams.pop(run_id, None)
+        """The page names the runs it shows as running (app.js, on open, after
+        its thread is swapped and when its question's turn is added): each of
+        this conversation's is sent whole, and followed from there. One that
+        ended while the page loaded, was away or showed another branch gets
+        its final snapshot, again if need be. One that started while the page
+        was open may have been pushed before the page held its turn (the
+        question's answer still on its way) and dropped there, with the text
+        that followed: the page would show it queued while its answer
+        streamed. What a page would not send is ignored (sockets)."""
+        named = sockets.running_named(text_data) - self.sent_on_connect
+        # The snapshots sent on connecting reached a loaded page: its first
+        # word, on opening, asks for none of them again.
+        self.sent_on_connect = set()
         if named:
             # Only this conversation's runs enter `streams`, whatever a page names.
-            self.dirty.update(await _in_thread(self._runs_here)(named))
+            self.resent.update(await _in_thread(self._runs_here)(named))
             self._push_soon()
 
     async def run_event(self, event):
@@ -429,19 +436,20 @@ class ConversationConsumer(TasksEndWithTheSocket, HandlersInTheLoop, RunStateMix
         await self.close(code=TRY_AGAIN_LATER)
 
     def _push_soon(self):
-        if (self.dirty or self.deltas) and self.pusher is None:
+        if (self.dirty or self.deltas or self.resent) and self.pusher is None:
             self.pusher = asyncio.create_task(self._push())
 
     async def _push(self):
         try:
-            while self.dirty or self.deltas:
+            while self.dirty or self.deltas or self.resent:
                 # The first change after a pause goes at once; changes that come
                 # faster are coalesced into one push per interval.
                 await asyncio.sleep(max(0.0, self.last_push + _push_interval() - time.monotonic()))
                 run_ids, self.dirty = self.dirty, set()
                 deltas, self.deltas = self.deltas, {}
+                resent, self.resent = self.resent, set()
                 self.last_push = time.monotonic()
-                html = await _in_thread(self._advance)(run_ids, deltas=deltas)
+                html = await _in_thread(self._advance)(run_ids, deltas=deltas, resent=resent)
                 self._following_note()
                 if html:
                     await self.send(text_data=html)
@@ -464,17 +472,17 @@ class ConversationConsumer(TasksEndWithTheSocket, HandlersInTheLoop, RunStateMix
         # The page's composer may predate a turn that started or ended while it loaded.
         return self._advance(self._active_run_ids(), composer=True)
 
-    def _advance(self, run_ids, *, deltas=None, composer: bool = False) -> str:
+    def _advance(self, run_ids, *, deltas=None, resent=frozenset(), composer: bool = False) -> str:
         """What is new in these runs (rows written in `run_ids`, text sent
-        live in `deltas`); and the composer's Send or Stop when a run started
-        or ended here (or `composer` asks for it anyway)."""
+        live in `deltas`), those in `resent` whole; and the composer's Send or
+        Stop when a run started or ended here (or `composer` asks for it anyway)."""
         with translation.override(self.language):
-            return self._advance_rendered(run_ids, deltas=deltas or {}, composer=composer)
+            return self._advance_rendered(run_ids, deltas=deltas or {}, resent=resent, composer=composer)
 
-    def _advance_rendered(self, run_ids, *, deltas: dict, composer: bool) -> str:
+    def _advance_rendered(self, run_ids, *, deltas: dict, resent, composer: bool) -> str:
         parts = []
-        for run_id in sorted(set(run_ids) | deltas.keys()):
-            if run_id not in self.streams:
+        for run_id in sorted(set(run_ids) | deltas.keys() | resent):
+            if run_id not in self.streams or run_id in resent:
                 stream, html = stream_open(conversation=self.conversation, run_id=run_id, read_only=self.read_only)
                 composer = True
             elif self.streams[run_id] is None:

@@ -6,8 +6,7 @@ from cryptography.fernet import Fernet
 from django.core.exceptions import ImproperlyConfigured
 
 from agents.secrets import SCRUBBED, SecretError, secret_decrypt, secret_encrypt, secret_pieces, secret_scrub
-from tests import waits
-from tests.bounded import finishes_within
+from tests.bounded import computes_within
 
 
 def test_a_secret_is_stored_encrypted_and_read_back(settings):
@@ -79,5 +78,5 @@ def test_scrubbing_a_two_megabyte_answer_is_bounded():
         "A heat pump moves heat 热泵 %2F &#47; \\/ " * 50_000 + base64.b64encode(secrets.token_bytes(10**6)).decode()
     )
 
-    with finishes_within(waits.seconds(5)):
+    with computes_within(5):
         assert secret_scrub(answer, pieces) == answer

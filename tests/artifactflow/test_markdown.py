@@ -7,7 +7,7 @@ from pygments.lexers import LEXERS, get_lexer_by_name
 
 from artifactflow import markdown
 from artifactflow.markdown import code_render, markdown_render, markdown_tokens, passage_mark, text_render
-from tests.bounded import finishes_within
+from tests.bounded import computes_within
 
 
 def test_fenced_code_in_a_known_language_is_highlighted_and_escaped():
@@ -104,14 +104,14 @@ HANG_BOUND = 30
 
 
 def test_a_fence_in_a_lexer_that_never_ends_is_shown_plain_at_once():
-    with finishes_within(HANG_BOUND):
+    with computes_within(HANG_BOUND):
         html = markdown_render("```mcschema\n<!--\n```")
 
     assert html == "<pre><code>&lt;!--\n</code></pre>\n"
 
 
 def test_a_content_type_whose_lexer_never_ends_is_shown_plain_at_once():
-    with finishes_within(HANG_BOUND):
+    with computes_within(HANG_BOUND):
         html = code_render("<!-- never closed", content_type="text/mcschema")
 
     assert html == '<pre class="plain">&lt;!-- never closed</pre>'
@@ -129,7 +129,7 @@ def test_a_highlighter_that_never_ends_is_stopped_when_the_render_is_out_of_time
     monkeypatch.setitem(markdown._by_alias, "mcschema", "MCSchema")
     monkeypatch.setattr(markdown, "RENDER_SECONDS", 0.2)
 
-    with finishes_within(HANG_BOUND):
+    with computes_within(HANG_BOUND):
         html = markdown_render("Before.\n\n```mcschema\n<!--\n```")
 
     assert html.startswith('<p class="meta">Too long to format: shown as plain text.</p><pre class="unformatted">')
@@ -182,7 +182,7 @@ def test_every_name_on_the_list_highlights_and_every_other_is_shown_plain():
 def test_every_fence_language_on_the_list_renders_hostile_text_within_the_bound(name):
     alias = LEXERS[name][2][0]
     for text in HOSTILE:
-        with finishes_within(HANG_BOUND):
+        with computes_within(HANG_BOUND):
             html = markdown_render(f"```{alias}\n{text}\n```\n\n```{alias}\n{text}")
         assert "<pre" in html
 
@@ -191,7 +191,7 @@ def test_every_fence_language_on_the_list_renders_hostile_text_within_the_bound(
 def test_every_content_type_on_the_list_renders_hostile_text_within_the_bound(name):
     mimetype = LEXERS[name][4][0]
     for text in HOSTILE:
-        with finishes_within(HANG_BOUND):
+        with computes_within(HANG_BOUND):
             html = code_render(text, content_type=mimetype)
         assert html.startswith(("<pre", '<div class="highlight">'))
 
@@ -212,7 +212,7 @@ def test_no_highlighted_lexer_backtracks_on_runs_of_one_character(name):
     lexer = get_lexer_by_name(LEXERS[name][2][0])
     for opener in OPENERS:
         for run in RUNS:
-            with finishes_within(HANG_BOUND):
+            with computes_within(HANG_BOUND):
                 assert list(lexer.get_tokens(f"{opener}{run * 60}\n"))
 
 

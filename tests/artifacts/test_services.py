@@ -16,7 +16,7 @@ from artifacts.manager import ArtifactManager
 from artifacts.models import Artifact, ArtifactVersion
 from artifacts.pane import edit_conflict
 from tests.artifacts.test_views import HTMX, _flushed
-from tests.bounded import finishes_within
+from tests.bounded import computes_within
 from tests.factories import MessageFactory
 
 pytestmark = pytest.mark.django_db
@@ -193,7 +193,7 @@ def test_a_5000_line_artifact_conflicts_and_diffs_in_time(conversation):
     branch, artifact = _agent_saved_over(conversation, content=theirs)
     mine = "\n".join([*lines[:4000], "我加的一行。", *lines[4000:]])
 
-    with finishes_within(seconds=2.0):
+    with computes_within(seconds=2.0):
         with pytest.raises(services.ChangedMeanwhile) as refused:
             services.artifact_edit(branch=branch, artifact=artifact, content=mine, base_version=1)
         conflict = edit_conflict(theirs=refused.value.theirs, mine=mine)

@@ -857,6 +857,47 @@ async def test_a_page_that_still_shows_an_ended_run_running_is_sent_its_end_agai
     await communicator.disconnect()
 
 
+@pytest.mark.events_by_hand
+async def test_a_turn_pushed_before_the_page_held_it_is_sent_whole_once_the_page_names_it(user):
+    """The worker started the turn while the answer to the question (its turn,
+    queued) was still on its way to the page: the push had nowhere to land
+    (socket.js drops it), nor had the text after it. Once the page names the
+    turn it is sent whole, running and with everything streamed so far."""
+    conversation, _, _ = await _finished_conversation(user)
+    communicator = await _connected(conversation, user)
+    await _received(communicator, until=lambda html: "artifacts-changed" in html)
+    message = await sync_to_async(lifecycle.message_post)(conversation=conversation, content="And now?", enqueue=False)
+    run = await sync_to_async(message.runs.get)()
+    write = _event_writer(run)
+    await write(1, RunEvent.Type.METADATA, model="m")
+    await write(2, RunEvent.Type.LLM_CHUNK, content="Streaming already, ")
+    layer = get_channel_layer()
+    await layer.group_send(conversation.group_name, {"type": realtime.RUN_EVENT, "run_id": run.pk, "seq": 2})
+    await _received(communicator, until=lambda html: f'id="message-{message.pk}"' in html)
+    await write(3, RunEvent.Type.LLM_CHUNK, content="and on.")
+    await layer.group_send(conversation.group_name, {"type": realtime.RUN_EVENT, "run_id": run.pk, "seq": 3})
+    assert f'id="message-{message.pk}"' not in await communicator.receive_from(timeout=PUSH_WAIT)
+
+    await communicator.send_to(text_data=json.dumps({"running": [run.pk]}))
+    whole = (await _received(communicator, until=lambda html: f'id="message-{message.pk}"' in html))[-1]
+    await communicator.disconnect()
+    turn = lxml.html.fragment_fromstring(whole, create_parent="div").get_element_by_id(f"message-{message.pk}")
+    assert turn.get("data-status") == "running"
+    assert _words(turn.find_class("answer")[0].text_content()) == "Streaming already, and on."
+
+
+@pytest.mark.events_by_hand
+async def test_a_page_opening_on_a_running_turn_is_sent_it_once_then_whole_whenever_it_names_it(user):
+    """The snapshot on connecting reached a loaded page: its first word, which
+    names the turn, brings no second copy; a later one (its thread swapped) does."""
+    _, message, run, communicator, _ = await _watching_a_run(user)
+    await communicator.send_to(text_data=json.dumps({"running": [run.pk]}))
+    assert await communicator.receive_nothing(timeout=waits.seconds(1))
+    await communicator.send_to(text_data=json.dumps({"running": [run.pk]}))
+    assert f'<article id="message-{message.pk}"' in await communicator.receive_from(timeout=PUSH_WAIT)
+    await communicator.disconnect()
+
+
 async def test_messages_faster_than_a_page_sends_them_are_dropped(user, settings):
     settings.WEBSOCKET_MESSAGE_BURST, settings.WEBSOCKET_MESSAGES_PER_SECOND = 3, 1.0
     conversation, messages, runs = await _finished_turns(user, 12)
