@@ -10,13 +10,13 @@ PORT ?= 8000
 # compute, and three ran the suite in 0.93 of two's time on SQLite, 0.86 on Postgres.
 TEST_WORKERS ?= 3
 
-.PHONY: run test check lint install install-test bench clean messages
+.PHONY: run test check screenshots lint install install-test bench clean messages
 
 # The suite starts some forty Python processes that import the portal (portals,
 # workers, shells) and two that import every test: each reads them compiled once
 # (pytest's rewritten tests too), even where the environment says to write no
 # bytecode (an empty value is unset to Python).
-test check: export PYTHONDONTWRITEBYTECODE =
+test check screenshots: export PYTHONDONTWRITEBYTECODE =
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -55,6 +55,13 @@ test: install-test lint
 # stays the whole suite, and CI's command.
 check: install-test lint
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not processes" $(PYTEST_ARGS)
+
+# The browser tests, each state they name saved as a screenshot under
+# test-artifacts/screenshots/ to be looked at; make test saves only the pages of
+# a browser test that failed.
+screenshots: export ARTIFACTFLOW_SCREENSHOTS = 1
+screenshots: install-test
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile tests/e2e tests/deploy $(PYTEST_ARGS)
 
 lint: install-test
 	$(BIN)/ruff check .

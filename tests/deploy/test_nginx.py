@@ -40,6 +40,7 @@ from tests.e2e.conftest import (
     _postgres_database,
     _start,
     _stop,
+    screenshot_save,
 )
 from tests.e2e.test_first_turn import ask, sign_in_with_password
 from tests.model_server import ScriptedModelServer, Text
@@ -322,8 +323,7 @@ def test_two_daphnes_and_two_workers_behind_nginx_survive_losing_one_of_each_mid
             )
             status, deaths, worker, whole = resumed.split()
             assert (status, deaths, whole) == ("completed", "1", "True") and worker != holder
-            SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(SCREENSHOTS / "deploy-nginx.png"))
+            screenshot_save(page, path=SCREENSHOTS / "deploy-nginx.png")
         finally:
             context.close()
     except BaseException:

@@ -30,6 +30,7 @@ from urllib.parse import urlsplit
 import psycopg
 import pytest
 from django.conf import settings
+from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import expect
 
 from tests import waits
@@ -39,6 +40,11 @@ from tests.processes import start_record
 
 REPO = Path(__file__).resolve().parents[2]
 SCREENSHOTS = REPO / "test-artifacts" / "screenshots"
+# Set (make screenshots), the states the browser tests name are saved for a
+# person to look at. make test saves none: drawing some 430 full-page PNGs no
+# one opens took about 8% of its browser tests' CPU time. A failing test's pages
+# are saved either way.
+SCREENSHOTS_TAKEN = bool(os.environ.get("ARTIFACTFLOW_SCREENSHOTS"))
 VENV_BIN = Path(sys.executable).parent
 STARTUP_TIMEOUT = waits.seconds(30)
 # Playwright's own default for expect(), scaled as every other wait.
@@ -371,18 +377,21 @@ def new_page(browser, request):
     """Makes pages in fresh browser contexts (own cookies), one per user, each
     watched (tests/e2e/watch.py): a test that passed fails here if what its pages
     showed while they changed broke an invariant."""
-    contexts, watches = [], []
+    contexts, watches, pages = [], [], []
 
     def make(**options):
         context = browser.new_context(**options)
         context.set_default_timeout(waits.ms(10))
         contexts.append(context)
         page = context.new_page()
+        pages.append(page)
         watches.append(watch_start(page))
         return page
 
     yield make
     passed = getattr(request.node, "call_passed", False)
+    if not passed:
+        _failed_pages_saved(pages, name=request.node.name)
     for context in contexts:
         context.close()
     if passed:
@@ -398,15 +407,33 @@ def page(new_page):
 
 @pytest.fixture
 def screenshot(request):
-    """Saves a screenshot named after the test and `name` to test-artifacts/screenshots/."""
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    """Saves a screenshot named after the test and `name` to
+    test-artifacts/screenshots/, when screenshots are asked for (SCREENSHOTS_TAKEN)."""
 
-    def take(page, *, name: str) -> Path:
-        path = SCREENSHOTS / f"{request.node.name}-{name}.png"
-        page.screenshot(path=path, full_page=True)
-        return path
+    def take(page, *, name: str, full_page: bool = True) -> Path | None:
+        return screenshot_save(page, path=SCREENSHOTS / f"{request.node.name}-{name}.png", full_page=full_page)
 
     return take
+
+
+def screenshot_save(page, *, path: Path, full_page: bool = False) -> Path | None:
+    """The page drawn to `path`, when screenshots are asked for (SCREENSHOTS_TAKEN)."""
+    if not SCREENSHOTS_TAKEN:
+        return None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=path, full_page=full_page)
+    return path
+
+
+def _failed_pages_saved(pages, *, name: str) -> None:
+    """What each page of a failing test showed at its end, beside the portal's logs."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    for number, page in enumerate(pages, start=1):
+        try:
+            page.screenshot(path=SCREENSHOTS / f"{name}-failed-{number}.png", full_page=True, timeout=waits.ms(10))
+        except PlaywrightError:
+            # A page the test closed, or one too broken to draw: the failure says the rest.
+            continue
 
 
 @pytest.hookimpl(wrapper=True)

@@ -193,12 +193,12 @@ def test_text_wraps_library_sources_link_a_named_upload_is_read_and_the_zip_give
                 notes = _pane_shown(page, width=width).locator(".artifact-content")
                 expect(notes.locator(".plain-lines p")).to_have_count(1)
                 assert notes.evaluate(FITS_JS), shot
-                page.screenshot(path=screenshot(page, name=f"{shot}-pane-text"))
+                screenshot(page, name=f"{shot}-pane-text", full_page=False)
                 page.goto(f"{portal.base_url}{conversation_path}?artifact=research_report")
                 source = _pane_shown(page, width=width).locator(".artifact-content a", has_text="library://").first
                 source.scroll_into_view_if_needed()
                 expect(source).to_be_visible()
-                page.screenshot(path=screenshot(page, name=f"{shot}-report-source"))
+                screenshot(page, name=f"{shot}-report-source", full_page=False)
 
 
 # What a new conversation offers from the sample library (eight documents, four in each language;

@@ -91,7 +91,7 @@ def test_a_user_adds_finds_reads_cites_and_removes_a_library_document(portal, mo
     hit = turn.locator(".step-sources li").filter(has=page.locator(".source-section", has_text="热泵手册 › 效率"))
     source = hit.locator("a", has_text=TITLE)
     hit.scroll_into_view_if_needed()
-    page.screenshot(path=screenshot(page, name="1366-light-activity"))
+    screenshot(page, name="1366-light-activity", full_page=False)
     expect(source).to_have_attribute("rel", "noopener noreferrer nofollow")
     with page.expect_popup() as opened:
         source.click()
@@ -110,9 +110,9 @@ def test_a_user_adds_finds_reads_cites_and_removes_a_library_document(portal, mo
         page.set_viewport_size({"width": width, "height": height})
         page.emulate_media(color_scheme=scheme)
         page.locator("mark#passage").scroll_into_view_if_needed()
-        page.screenshot(path=screenshot(page, name=f"{width}-{scheme}-numbered-passage"))
+        screenshot(page, name=f"{width}-{scheme}-numbered-passage", full_page=False)
         page.locator(".library-passage").scroll_into_view_if_needed()
-        page.screenshot(path=screenshot(page, name=f"{width}-{scheme}-numbered-passage-note"))
+        screenshot(page, name=f"{width}-{scheme}-numbered-passage-note", full_page=False)
     page.set_viewport_size({"width": 1366, "height": 900})
 
     for width, height in ((1366, 900), (390, 844)):

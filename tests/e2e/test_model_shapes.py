@@ -14,7 +14,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.conftest import LEAD_MODELS
-from tests.e2e.conftest import SCREENSHOTS, portal_running
+from tests.e2e.conftest import SCREENSHOTS, SCREENSHOTS_TAKEN, portal_running, screenshot_save
 from tests.e2e.test_first_turn import TURN_TIMEOUT, ask, sign_in
 from tests.model_server import StreamError, Text, ToolCalls
 
@@ -150,11 +150,12 @@ def _look(page, turn) -> None:
 
 
 def _shots(page, *, name: str) -> None:
-    SHOTS.mkdir(parents=True, exist_ok=True)
+    if not SCREENSHOTS_TAKEN:
+        return
     width = page.viewport_size["width"]
     for scheme in ("light", "dark"):
         page.emulate_media(color_scheme=scheme)
-        page.screenshot(path=SHOTS / f"{name}-{width}-{scheme}.png")
+        screenshot_save(page, path=SHOTS / f"{name}-{width}-{scheme}.png")
     page.emulate_media(color_scheme="light")
 
 

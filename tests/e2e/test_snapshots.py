@@ -201,7 +201,7 @@ def test_a_reports_citations_open_their_words_and_an_invented_quote_is_marked(
     expect(content.locator(".citation-missing")).to_have_count(1)
     expect(content.locator("a.citation")).to_have_count(4)
     invented.scroll_into_view_if_needed()
-    page.screenshot(path=screenshot(page, name="report-marked"))
+    screenshot(page, name="report-marked", full_page=False)
 
     # The quotation with other punctuation opens the snapshot at its words.
     with page.expect_popup() as opened:

@@ -3,18 +3,18 @@ above the answer, open while it thinks and closed once it answers; the
 finished answer keeps it, closed, after a reload, and the Activity has it."""
 
 import re
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
 
+from tests.e2e.conftest import SCREENSHOTS, screenshot_save
 from tests.e2e.test_first_turn import TURN_TIMEOUT, ask, sign_in
 from tests.model_server import Text
 
 pytestmark = pytest.mark.e2e
 
 # For a person to look at: live and after, laptop and phone, light and dark.
-SHOTS = Path("/tmp/shots-thinking")
+SHOTS = SCREENSHOTS / "thinking"
 WIDTHS = {"laptop": (1366, 900), "phone": (390, 844)}
 
 THOUGHT = "".join(
@@ -32,7 +32,6 @@ ANSWER = (
 
 
 def _shots(page, *, name: str) -> None:
-    SHOTS.mkdir(parents=True, exist_ok=True)
     # No drawer caught sliding away as the width changes.
     page.emulate_media(reduced_motion="reduce")
     for width, size in WIDTHS.items():
@@ -41,7 +40,7 @@ def _shots(page, *, name: str) -> None:
             expect(page.locator("#conversation-list")).not_to_be_in_viewport()
         for scheme in ("light", "dark"):
             page.emulate_media(color_scheme=scheme)
-            page.screenshot(path=SHOTS / f"{name}-{width}-{scheme}.png")
+            screenshot_save(page, path=SHOTS / f"{name}-{width}-{scheme}.png")
     page.emulate_media(color_scheme="light")
     page.set_viewport_size({"width": 1366, "height": 900})
 
