@@ -99,21 +99,21 @@ def member_remove(*, project: Project, member_id) -> bool:
     close at once (projects.signals). False if the project has no such member."""
     # From a form (text) or a URL's <id:…> (a number) alike.
     pk = id_from_text(str(member_id))
-    member = ProjectMember.objects.filter(project=project, pk=pk).first() if pk is not None else None
-    if member is None:
-        return False
-    # Deleted as an instance, not by a queryset: post_delete announces it.
-    member.delete()
-    return True
+    return pk is not None and _member_deleted(ProjectMember.objects.filter(project=project, pk=pk))
 
 
 def member_leave(*, project: Project, user) -> bool:
     """The user leaves a project they are a member of by name; their open
     pages of its conversations close (projects.signals). A membership through
     a group is left by leaving the group. False if they had none by name."""
-    member = ProjectMember.objects.filter(project=project, user=user).first()
+    return _member_deleted(ProjectMember.objects.filter(project=project, user=user))
+
+
+def _member_deleted(members) -> bool:
+    member = members.first()
     if member is None:
         return False
+    # Deleted as an instance, not by a queryset: post_delete announces it.
     member.delete()
     return True
 

@@ -11,12 +11,12 @@ from conversations.models import Conversation, Message
 PARAGRAPH = " ".join(["Air-source heat pumps keep a useful coefficient of performance well below freezing."] * 5)
 
 
-def long_conversation(*, username: str, turns: int, answer: str = "") -> str:
-    """A conversation of `turns` answered questions (each `answer`, or a
-    short one naming its number) with a plan and a two-version report;
-    returns its id."""
+def long_conversation(*, username: str, turns: int, answer: str = "", question: str = "") -> str:
+    """A conversation of `turns` answered questions (each `question` and
+    `answer`, or short ones naming their number; `question` is its title too)
+    with a plan and a two-version report; returns its id."""
     owner = get_user_model().objects.get(username=username)
-    conversation = Conversation.objects.create(owner=owner, title=f"A thread of {turns} turns")
+    conversation = Conversation.objects.create(owner=owner, title=question or f"A thread of {turns} turns")
     session = ArtifactSession.objects.create(conversation=conversation)
     parent = None
     for number in range(1, turns + 1):
@@ -24,7 +24,7 @@ def long_conversation(*, username: str, turns: int, answer: str = "") -> str:
         parent = Message.objects.create(
             conversation=conversation,
             parent=parent,
-            content=f"Question {number}: and what about part {number}?",
+            content=question or f"Question {number}: and what about part {number}?",
             response=text,
         )
         Run.objects.create(message=parent, status=Run.Status.COMPLETED, model="scripted")

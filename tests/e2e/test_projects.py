@@ -97,17 +97,14 @@ def test_a_project_made_and_asked_in_is_in_the_sidebar_under_its_name(portal, mo
 
 def test_repeat_this_research_sets_a_weekly_schedule_in_the_browsers_time_zone(portal, new_page, screenshot):
     user = portal.user_create(prefix="e2e-schedule")
-    # A conversation with a question and no turn: a queued one would be run by the portal's
-    # worker whenever its sweep found it, taking another test's scripted reply.
+    # An answered question, not a queued turn: the portal's worker would run one whenever
+    # its sweep found it, taking another test's scripted reply.
     conversation_id = portal.shell(
-        "from django.contrib.auth import get_user_model; from artifacts.models import ArtifactSession; "
-        "from conversations.models import Conversation, Message; from projects.services import project_create; "
-        f"user = get_user_model().objects.get(username={user.username!r}); "
-        "project_create(user=user, name='储能 · Storage'); "
-        "c = Conversation.objects.create(owner=user, title='储能电池价格本周有什么变化？'); "
-        "ArtifactSession.objects.create(conversation=c); "
-        "m = Message.objects.create(conversation=c, content='储能电池价格本周有什么变化？', response='价格持平。'); "
-        "Conversation.objects.filter(pk=c.pk).update(active_branch=m); print(c.pk)"
+        "from django.contrib.auth import get_user_model; from projects.services import project_create; "
+        "from tests.e2e.seed import long_conversation; "
+        f"project_create(user=get_user_model().objects.get(username={user.username!r}), name='储能 · Storage'); "
+        f"print(long_conversation(username={user.username!r}, turns=1, question='储能电池价格本周有什么变化？', "
+        "answer='价格持平。'))"
     ).strip()
     page = new_page(timezone_id="Asia/Shanghai")
     sign_in(page, portal=portal, user=user)
