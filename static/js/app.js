@@ -135,6 +135,31 @@ document.addEventListener("htmx:afterRequest", (event) => {
   // Its own trigger (pane.html); a pane the user's answer left without one (an open editor) owes nothing.
   if (pane && pane.hasAttribute("hx-get")) htmx.trigger(pane, "pane:refresh");
 });
+// An answer about the thread that brings the pane with it (another branch's:
+// the branch arrows, a retry that started a branch) shows the pane as it was
+// when that answer was rendered. A change signalled while the answer was on its
+// way may be newer, and the refresh it made was for the pane the answer
+// replaces (its result then lands nowhere): the pane swapped in is fetched
+// again, once htmx has set it up (settled) to hear its refresh.
+let paneSignals = 0;
+let answerStale = false;
+let paneRefreshDue = false;
+document.addEventListener("htmx:beforeRequest", (event) => {
+  event.detail.xhr.paneSignals = paneSignals;
+});
+document.addEventListener("htmx:beforeSwap", (event) => {
+  answerStale = event.detail.xhr.paneSignals !== paneSignals;
+});
+document.addEventListener("htmx:oobAfterSwap", (event) => {
+  if (event.target.id === "artifacts-changed") paneSignals += 1;
+  if (event.target.id === "artifact-pane" && answerStale) paneRefreshDue = true;
+});
+document.addEventListener("htmx:afterSettle", () => {
+  if (!paneRefreshDue) return;
+  paneRefreshDue = false;
+  const pane = document.getElementById("artifact-pane");
+  if (pane && pane.hasAttribute("hx-get")) htmx.trigger(pane, "pane:refresh");
+});
 // Beside the chat the artifact pane folds away for room to read, and the
 // choice is remembered. On a phone it is a sheet over the chat instead, as the
 // conversation list is a drawer below 1100 px: both are popovers there

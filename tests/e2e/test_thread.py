@@ -2,6 +2,8 @@
 activity fold, the conversation list, inert hostile content and a long
 thread's pages."""
 
+import re
+
 import pytest
 from django.conf import settings
 from playwright.sync_api import expect
@@ -253,11 +255,29 @@ def test_retrying_an_old_cancelled_turn_starts_a_branch_and_leaves_the_newest_tu
     shown = ".artifact-list, .artifact-head, .artifact-content"
     newest_pane = pane.locator(shown).all_inner_texts()
 
+    # The retried turn saves its report while the retry's answer is on its way, as
+    # a quick worker and a slow connection have it: the answer, rendered before the
+    # save, brings the new branch's pane without the report, after the change's
+    # signal came and its refresh was made for the pane the answer then replaces.
     model_server.add(
-        Text(call("create_artifact", id="report", title="Report", content="# Report\n\nThe retried report.")),
+        Text(
+            call("create_artifact", id="report", title="Report", content="# Report\n\nThe retried report."),
+            hold="<tool_call>",
+        ),
         Text("Done again."),
     )
-    turns.nth(0).get_by_role("button", name="Retry").click()
+    held = []
+    page.route("**/retry/", lambda route: held.append(route))
+    with page.expect_request("**/retry/"):
+        turns.nth(0).get_by_role("button", name="Retry").click()
+    expect(turns.nth(0).locator("form.retry")).to_have_class(re.compile(r"\bhtmx-request\b"))
+    assert len(held) == 1
+    answer = held[0].fetch()
+    assert "The retried report" not in answer.text()
+    model_server.release()
+    expect(pane.locator(".artifact-content")).to_have_text("Report\nThe retried report.", timeout=TURN_TIMEOUT)
+    held[0].fulfill(response=answer)
+    page.unroute("**/retry/")
 
     notice = page.locator("#thread .thread-notice")
     expect(notice).to_have_text(RETRIED_AS_BRANCH)
