@@ -139,8 +139,9 @@ document.addEventListener("htmx:afterRequest", (event) => {
 // the branch arrows, a retry that started a branch) shows the pane as it was
 // when that answer was rendered. A change signalled while the answer was on its
 // way may be newer, and the refresh it made was for the pane the answer
-// replaces (its result then lands nowhere): the pane swapped in is fetched
-// again, once htmx has set it up (settled) to hear its refresh.
+// replaces: overwritten by the answer, or landing on a pane no longer there.
+// The pane swapped in is fetched again, once htmx has set it up (settled) to
+// hear its refresh.
 let paneSignals = 0;
 let answerStale = false;
 let paneRefreshDue = false;
