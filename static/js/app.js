@@ -140,26 +140,27 @@ document.addEventListener("htmx:afterRequest", (event) => {
 // when that answer was rendered. A change signalled while the answer was on its
 // way may be newer, and the refresh it made was for the pane the answer
 // replaces: overwritten by the answer, or landing on a pane no longer there.
-// The pane swapped in is fetched again, once htmx has set it up (settled) to
-// hear its refresh.
+// A pane such an answer put in place of the one before is fetched again, once
+// htmx has set it up (settled) to hear its refresh. (The pane's own answers
+// morph it, the same element: they keep their rule, above.)
 let paneSignals = 0;
-let answerStale = false;
-let paneRefreshDue = false;
+// The pane before an answer that came after a change signal was swapped in.
+let paneBeforeStaleAnswer = null;
 document.addEventListener("htmx:beforeRequest", (event) => {
   event.detail.xhr.paneSignals = paneSignals;
 });
 document.addEventListener("htmx:beforeSwap", (event) => {
-  answerStale = event.detail.xhr.paneSignals !== paneSignals;
+  const stale = event.detail.xhr.paneSignals !== paneSignals;
+  paneBeforeStaleAnswer = stale ? document.getElementById("artifact-pane") : null;
 });
 document.addEventListener("htmx:oobAfterSwap", (event) => {
   if (event.target.id === "artifacts-changed") paneSignals += 1;
-  if (event.target.id === "artifact-pane" && answerStale) paneRefreshDue = true;
 });
 document.addEventListener("htmx:afterSettle", () => {
-  if (!paneRefreshDue) return;
-  paneRefreshDue = false;
+  const before = paneBeforeStaleAnswer;
+  paneBeforeStaleAnswer = null;
   const pane = document.getElementById("artifact-pane");
-  if (pane && pane.hasAttribute("hx-get")) htmx.trigger(pane, "pane:refresh");
+  if (before && pane !== before && pane?.hasAttribute("hx-get")) htmx.trigger(pane, "pane:refresh");
 });
 // Beside the chat the artifact pane folds away for room to read, and the
 // choice is remembered. On a phone it is a sheet over the chat instead, as the
