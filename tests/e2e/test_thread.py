@@ -276,6 +276,9 @@ def test_retrying_an_old_cancelled_turn_starts_a_branch_and_leaves_the_newest_tu
     assert "The retried report" not in answer.text()
     model_server.release()
     expect(pane.locator(".artifact-content")).to_have_text("Report\nThe retried report.", timeout=TURN_TIMEOUT)
+    # The person goes on writing meanwhile: neither the answer nor the pane's refresh touches it.
+    draft = "接下来：比较两个版本的报告"
+    page.locator("#composer-input").fill(draft)
     held[0].fulfill(response=answer)
     page.unroute("**/retry/")
 
@@ -286,6 +289,7 @@ def test_retrying_an_old_cancelled_turn_starts_a_branch_and_leaves_the_newest_tu
     expect(turns.nth(0)).to_have_attribute("data-status", "completed", timeout=TURN_TIMEOUT)
     expect(turns.nth(0).locator(".answer")).to_have_text("Done again.")
     expect(pane.locator(".artifact-content")).to_have_text("Report\nThe retried report.", timeout=TURN_TIMEOUT)
+    expect(page.locator("#composer-input")).to_have_value(draft)
     expect(notice).to_be_visible()
     for scheme in ("light", "dark"):
         page.emulate_media(color_scheme=scheme)
